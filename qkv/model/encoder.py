@@ -1,0 +1,362 @@
+"""A BERT-family encoder in NumPy: embeddings → layers → pooling.
+
+Each layer is the tutorial's attention followed by a feed-forward block (post-LayerNorm, as BERT):
+
+    A = LayerNorm(X + MultiHead(X)·Wo)
+    Y = LayerNorm(A + GELU(A·W1)·W2)
+
+The forward pass works on the whole batch as [batch·len, hidden] matrices so the time goes into
+a few large matrix products; element-wise steps run in place to avoid extra passes over memory.
+Intermediates are copied out only when a trace asks for them (see ``qkv.model.trace``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qkv.errors import InputError
+from qkv.model.config import ModelConfig
+from qkv.model.hub import resolve
+from qkv.model.threads import blas_threads, default_threads
+from qkv.model.tokenizer import Tokenizer, Tokens
+from qkv.model.trace import Selector, Trace
+from qkv.model.weights import EncoderWeights, load_weights
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / √(var + eps) · g + b over the last axis, in place on ``x``."""
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.einsum("...i,...i->...", x, x)[..., None]
+    var *= 1.0 / x.shape[-1]
+    var += eps
+    np.sqrt(var, out=var)
+    x /= var
+    x *= g
+    x += b
+    return x
+
+
+def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
+    """The activation, in place. "gelu" is the exact x·Φ(x) = x·½(1 + erf(x/√2)) BERT uses."""
+    if kind == "relu":
+        return np.maximum(x, 0, out=x)
+    if kind == "gelu":
+        from scipy.special import erf
+
+        t = np.multiply(x, np.float32(1 / math.sqrt(2)), dtype=x.dtype)
+        erf(t, out=t)
+    else:  # tanh approximation (gelu_new / gelu_pytorch_tanh)
+        t = x * x
+        t *= np.float32(0.044715)
+        t += 1
+        t *= x
+        t *= np.float32(math.sqrt(2 / math.pi))
+        np.tanh(t, out=t)
+    t += 1
+    t *= 0.5
+    x *= t
+    return x
+
+
+@dataclass
+class _Batch:
+    ids: np.ndarray  # [B, L] int64
+    mask: np.ndarray  # [B, L] bool
+
+
+class Encoder:
+    """A pretrained BERT-family encoder with every intermediate available by name.
+
+    >>> enc = Encoder.load()                      # all-MiniLM-L6-v2, shipped in a package
+    >>> enc.encode(["red running shoes"]).shape   # (1, 384)
+    >>> tr = enc.trace(["red running shoes"], keep=["layers.*.attn.weights"])
+    >>> tr["layers.0.attn.weights"].shape         # (1, 12, 5, 5)
+    """
+
+    def __init__(self, config: ModelConfig, weights: EncoderWeights, tokenizer: Tokenizer,
+                 name: str = "", path: Path | None = None, threads: int | None = None):
+        self.config = config
+        self.weights = weights
+        self.tokenizer = tokenizer
+        self.name = name
+        self.path = path
+        self.threads = default_threads() if threads is None else max(1, int(threads))
+        self._scale = np.float32(1.0 / math.sqrt(config.head_dim))
+
+    @classmethod
+    def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
+        """Load a model by local path, packaged name or hub id (see ``qkv.model.hub``)."""
+        canonical, path = resolve(name)
+        config = ModelConfig.from_dir(path)
+        tokenizer = Tokenizer(path / "tokenizer.json")
+        weights = load_weights(path / "model.safetensors", config)
+        return cls(config, weights, tokenizer, name=canonical, path=path, threads=threads)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def dim(self) -> int:
+        return self.config.hidden_size
+
+    def fingerprint(self) -> str:
+        """A short hash of the weights file: indexes and attribute models record it."""
+        import hashlib
+
+        if self.path is None or not (self.path / "model.safetensors").is_file():
+            return "unknown"
+        h = hashlib.sha256()
+        with open(self.path / "model.safetensors", "rb") as f:
+            h.update(f.read(1 << 20))
+            f.seek(0, 2)
+            h.update(str(f.tell()).encode())
+        return h.hexdigest()[:16]
+
+    # ------------------------------------------------------------------ tokens
+    def tokenize(self, texts, *, truncate: bool = False) -> list[Tokens]:
+        """Tokens with special tokens. Texts longer than the model allows are refused unless
+        ``truncate`` (cut, with a warning)."""
+        texts = Tokenizer._check(texts)
+        limit = self.config.max_tokens
+        out = []
+        for text, enc in zip(texts, self.tokenizer.content(texts)):
+            n = len(enc.ids) + self.tokenizer.n_special
+            if n > limit:
+                if not truncate:
+                    raise InputError(f"text {len(out)} has {n} tokens, more than this model's limit of {limit}; "
+                                     "pass truncate=True (--truncate) to cut it, or shorten it")
+                warnings.warn(f"text {len(out)} cut from {n} to {limit} tokens", stacklevel=3)
+                out.append(self.tokenizer.wrap(text, enc, 0, limit - self.tokenizer.n_special))
+            else:
+                out.append(self.tokenizer.wrap(text, enc))
+        return out
+
+    def _windows(self, text: str, enc) -> list[Tokens]:
+        """Overlapping windows (half a window apart) covering a long text; see ``encode``."""
+        width = self.config.window_tokens - self.tokenizer.n_special
+        n = len(enc.ids)
+        if n <= width:
+            return [self.tokenizer.wrap(text, enc)]
+        stride = max(1, width // 2)
+        starts = list(range(0, n - width, stride)) + [n - width]
+        return [self.tokenizer.wrap(text, enc, s, s + width) for s in starts]
+
+    # ------------------------------------------------------------------ forward
+    def _pad(self, items: list[Tokens]) -> _Batch:
+        length = max(len(t) for t in items)
+        ids = np.full((len(items), length), self.config.pad_token_id, dtype=np.int64)
+        mask = np.zeros((len(items), length), dtype=bool)
+        for r, t in enumerate(items):
+            ids[r, :len(t)] = t.ids
+            mask[r, :len(t)] = True
+        return _Batch(ids, mask)
+
+    def forward(self, ids: np.ndarray, mask: np.ndarray, keep: Selector | None = None,
+                store: dict | None = None) -> np.ndarray:
+        """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
+        Intermediates named in ``keep`` are copied into ``store``."""
+        cfg, w = self.config, self.weights
+        B, L = ids.shape
+        H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
+        keep = keep if keep else None
+        if L > cfg.max_tokens:
+            raise InputError(f"sequence of {L} tokens exceeds the model's {cfg.max_tokens}")
+
+        if cfg.position_offset:  # RoBERTa: positions count real tokens, after the padding index
+            pos = np.cumsum(mask, axis=1) * mask + cfg.pad_token_id
+        else:
+            pos = np.arange(L)[None, :]
+        x = w.word[ids]
+        x += w.position[pos]
+        x += w.token_type[0]
+        x = layer_norm(x.reshape(B * L, H), w.emb_ln_g, w.emb_ln_b, cfg.layer_norm_eps)
+        if keep and "embeddings" in keep:
+            store["embeddings"] = x.reshape(B, L, H).copy()
+
+        # Padding keys get -inf before the softmax, so their weight is exactly 0.
+        pad_bias = None
+        if not mask.all():
+            pad_bias = np.where(mask, np.float32(0), np.float32(-np.inf))[:, None, None, :]
+
+        for i, lw in enumerate(w.layers):
+            want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
+            # 1. project: one fused product gives Q | K | V for every token.
+            qkv = x @ lw.w_qkv
+            qkv += lw.b_qkv
+            heads = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)  # [3, B, nh, L, d], a view
+            q, k, v = heads[0], heads[1], heads[2]
+            for n, a in (("attn.q", q), ("attn.k", k), ("attn.v", v)):
+                if want(n):
+                    store[f"layers.{i}.{n}"] = a.copy()
+            raw = want("attn.scores")
+            if not raw:
+                q *= self._scale  # scale Q (L·d products) instead of the scores (L·L)
+            # 2. score: Q·Kᵀ
+            s = q @ k.transpose(0, 1, 3, 2)
+            if raw:
+                store[f"layers.{i}.attn.scores"] = s.copy()
+                s *= self._scale  # 3. scale by 1/√d
+            if pad_bias is not None:
+                s += pad_bias
+            if want("attn.scaled_scores"):
+                store[f"layers.{i}.attn.scaled_scores"] = s.copy()
+            # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
+            if want("attn.weights"):
+                store[f"layers.{i}.attn.weights"] = s.copy()
+            # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
+            ctx = np.empty((B, L, nh, d), dtype=np.float32)
+            np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
+            if want("attn.context"):
+                store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
+            # heads concatenated, projected, added to the input, normalised
+            a = ctx.reshape(B * L, H) @ lw.w_o
+            a += lw.b_o
+            if want("attn.out"):
+                store[f"layers.{i}.attn.out"] = a.reshape(B, L, H).copy()
+            a += x
+            x = layer_norm(a, lw.ln1_g, lw.ln1_b, cfg.layer_norm_eps)
+            if want("attn.norm"):
+                store[f"layers.{i}.attn.norm"] = x.reshape(B, L, H).copy()
+            # feed-forward
+            h = x @ lw.w_in
+            h += lw.b_in
+            gelu(h, cfg.hidden_act)
+            if want("ffn.hidden"):
+                store[f"layers.{i}.ffn.hidden"] = h.reshape(B, L, -1).copy()
+            f = h @ lw.w_out
+            f += lw.b_out
+            if want("ffn.out"):
+                store[f"layers.{i}.ffn.out"] = f.reshape(B, L, H).copy()
+            f += x
+            x = layer_norm(f, lw.ln2_g, lw.ln2_b, cfg.layer_norm_eps)
+            if want("out"):
+                store[f"layers.{i}.out"] = x.reshape(B, L, H).copy()
+        return x.reshape(B, L, H)
+
+    # ------------------------------------------------------------------ pooling
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Un-normalised sentence vectors [B, H] by the model's pooling rule."""
+        if self.config.pooling == "cls":
+            return hidden[:, 0].copy()
+        if self.config.pooling == "max":
+            return np.where(mask[..., None], hidden, -np.inf).max(axis=1)
+        m = mask.astype(np.float32)
+        return np.einsum("bl,blh->bh", m, hidden) / np.maximum(m.sum(axis=1, keepdims=True), 1e-9)
+
+    def _batches(self, items: list[Tokens], batch_size: int, max_batch_tokens: int = 16384):
+        """Indices grouped into batches of similar length (sorted), so padding is small."""
+        order = sorted(range(len(items)), key=lambda j: len(items[j]))
+        batch: list[int] = []
+        for j in order:
+            if batch and (len(batch) >= batch_size or len(items[j]) * (len(batch) + 1) > max_batch_tokens):
+                yield batch
+                batch = []
+            batch.append(j)
+        if batch:
+            yield batch
+
+    def _run(self, items: list[Tokens], batch_size: int, progress, fn):
+        """Run ``fn(batch_indices, hidden, mask)`` over length-bucketed batches."""
+        if batch_size < 1:
+            raise InputError("batch_size must be at least 1")
+        with blas_threads(self.threads):
+            for idx in self._batches(items, batch_size):
+                b = self._pad([items[j] for j in idx])
+                fn(idx, self.forward(b.ids, b.mask), b.mask)
+                if progress is not None:
+                    progress(len(idx))
+
+    def encode(self, texts, *, batch_size: int = 32, normalize: bool | None = None,
+               truncate: bool = False, progress=None) -> np.ndarray:
+        """Sentence embeddings, float32 [n, dim], in input order.
+
+        Long texts are never cut silently. By default a text longer than the model's window
+        (sentence-transformers' max_seq_length, 256 tokens for MiniLM) is embedded as overlapping
+        windows half a window apart, and its vector is the mean of the windows' pooled vectors
+        weighted by their token counts. ``truncate=True`` keeps only the first window, with a warning.
+        ``normalize`` defaults to the model's own setting (True for all-MiniLM-L6-v2).
+        ``progress``, if given, is called with the number of sequences done after each batch.
+        """
+        texts = Tokenizer._check(texts)
+        normalize = self.config.normalize if normalize is None else normalize
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        items: list[Tokens] = []
+        owner: list[int] = []
+        width = self.config.window_tokens
+        for i, (text, enc) in enumerate(zip(texts, self.tokenizer.content(texts))):
+            if len(enc.ids) + self.tokenizer.n_special > width and truncate:
+                warnings.warn(f"text {i} cut from {len(enc.ids) + self.tokenizer.n_special} to {width} tokens",
+                              stacklevel=2)
+                wins = [self.tokenizer.wrap(text, enc, 0, width - self.tokenizer.n_special)]
+            else:
+                wins = self._windows(text, enc)
+            items.extend(wins)
+            owner.extend([i] * len(wins))
+        pooled = np.zeros((len(items), self.dim), dtype=np.float32)
+
+        def keep(idx, hidden, mask):
+            pooled[idx] = self._pool(hidden, mask)
+
+        self._run(items, batch_size, progress, keep)
+        if len(items) == len(texts):
+            out = pooled
+        else:  # average each text's windows, weighted by their content length
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            weight = np.zeros(len(texts), dtype=np.float32)
+            wlen = np.asarray([len(t) - self.tokenizer.n_special for t in items], dtype=np.float32)
+            np.add.at(out, owner, pooled * wlen[:, None])
+            np.add.at(weight, owner, wlen)
+            out /= np.maximum(weight, 1)[:, None]
+        if normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def token_vectors(self, texts, *, batch_size: int = 32, truncate: bool = False) -> list[tuple[Tokens, np.ndarray]]:
+        """Each text's tokens and their last-layer vectors [n_tokens, hidden], special tokens
+        included. For a mean-pooled model the mean of all these rows (specials too, as
+        sentence-transformers pools) is ``encode``'s vector before normalisation."""
+        items = self.tokenize(texts, truncate=truncate)
+        out: list = [None] * len(items)
+
+        def keep(idx, hidden, mask):
+            for r, j in enumerate(idx):
+                out[j] = (items[j], hidden[r, :len(items[j])].copy())
+
+        if items:
+            self._run(items, batch_size, None, keep)
+        return out
+
+    def trace(self, texts, keep=("layers.*.attn.weights",), *, truncate: bool = False) -> Trace:
+        """Run one padded batch (input order, no bucketing) and keep the named intermediates.
+
+        ``keep``: names or wildcard patterns (see ``qkv.model.trace``), e.g. "layers.2.attn.*".
+        Texts over the model's limit are refused unless ``truncate``.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        items = self.tokenize(texts, truncate=truncate)
+        if not items:
+            raise InputError("trace needs at least one text")
+        selector = Selector(keep, self.config.num_layers)
+        b = self._pad(items)
+        store: dict[str, np.ndarray] = {}
+        with blas_threads(self.threads):
+            self.forward(b.ids, b.mask, selector, store)
+        return Trace(items, b.ids, b.mask, store, self.config.num_layers, self.config.num_heads)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Encoder({self.name!r}, {c.model_type}, layers={c.num_layers}, heads={c.num_heads}, "
+                f"hidden={c.hidden_size}, pooling={c.pooling}, normalize={c.normalize})")
+
+
+def load(name: str | Path | None = None, *, threads: int | None = None) -> Encoder:
+    """Load an encoder (default: sentence-transformers/all-MiniLM-L6-v2)."""
+    return Encoder.load(name, threads=threads)
