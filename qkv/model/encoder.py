@@ -318,19 +318,32 @@ class Encoder:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
-    def token_vectors(self, texts, *, batch_size: int = 32, truncate: bool = False) -> list[tuple[Tokens, np.ndarray]]:
-        """Each text's tokens and their last-layer vectors [n_tokens, hidden], special tokens
-        included. For a mean-pooled model the mean of all these rows (specials too, as
-        sentence-transformers pools) is ``encode``'s vector before normalisation."""
+    def token_vectors(self, texts, *, layers=None, batch_size: int = 32,
+                      truncate: bool = False) -> list[tuple[Tokens, np.ndarray]]:
+        """Each text's tokens and their contextual vectors, special tokens included, computed in
+        length-bucketed batches. ``layers=None``: the last layer's output [n_tokens, hidden]; a list
+        of layer indices (negative counts from the end): those layers' outputs concatenated along
+        the features, [n_tokens, hidden·len(layers)]. For a mean-pooled model the mean of all the
+        last layer's rows (specials too, as sentence-transformers pools) is ``encode``'s vector
+        before normalisation."""
         items = self.tokenize(texts, truncate=truncate)
+        n_layers = self.config.num_layers
+        chosen = None if layers is None else [l % n_layers for l in layers]
+        if chosen is not None and any(not -n_layers <= l < n_layers for l in layers):
+            raise InputError(f"layers {layers} out of range for a {n_layers}-layer model")
         out: list = [None] * len(items)
-
-        def keep(idx, hidden, mask):
-            for r, j in enumerate(idx):
-                out[j] = (items[j], hidden[r, :len(items[j])].copy())
-
-        if items:
-            self._run(items, batch_size, None, keep)
+        if not items:
+            return out
+        with blas_threads(self.threads):
+            for idx in self._batches(items, batch_size):
+                b = self._pad([items[j] for j in idx])
+                store: dict = {}
+                keep = None if chosen is None else Selector([f"layers.{l}.out" for l in chosen], n_layers)
+                hidden = self.forward(b.ids, b.mask, keep, store)
+                feats = hidden if chosen is None else np.concatenate(
+                    [store[f"layers.{l}.out"] for l in chosen], axis=-1)
+                for r, j in enumerate(idx):
+                    out[j] = (items[j], np.ascontiguousarray(feats[r, :len(items[j])]))
         return out
 
     def trace(self, texts, keep=("layers.*.attn.weights",), *, truncate: bool = False) -> Trace:
