@@ -1,0 +1,26 @@
+"""Semantic product search: dense (faiss) + keyword (SQLite FTS5 BM25) + fusion, with explanations.
+
+    from qkv.search import Index
+    idx = Index.open("my-index")
+    for r in idx.search("breathable running shoes", k=5, mode="hybrid"):
+        print(r.rank, r.score, r.title)
+
+Layout: ``store`` (the backend interface), ``embedded`` (faiss + SQLite default), ``catalog``
+(readers), ``filters``, ``index`` (building and searching), ``fusion``, ``explain``, ``evaluate``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Index", "SearchResult", "build_index", "parse_filter"]
+
+
+def __getattr__(name):  # lazy: importing qkv.search must not pull faiss in
+    if name in ("Index", "SearchResult", "build_index"):
+        from qkv.search import index
+
+        return getattr(index, name)
+    if name == "parse_filter":
+        from qkv.search.filters import parse_filter
+
+        return parse_filter
+    raise AttributeError(name)
