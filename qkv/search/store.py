@@ -118,10 +118,14 @@ class StoreWriter(ABC):
         """The stored title hash of each of ``ids`` that exists (to skip re-embedding unchanged rows)."""
 
     @abstractmethod
-    def upsert(self, rows: Sequence[Row], vectors: np.ndarray | None, title_hashes: Sequence[str]) -> None:
-        """Add or replace products by id. ``vectors[i]`` belongs to ``rows[i]``; a ``None`` vector
-        array (or a row whose hash equals the stored one, with ``vectors`` given as ``None``) keeps the
-        stored vector and updates only the fields. Rows must have distinct ids."""
+    def upsert(self, rows: Sequence[Row], vectors: np.ndarray, title_hashes: Sequence[str]) -> None:
+        """Add or replace products by id, with new vectors: ``vectors[i]`` (float32 [dim]) and
+        ``title_hashes[i]`` belong to ``rows[i]``. Rows must have distinct ids."""
+
+    @abstractmethod
+    def update_fields(self, rows: Sequence[Row]) -> None:
+        """Replace the fields (title included) of existing products, keeping their vectors; used when
+        a row's title hash is unchanged. Unknown ids raise InputError."""
 
     @abstractmethod
     def delete(self, ids: Iterable[str]) -> int:
