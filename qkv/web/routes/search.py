@@ -1,0 +1,5 @@
+"""The search view (filled in when its application API lands)."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["search"])

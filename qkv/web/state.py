@@ -1,0 +1,115 @@
+"""What one server process shares between requests: the encoder (loaded once), the search index
+chosen at start-up, and one lock that serialises work on them.
+
+The encoder's forward pass is NumPy on fresh arrays, but the BLAS thread limit it sets with
+threadpoolctl is process-wide, and these machines have two cores: running one encoder call at a
+time (in a worker thread, so the event loop keeps answering) is both safe and as fast as it gets.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+
+from qkv.errors import InputError, QkvError
+from qkv.web.limits import Limits
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """One text's attention weights, all layers: what the attention view draws."""
+
+    tokens: tuple[str, ...]
+    special: tuple[bool, ...]
+    weights: np.ndarray  # [layers, heads, n, n] float32
+
+
+class AppState:
+    def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
+                 limits: Limits | None = None, threads: int | None = None):
+        self.model_name = model
+        self.threads = threads
+        self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
+        self.limits = limits or Limits()
+        self._encoder = encoder
+        self._index: Any = None
+        self._index_error: str | None = None
+        self._load_lock = threading.Lock()
+        self.compute_lock = threading.Lock()
+        self._attn_cache: OrderedDict[str, LayerAttention] = OrderedDict()
+        self._attn_cache_size = 8
+
+    # ------------------------------------------------------------------ resources, loaded once
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            with self._load_lock:
+                if self._encoder is None:
+                    from qkv.model import load
+
+                    self._encoder = load(self.model_name, threads=self.threads)
+        return self._encoder
+
+    def index(self):
+        """The search index opened from the directory given at start-up (never one a client names)."""
+        if self.index_dir is None:
+            raise Unavailable("this server was started without a search index; "
+                              "restart it with `qkv serve --index DIR` or `qkv serve --sample`")
+        if self._index is None:
+            with self._load_lock:
+                if self._index is None and self._index_error is None:
+                    try:
+                        from qkv.search import Index
+
+                        self._index = Index.open(self.index_dir, encoder=self.encoder)
+                    except ImportError as e:
+                        self._index_error = f"search is not available in this installation ({e})"
+                    except QkvError as e:
+                        self._index_error = f"cannot open the search index: {e}"
+        if self._index is None:
+            raise Unavailable(self._index_error or "the search index is not available")
+        return self._index
+
+    async def run(self, fn: Callable, *args, **kwargs):
+        """Run encoder/index work in a worker thread, one at a time."""
+
+        def locked():
+            with self.compute_lock:
+                return fn(*args, **kwargs)
+
+        return await run_in_threadpool(locked)
+
+    # ------------------------------------------------------------------ attention, cached per text
+    def attention(self, text: str) -> LayerAttention:
+        """All layers' attention weights for ``text`` (call inside ``run``). A small LRU cache
+        keeps the last few texts so switching layers or heads does not run the model again."""
+        hit = self._attn_cache.get(text)
+        if hit is not None:
+            self._attn_cache.move_to_end(text)
+            return hit
+        enc = self.encoder
+        toks = enc.tokenize([text])[0]
+        cap = self.limits.max_attention_tokens
+        if len(toks) > cap:
+            raise TooLarge(f"the text has {len(toks)} tokens; the attention view shows at most {cap} "
+                           "(special tokens included): shorten it")
+        tr = enc.trace([text], keep=["layers.*.attn.weights"])
+        out = LayerAttention(tokens=toks.tokens, special=toks.special, weights=tr.stack("attn.weights", 0))
+        self._attn_cache[text] = out
+        while len(self._attn_cache) > self._attn_cache_size:
+            self._attn_cache.popitem(last=False)
+        return out
+
+
+class Unavailable(QkvError):
+    """A capability this server cannot offer (module not installed, no index): answered with 503."""
+
+
+class TooLarge(InputError):
+    """An input over one of the server's size limits: answered with 413."""

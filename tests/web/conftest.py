@@ -1,0 +1,114 @@
+"""Fixtures of the web tests: an API client over the shared encoder, a live uvicorn server on a free
+loopback port, and headless Chromium (Debian's package, driven by Playwright)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("QKV_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: drives headless Chromium (needs /usr/bin/chromium and playwright)")
+
+
+@pytest.fixture(scope="session")
+def app(encoder):
+    from qkv.web import create_app
+
+    return create_app(encoder=encoder)
+
+
+@pytest.fixture(scope="session")
+def client(app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def live_server(encoder):
+    """uvicorn serving the app on a free 127.0.0.1 port in a thread; yields the base URL."""
+    import uvicorn
+
+    from qkv.web import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            pytest.fail("the test server did not start within 30 s")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium. Missing Chromium fails the run (CI must install it with
+    .ci/install-browser.sh) unless QKV_SKIP_BROWSER=1 says to skip browser tests on purpose."""
+    skip = os.environ.get("QKV_SKIP_BROWSER") == "1"
+    problem = None
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        problem = f"Chromium not found at {CHROMIUM}: run .ci/install-browser.sh (apt-get install chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            problem = "playwright is not installed: pip install -e '.[browser]'"
+    if problem:
+        if skip:
+            pytest.skip(f"browser tests skipped on purpose (QKV_SKIP_BROWSER=1): {problem}")
+        pytest.fail(f"{problem}. Set QKV_SKIP_BROWSER=1 to skip browser tests deliberately.")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A fresh page on the live server that records console errors; the test must leave it clean."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US")
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.console_errors = errors
+    pg.base_url = live_server
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture
+def screenshot():
+    """screenshot(page, name) saves artifacts/web-<name>.png (gitignored) and returns its path."""
+
+    def take(pg, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"web-{name}.png"
+        pg.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
