@@ -174,8 +174,9 @@ class VectorStore(ABC):
 
     # -- writing
     @abstractmethod
-    def writer(self) -> ContextManager[StoreWriter]:
-        ...
+    def writer(self, reset: bool = False) -> ContextManager[StoreWriter]:
+        """The single-writer session (see the module docstring); ``reset=True`` starts from an
+        empty catalog (a rebuild) that replaces the current one only when the block succeeds."""
 
     # -- reading
     @abstractmethod

@@ -1,0 +1,650 @@
+"""The embedded store: one directory, no server. faiss for vectors, SQLite (+FTS5) for rows.
+
+Layout::
+
+    DIR/manifest.json        which generation is current, the model, dims, counts (replaced atomically)
+    DIR/gen-000007/          one immutable generation
+        catalog.sqlite       products(slot, id, title, ktext, title_hash, f0, f1 …), fields, fts (FTS5)
+        vectors.npy          float32 or float16 [slots, dim]; slot = faiss id = FTS rowid
+        ann.faiss            the ANN index over the slots (absent while empty)
+    DIR/.lock                held (flock) by the one writer
+
+Every write builds a new generation in a temporary directory next to the current one (copying the
+SQLite file, appending vectors, adding to the faiss index), renames it into place, then swaps
+``manifest.json`` with ``os.replace``. A kill at any moment leaves the previous manifest pointing at
+the previous, complete generation; leftovers are removed by the next writer. Readers open the
+generation the manifest names with SQLite's ``immutable`` flag, so they take no locks and never wait.
+
+Replaced or deleted products leave their slot behind as a tombstone, excluded at search time by a
+faiss ID selector; when tombstones pass a quarter of the slots, the next write compacts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from qkv.errors import InputError
+from qkv.search import text as textmod
+from qkv.search.store import (FieldInfo, Hit, IndexError_, Manifest, Row, StoreWriter, VectorStore, WriterBusy,
+                              read_manifest)
+
+FLAT_THRESHOLD = 100_000  # "auto": exact search below this many products, HNSW above
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 96
+EXACT_SUBSET = 50_000  # a filter leaving at most this many products is searched exactly
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"
+
+
+def title_hash(title: str) -> str:
+    return hashlib.blake2b(title.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _new_ann(kind: str, dim: int, dtype: str, n: int):
+    import faiss
+
+    ip = faiss.METRIC_INNER_PRODUCT
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim) if dtype == "float32" else faiss.IndexScalarQuantizer(
+            dim, faiss.ScalarQuantizer.QT_fp16, ip)
+    if kind == "hnsw":
+        idx = faiss.IndexHNSWFlat(dim, HNSW_M, ip) if dtype == "float32" else faiss.IndexHNSWSQ(
+            dim, faiss.ScalarQuantizer.QT_fp16, HNSW_M, ip)
+        idx.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        idx.hnsw.efSearch = HNSW_EF_SEARCH
+        return idx
+    if kind == "ivfpq":
+        nlist = max(16, min(65536, int(4 * np.sqrt(max(n, 1)))))
+        m = next(m for m in (48, 32, 24, 16, 12, 8, 4, 2, 1) if dim % m == 0)
+        quant = faiss.IndexFlatIP(dim)
+        idx = faiss.IndexIVFPQ(quant, dim, nlist, m, 8, ip)
+        idx.nprobe = max(8, nlist // 16)
+        idx._qkv_quantizer = quant  # keep the quantizer alive with the index (SWIG ownership)
+        return idx
+    raise InputError(f"unknown ANN kind {kind!r}; use auto, flat, hnsw or ivfpq")
+
+
+class EmbeddedStore(VectorStore):
+    """faiss + SQLite in one directory (see the module docstring)."""
+
+    def __init__(self, path: Path, manifest: Manifest):
+        self.path = path
+        self._manifest = manifest
+        gen = manifest.extra.get("generation")
+        if not gen:
+            raise IndexError_(f"{path}/manifest.json names no generation; the index is corrupt, rebuild it")
+        self.gen_dir = path / gen
+        db = self.gen_dir / "catalog.sqlite"
+        if not db.is_file():
+            raise FileNotFoundError(db)
+        try:
+            self.db = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            self._fields = [FieldInfo(n, k) for n, k in self.db.execute("SELECT name, kind FROM fields ORDER BY col")]
+            self._cols = {n: c for n, c in self.db.execute("SELECT name, col FROM fields")}
+            self._slots = int(manifest.extra.get("slots", 0))
+            self._count = self.db.execute("SELECT count(*) FROM products").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise IndexError_(f"{db} is corrupt ({e}); rebuild the index") from None
+        self._vectors = None
+        self._ann = None
+        self._selector_all = None
+        self._vocab = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path) -> "EmbeddedStore":
+        path = Path(path)
+        for attempt in range(5):  # a writer may swap generations between our reads: retry
+            manifest = read_manifest(path)
+            try:
+                return cls(path, manifest)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise IndexError_(f"{path}: the generation named by manifest.json is missing; "
+                                      "the index is damaged, rebuild it") from None
+                time.sleep(0.05)
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def create(cls, path, manifest: Manifest, **options) -> "EmbeddedStore":
+        path = Path(path)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            if (path / "manifest.json").is_file():
+                read_manifest(path)  # a foreign/corrupt one raises here
+                raise InputError(f"{path} already holds an index; use --upsert to change it or --rebuild")
+            raise IndexError_(f"{path} exists and is not a qkv index ({'a file' if path.is_file() else 'a non-empty directory'}); "
+                              "choose a new or empty directory")
+        path.mkdir(parents=True, exist_ok=True)
+        extra = dict(manifest.extra)
+        extra.setdefault("flat_threshold", int(options.get("flat_threshold", FLAT_THRESHOLD)))
+        manifest = replace(manifest, backend="embedded", count=0, extra=extra)
+        with _Lock(path):
+            tmp = path / f".tmp-gen-000000-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            con = sqlite3.connect(tmp / "catalog.sqlite")
+            _init_schema(con)
+            con.commit()
+            con.close()
+            np.save(tmp / "vectors.npy", np.zeros((0, manifest.dim), dtype=manifest.dtype))
+            gen = "gen-000000"
+            _publish(path, tmp, gen, replace(manifest, extra={**extra, "generation": gen, "slots": 0, "ann_kind": None}))
+        return cls.open(path)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.db.close()
+
+    # ------------------------------------------------------------------ description
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    def count(self) -> int:
+        return self._count
+
+    def fields(self) -> list[FieldInfo]:
+        return list(self._fields)
+
+    def _column(self, name: str) -> str:
+        if name == "id":
+            return "p.id"
+        if name == "title":
+            return "p.title"
+        return f"p.{self._cols[name]}"
+
+    def _kinds(self) -> dict[str, str]:
+        return {"id": "text", "title": "text", **{f.name: f.kind for f in self._fields}}
+
+    def _where(self, flt) -> tuple[str, list]:
+        if flt is None:
+            return "", []
+        kinds = self._kinds()
+        flt.check(kinds)
+        sql, params = flt.to_sql(self._column, kinds)
+        return " AND " + sql, params
+
+    # ------------------------------------------------------------------ vectors / ANN
+    @property
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            self._vectors = np.load(self.gen_dir / "vectors.npy", mmap_mode="r")
+        return self._vectors
+
+    @property
+    def ann(self):
+        if self._ann is None and self._slots:
+            import faiss
+
+            self._ann = faiss.read_index(str(self.gen_dir / "ann.faiss"))
+            if isinstance(self._ann, faiss.IndexHNSW):
+                self._ann.hnsw.efSearch = int(self._manifest.extra.get("ef_search", HNSW_EF_SEARCH))
+        return self._ann
+
+    def _params(self, selector):
+        import faiss
+
+        ann = self.ann
+        if isinstance(ann, faiss.IndexHNSW):
+            p = faiss.SearchParametersHNSW()
+            p.efSearch = ann.hnsw.efSearch
+        elif isinstance(ann, faiss.IndexIVF):
+            p = faiss.SearchParametersIVF()
+            p.nprobe = ann.nprobe
+        else:
+            p = faiss.SearchParameters()
+        if selector is not None:
+            p.sel = selector
+        return p
+
+    def _bitmap(self, slots: np.ndarray):
+        import faiss
+
+        mask = np.zeros(self._slots, dtype=bool)
+        mask[slots] = True
+        bits = np.packbits(mask, bitorder="little")
+        sel = faiss.IDSelectorBitmap(self._slots, faiss.swig_ptr(bits))
+        sel._qkv_bits = bits  # keep the buffer alive as long as the selector
+        return sel
+
+    def _live_selector(self):
+        if self._slots == self._count:
+            return None
+        if self._selector_all is None:
+            live = np.fromiter((s for (s,) in self.db.execute("SELECT slot FROM products")), dtype=np.int64)
+            self._selector_all = self._bitmap(live)
+        return self._selector_all
+
+    def dense_search(self, vector, k, filter=None) -> list[Hit]:
+        if k <= 0:
+            raise InputError(f"k must be at least 1, got {k}")
+        if not self._count:
+            return []
+        q = np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(1, -1))
+        if q.shape[1] != self._manifest.dim:
+            raise InputError(f"query vector has {q.shape[1]} dimensions, the index {self._manifest.dim}")
+        if filter is not None:
+            where, params = self._where(filter)
+            rows = self.db.execute(f"SELECT p.slot FROM products p WHERE 1{where}", params).fetchall()
+            slots = np.asarray([r[0] for r in rows], dtype=np.int64)
+            if not len(slots):
+                return []
+            if len(slots) <= EXACT_SUBSET:  # exact over the few allowed rows: no recall loss
+                scores = np.asarray(self.vectors[np.sort(slots)], dtype=np.float32) @ q[0]
+                order = np.argsort(-scores, kind="stable")[:k]
+                return self._hits(np.sort(slots)[order], scores[order])
+            sel = self._bitmap(slots)
+        else:
+            sel = self._live_selector()
+        D, I = self.ann.search(q, min(k, self._count), params=self._params(sel))
+        keep = I[0] >= 0
+        return self._hits(I[0][keep], D[0][keep])
+
+    def _hits(self, slots, scores) -> list[Hit]:
+        slots = [int(s) for s in slots]
+        if not slots:
+            return []
+        ids = dict(self.db.execute(f"SELECT slot, id FROM products WHERE slot IN ({','.join('?' * len(slots))})", slots))
+        return [Hit(ids[s], float(v)) for s, v in zip(slots, scores) if s in ids]
+
+    def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        slots = self._slots_of(ids)
+        missing = [i for i, s in zip(ids, slots) if s is None]
+        if missing:
+            raise InputError(f"unknown product id(s): {', '.join(map(str, missing[:5]))}")
+        if not len(slots):
+            return np.zeros((0, self._manifest.dim), np.float32)
+        return np.asarray(self.vectors[np.asarray(slots, dtype=np.int64)], dtype=np.float32)
+
+    def _slots_of(self, ids: Sequence[str]) -> list[int | None]:
+        found: dict[str, int] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            found.update(self.db.execute(
+                f"SELECT id, slot FROM products WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return [found.get(i) for i in ids]
+
+    # ------------------------------------------------------------------ keyword side
+    def _has_term(self, term: str) -> bool:
+        return self.db.execute("SELECT 1 FROM fts WHERE fts MATCH ? LIMIT 1", (_quote(term),)).fetchone() is not None
+
+    def _correct(self, term: str) -> str | None:
+        """The closest indexed term to an unknown one (typos such as "backsplach")."""
+        import difflib
+
+        if len(term) < 4 or not term.isalpha():
+            return None
+        if self._vocab is None:
+            self._vocab = {}
+            for (t,) in self.db.execute("SELECT term FROM fts_vocab"):
+                if t.isalpha() and len(t) >= 3:
+                    self._vocab.setdefault(t[0], []).append(t)
+        cands = [t for t in self._vocab.get(term[0], []) if abs(len(t) - len(term)) <= 2]
+        best = difflib.get_close_matches(term, cands, n=1, cutoff=0.8)
+        return best[0] if best else None
+
+    def query_terms(self, query: str) -> list[str]:
+        """The keyword terms searched for ``query``: normalised, unknown words replaced by the
+        closest indexed word when one is close enough."""
+        out = []
+        for t in textmod.terms(query):
+            if not self._has_term(t):
+                c = self._correct(t)
+                if c is None:
+                    continue
+                t = c
+            if t not in out:
+                out.append(t)
+        return out
+
+    def keyword_search(self, query, k, filter=None) -> list[Hit]:
+        if k <= 0:
+            raise InputError(f"k must be at least 1, got {k}")
+        terms = self.query_terms(query)
+        if not terms or not self._count:
+            return []
+        where, params = self._where(filter)
+        sql = (f"SELECT p.id, -bm25(fts) FROM fts JOIN products p ON p.slot = fts.rowid "
+               f"WHERE fts MATCH ?{where} ORDER BY bm25(fts) LIMIT ?")
+        return [Hit(i, float(s)) for i, s in self.db.execute(sql, [" OR ".join(map(_quote, terms)), *params, k])]
+
+    def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
+        terms = self.query_terms(query)
+        out: dict[str, list[tuple[str, float]]] = {}
+        for pid, slot in zip(ids, self._slots_of(ids)):
+            if slot is None:
+                continue
+            parts = []
+            for t in terms:
+                r = self.db.execute("SELECT -bm25(fts) FROM fts WHERE fts MATCH ? AND rowid = ?",
+                                    (_quote(t), slot)).fetchone()
+                if r is not None:
+                    parts.append((t, float(r[0])))
+            out[pid] = parts
+        return out
+
+    # ------------------------------------------------------------------ rows
+    def get_rows(self, ids: Sequence[str]) -> list[Row | None]:
+        ids = list(ids)
+        cols = [f.name for f in self._fields]
+        sel = ", ".join(["id", "title"] + [self._cols[c] for c in cols])
+        found = {}
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            for r in self.db.execute(f"SELECT {sel} FROM products WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                row = {"id": r[0], "title": r[1]}
+                row.update({c: v for c, v in zip(cols, r[2:])})
+                found[r[0]] = row
+        return [found.get(i) for i in ids]
+
+    def all_ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM products ORDER BY slot")]
+
+    # ------------------------------------------------------------------ writing
+    def writer(self, reset: bool = False):
+        return _Writer(self, reset)
+
+
+def _init_schema(con: sqlite3.Connection) -> None:
+    con.executescript(f"""
+        CREATE TABLE products (slot INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, title TEXT NOT NULL,
+                               ktext TEXT NOT NULL, title_hash TEXT NOT NULL);
+        CREATE TABLE fields (name TEXT PRIMARY KEY, col TEXT NOT NULL UNIQUE, kind TEXT NOT NULL);
+        CREATE VIRTUAL TABLE fts USING fts5(ktext, tokenize="{FTS_TOKENIZE}");
+        CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
+    """)
+
+
+def _publish(root: Path, tmp: Path, gen: str, manifest: Manifest) -> None:
+    """Make ``tmp`` generation ``gen`` and point the manifest at it (atomic at the os.replace)."""
+    for f in tmp.iterdir():
+        _fsync_file(f)
+    _fsync_dir(tmp)
+    final = root / gen
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    mtmp = root / f".manifest-{os.getpid()}.json"
+    mtmp.write_text(json.dumps(manifest.to_json(), indent=2), encoding="utf-8")
+    _fsync_file(mtmp)
+    os.replace(mtmp, root / "manifest.json")
+    _fsync_dir(root)
+
+
+class _Lock:
+    """An exclusive, non-blocking flock on DIR/.lock; the OS drops it if the process dies."""
+
+    def __init__(self, root: Path):
+        self.path = root / ".lock"
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                who = os.read(self.fd, 200).decode(errors="replace").strip()
+            except OSError:
+                who = ""
+            os.close(self.fd)
+            raise WriterBusy(f"another process is writing to the index at {self.path.parent} ({who or 'unknown'}); "
+                             "wait for it to finish, then retry (searching works meanwhile)") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode())
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        return False
+
+
+class _Writer(StoreWriter):
+    """Changes staged in a temporary generation; published by ``__exit__`` when no exception."""
+
+    def __init__(self, store: EmbeddedStore, reset: bool):
+        self.store = store
+        self.reset = reset
+
+    def __enter__(self):
+        st = self.store
+        root = st.path
+        self.lock = _Lock(root).__enter__()
+        try:
+            current = read_manifest(root)  # re-read under the lock: another writer may have finished
+            self.manifest = current
+            self.base_gen = current.extra["generation"]
+            self.gen_no = int(self.base_gen.split("-")[1]) + 1
+            for p in root.iterdir():  # leftovers of killed writers
+                if p.name.startswith((".tmp-gen-", ".manifest-")):
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            self.tmp = root / f".tmp-gen-{self.gen_no:06d}-{os.getpid()}"
+            self.tmp.mkdir()
+            if self.reset:
+                self.con = sqlite3.connect(self.tmp / "catalog.sqlite")
+                _init_schema(self.con)
+                self.old_vectors = np.zeros((0, current.dim), dtype=current.dtype)
+                self.ann_kind = None
+            else:
+                src = sqlite3.connect(f"file:{root / self.base_gen / 'catalog.sqlite'}?mode=ro", uri=True)
+                self.con = sqlite3.connect(self.tmp / "catalog.sqlite")
+                src.backup(self.con)
+                src.close()
+                self.old_vectors = np.load(root / self.base_gen / "vectors.npy", mmap_mode="r")
+                self.ann_kind = current.extra.get("ann_kind")
+            self.con.execute("PRAGMA journal_mode=OFF")
+            self.con.execute("PRAGMA synchronous=OFF")  # the file is fsynced before it is published
+            self.con.execute("BEGIN")
+            self.cols = {n: (c, k) for n, c, k in self.con.execute("SELECT name, col, kind FROM fields")}
+            self.next_slot = len(self.old_vectors)
+            self.new_vectors: list[np.ndarray] = []
+            self.tombstones = int(current.extra.get("slots", 0)) - current.count if not self.reset else 0
+            self.changed = False
+        except BaseException:
+            self.lock.__exit__(None, None, None)
+            raise
+        return self
+
+    # -- the StoreWriter interface
+    def title_hashes(self, ids):
+        out = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            out.update(self.con.execute(
+                f"SELECT id, title_hash FROM products WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
+
+    def _field_cols(self, rows) -> None:
+        for row in rows:
+            for name, v in row.items():
+                if name in ("id", "title"):
+                    continue
+                kind = "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text"
+                if name not in self.cols:
+                    col = f"f{len(self.cols)}"
+                    self.con.execute(f"ALTER TABLE products ADD COLUMN {col}")
+                    self.con.execute("INSERT INTO fields VALUES (?, ?, ?)", (name, col, kind if v is not None else "number"))
+                    self.cols[name] = (col, kind if v is not None else "number")
+                elif v is not None and kind == "text" and self.cols[name][1] == "number":
+                    self.con.execute("UPDATE fields SET kind = 'text' WHERE name = ?", (name,))
+                    self.cols[name] = (self.cols[name][0], "text")
+
+    def _remove(self, ids) -> int:
+        n = 0
+        for pid in ids:
+            r = self.con.execute("SELECT slot FROM products WHERE id = ?", (pid,)).fetchone()
+            if r is not None:
+                self.con.execute("DELETE FROM products WHERE slot = ?", r)
+                self.con.execute("DELETE FROM fts WHERE rowid = ?", r)
+                self.tombstones += 1
+                n += 1
+        return n
+
+    def upsert(self, rows, vectors, title_hashes) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(rows) != len(vectors) or len(rows) != len(title_hashes):
+            raise InputError("upsert needs one vector and one title hash per row")
+        if vectors.ndim != 2 or (len(rows) and vectors.shape[1] != self.manifest.dim):
+            raise InputError(f"vectors must be [n, {self.manifest.dim}]")
+        ids = [str(r["id"]) for r in rows]
+        if len(set(ids)) != len(ids):
+            raise InputError("upsert rows must have distinct ids")
+        if not rows:
+            return
+        self._remove(ids)
+        self._field_cols(rows)
+        names = list(self.cols)
+        colsql = ", ".join(["slot", "id", "title", "ktext", "title_hash"] + [self.cols[n][0] for n in names])
+        ph = ",".join("?" * (5 + len(names)))
+        data, fts = [], []
+        for row, h in zip(rows, title_hashes):
+            slot = self.next_slot
+            self.next_slot += 1
+            kt = textmod.normalize(row["title"])
+            data.append([slot, str(row["id"]), row["title"], kt, h] + [row.get(n) for n in names])
+            fts.append((slot, kt))
+        self.con.executemany(f"INSERT INTO products ({colsql}) VALUES ({ph})", data)
+        self.con.executemany("INSERT INTO fts (rowid, ktext) VALUES (?, ?)", fts)
+        self.new_vectors.append(vectors)
+        self.changed = True
+
+    def update_fields(self, rows) -> None:
+        self._field_cols(rows)
+        for row in rows:
+            names = [n for n in row if n not in ("id",)]
+            r = self.con.execute("SELECT slot FROM products WHERE id = ?", (str(row["id"]),)).fetchone()
+            if r is None:
+                raise InputError(f"update_fields: unknown id {row['id']!r}")
+            sets = []
+            vals = []
+            for n in names:
+                sets.append("title = ?" if n == "title" else f"{self.cols[n][0]} = ?")
+                vals.append(row[n])
+            if "title" in row:
+                kt = textmod.normalize(row["title"])
+                sets.append("ktext = ?")
+                vals.append(kt)
+                self.con.execute("DELETE FROM fts WHERE rowid = ?", r)
+                self.con.execute("INSERT INTO fts (rowid, ktext) VALUES (?, ?)", (r[0], kt))
+            if sets:
+                self.con.execute(f"UPDATE products SET {', '.join(sets)} WHERE slot = ?", (*vals, r[0]))
+        self.changed = self.changed or bool(rows)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        n = self._remove([str(i) for i in ids])
+        self.changed = self.changed or n > 0
+        return n
+
+    # -- publishing
+    def __exit__(self, et, ev, tb):
+        try:
+            if et is None and (self.changed or self.reset):
+                self._finish()
+        finally:
+            with contextlib.suppress(Exception):
+                self.con.close()
+            if self.tmp.exists():
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            self.lock.__exit__(None, None, None)
+        return False
+
+    def _finish(self) -> None:
+        import faiss
+
+        m = self.manifest
+        count = self.con.execute("SELECT count(*) FROM products").fetchone()[0]
+        new = np.concatenate(self.new_vectors) if self.new_vectors else np.zeros((0, m.dim), np.float32)
+        slots = self.next_slot
+        compact = slots > 0 and self.tombstones > max(1000, slots // 4) if not self.reset else False
+        want = m.ann
+        if want == "auto":
+            want = "flat" if count < int(m.extra.get("flat_threshold", FLAT_THRESHOLD)) else "hnsw"
+        rebuild = compact or self.ann_kind != want or want == "ivfpq"
+        vpath = self.tmp / "vectors.npy"
+        if compact:  # renumber live slots 0..count-1 and drop tombstoned vectors
+            live = [s for (s,) in self.con.execute("SELECT slot FROM products ORDER BY slot")]
+            out = np.lib.format.open_memmap(vpath, mode="w+", dtype=m.dtype, shape=(count, m.dim))
+            n_old = len(self.old_vectors)
+            for a in range(0, count, 65536):
+                part = np.asarray(live[a:a + 65536])
+                olds = part[part < n_old]
+                news = part[part >= n_old] - n_old
+                out[a:a + len(olds)] = self.old_vectors[olds]
+                out[a + len(olds):a + len(part)] = new[news]
+            out.flush()
+            del out
+            self.con.execute("CREATE TEMP TABLE remap AS SELECT slot AS old, row_number() OVER (ORDER BY slot) - 1 AS new FROM products")
+            self.con.execute("CREATE INDEX temp.remap_old ON remap(old)")
+            self.con.execute("UPDATE products SET slot = -1 - (SELECT new FROM remap WHERE old = products.slot)")
+            self.con.execute("UPDATE products SET slot = -1 - slot")
+            self.con.execute("DELETE FROM fts")
+            self.con.execute("INSERT INTO fts (rowid, ktext) SELECT slot, ktext FROM products")
+            slots, self.tombstones = count, 0
+        else:
+            out = np.lib.format.open_memmap(vpath, mode="w+", dtype=m.dtype, shape=(slots, m.dim))
+            n_old = len(self.old_vectors)
+            for a in range(0, n_old, 65536):
+                out[a:a + 65536] = self.old_vectors[a:a + 65536]
+            out[n_old:] = new
+            out.flush()
+            del out
+        self.con.commit()
+        self.con.execute("VACUUM") if compact else None
+        self.con.close()
+        vecs = np.load(vpath, mmap_mode="r")
+        if slots:
+            if rebuild:
+                ann = _new_ann(want, m.dim, m.dtype, slots)
+                if want == "ivfpq":
+                    rng = np.random.default_rng(0)
+                    sample = np.sort(rng.choice(slots, size=min(slots, max(256 * 39, ann.nlist * 39)), replace=False))
+                    ann.train(np.asarray(vecs[sample], dtype=np.float32))
+                for a in range(0, slots, 65536):
+                    ann.add(np.ascontiguousarray(vecs[a:a + 65536], dtype=np.float32))
+            else:
+                ann = faiss.read_index(str(self.store.path / self.base_gen / "ann.faiss"))
+                if len(new):
+                    ann.add(np.ascontiguousarray(new, dtype=np.float32))
+            faiss.write_index(ann, str(self.tmp / "ann.faiss"))
+        gen = f"gen-{self.gen_no:06d}"
+        extra = {**m.extra, "generation": gen, "slots": int(slots), "ann_kind": want if slots else None,
+                 "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        _publish(self.store.path, self.tmp, gen, replace(m, count=int(count), extra=extra))
+        # keep the previous generation for readers that still have it open; drop older ones
+        for p in self.store.path.iterdir():
+            if p.is_dir() and p.name.startswith("gen-") and p.name not in (gen, self.base_gen):
+                shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,40 @@
+"""Combining the dense and keyword result lists.
+
+* ``rrf``: reciprocal rank fusion, score = Σ w_m / (k + rank_m) (Cormack, Clarke & Büttcher, SIGIR
+  2009), k = 60. Rank-only, so it needs no calibration, but it gives a weak keyword match the same
+  credit as a strong one.
+* ``score``: a convex combination of the two scores after putting them on one scale: the cosine as
+  is (it is bounded and comparable across queries) and BM25 divided by the query's best BM25 (its
+  scale depends on the query's terms). Every candidate gets both scores: the exact cosine for
+  keyword-only candidates is a dot product with its stored vector, and a product the keyword side
+  did not return has BM25 0. The weight is tuned on half the Home Depot dev queries
+  (docs/search.md).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+RRF_K = 60
+ALPHA = 0.6  # weight of the dense cosine in score fusion (tuned; see docs/search.md)
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None) -> dict[str, float]:
+    weights = weights or [1.0] * len(rankings)
+    out: dict[str, float] = {}
+    for w, ranking in zip(weights, rankings):
+        for r, pid in enumerate(ranking, 1):
+            out[pid] = out.get(pid, 0.0) + w / (k + r)
+    return out
+
+
+def score_fusion(dense: Mapping[str, float], keyword: Mapping[str, float], alpha: float = ALPHA) -> dict[str, float]:
+    """α·cosine + (1−α)·BM25/max BM25 over the union of candidates (see the module docstring)."""
+    top = max(keyword.values(), default=0.0)
+    kw_scale = 1.0 / top if top > 0 else 0.0
+    ids = set(dense) | set(keyword)
+    return {i: alpha * dense.get(i, 0.0) + (1 - alpha) * keyword.get(i, 0.0) * kw_scale for i in ids}
+
+
+def ranked(scores: Mapping[str, float], k: int) -> list[tuple[str, float]]:
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]

@@ -1,0 +1,55 @@
+"""Text handling for keyword search: the same normalisation on titles and queries, so "2x4x18",
+"18in." and "18 inch" meet as the same terms, and CJK text is split into single characters (FTS5's
+unicode61 tokenizer would otherwise keep a run of Chinese characters as one unsearchable word)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Units spelled many ways in product titles; each variant → one short term. Applied to whole words.
+_UNITS = {
+    "in": "in", "inch": "in", "inches": "in", "\"": "in", "''": "in",
+    "ft": "ft", "foot": "ft", "feet": "ft", "'": "ft",
+    "gal": "gal", "gallon": "gal", "gallons": "gal",
+    "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb",
+    "oz": "oz", "ounce": "oz", "ounces": "oz",
+    "mm": "mm", "cm": "cm", "m": "m",
+    "qt": "qt", "quart": "qt", "quarts": "qt",
+    "sq": "sq", "square": "sq",
+    "cu": "cu", "cubic": "cu",
+    "v": "volt", "volt": "volt", "volts": "volt",
+    "w": "watt", "watt": "watt", "watts": "watt",
+    "amp": "amp", "amps": "amp", "a": "a",
+    "btu": "btu", "mah": "mah", "ml": "ml", "l": "l", "kg": "kg", "g": "g",
+}
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af])")
+_NUM_UNIT = re.compile(r"(?<=\d)(?=[a-z])|(?<=[a-z])(?=\d)")  # 18in → 18 in, r19 → r 19
+_BY = re.compile(r"(?<=\d)\s*[x×*]\s*(?=\d|\.\d)")  # 2x4x18 → 2 x 4 x 18
+_FEET_INCH = re.compile(r"(?<=\d)\s*(''|\"|')")  # 6' → 6 ft, 1/2" → 1/2 in
+_WORD = re.compile(r"[0-9]+(?:[./][0-9]+)*|[^\W\d_]+", re.UNICODE)
+
+STOPWORDS = frozenset("""a an and are as at be by for from has have in is it its of on or that the this to
+was were will with""".split()) - {"in"}
+
+
+def normalize(text: str) -> str:
+    """Lower-case, NFKC, units and sizes split and unified, CJK characters spaced."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    t = _FEET_INCH.sub(lambda m: " in " if m.group(1) != "'" else " ft ", t)
+    t = _BY.sub(" x ", t)
+    t = _NUM_UNIT.sub(" ", t)
+    t = _CJK.sub(r" \1 ", t)
+    words = _WORD.findall(t)
+    return " ".join(_UNITS.get(w, w) for w in words)
+
+
+def terms(text: str, stopwords: bool = True) -> list[str]:
+    """Distinct keyword terms of a query, in order (stopwords dropped unless that leaves nothing)."""
+    words = normalize(text).split()
+    kept = [w for w in words if w not in STOPWORDS] if stopwords else words
+    out: list[str] = []
+    for w in kept or words:
+        if w not in out:
+            out.append(w)
+    return out
