@@ -1,0 +1,342 @@
+"""Extractive review summaries under a hard token budget.
+
+    reviews ─ split ─▶ sentences ─ encoder ─▶ E ─ attention softmax(E·Eᵀ/τ) ─▶ importance π
+            ─ MMR under the budget (and rating balance) ─▶ summary
+
+The budget is checked on the exact text that is returned, in the chosen tokenizer, each time a
+sentence is added: BPE counts of joined sentences are not always the sum of their parts, so the
+sum is only a fast pre-check. A summary therefore never has more tokens than the budget.
+
+Large inputs (more than ``full_limit`` sentences) are reduced first: every sentence gets a cheap
+vector (the mean of the model's own input token embeddings, no transformer layers), k-means groups
+them into ``clusters`` groups, and the sentence nearest each centroid stands for its group with
+the group's size as its mass. Only those representatives go through the encoder, so time and
+memory stay bounded (see bench/summarize.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from qkv.errors import InputError
+from qkv.summarize.rank import importance, kmeans
+from qkv.summarize.readers import Review
+from qkv.summarize.sentences import split_sentences
+from qkv.summarize.tokens import Counter, get_counter
+
+ORDERS = ("original", "score")
+
+
+@dataclass(frozen=True)
+class Params:
+    """How sentences are scored and chosen. The defaults are the variant that scored best on the
+    FewSum dev data (train + val); docs/summarize.md has the comparison."""
+
+    tau: float = 0.05          # softmax temperature over cosine similarities
+    lam: float = 0.6           # MMR: weight of importance against redundancy
+    length_power: float = 0.0  # gain divided by tokens**length_power (0: no length preference)
+    balance: bool = True       # keep positive and negative reviews' points in proportion
+    min_words: float = 3       # shorter fragments are merged into a neighbour
+    full_limit: int = 3000     # above this many sentences, cluster first
+    clusters: int = 400        # representatives kept when clustering
+
+
+@dataclass(frozen=True)
+class SummarySentence:
+    text: str
+    review: int        # index of the source review (0-based)
+    start: int         # character span in that review
+    end: int
+    score: float       # importance π, as a share of all attention (sums to 1 over the input)
+    tokens: int        # tokens of this sentence alone
+    rating: float | None = None
+    rank: int = 0      # 1 = picked first
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    sentences: tuple[SummarySentence, ...]
+    budget: int
+    tokenizer: str
+    tokens_before: int
+    tokens_after: int
+    n_reviews: int
+    n_sentences: int
+    order: str = "original"
+    cut: bool = False
+    notes: tuple[str, ...] = ()
+    method: str = "qkv"
+
+    @property
+    def saving(self) -> float:
+        """Share of the input's tokens not sent, in percent."""
+        return 100.0 * (1 - self.tokens_after / self.tokens_before) if self.tokens_before else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["sentences"] = [asdict(s) for s in self.sentences]
+        d["notes"] = list(self.notes)
+        d["saving"] = round(self.saving, 2)
+        return d
+
+
+@dataclass
+class Document:
+    """Reviews split into sentences, with vectors for the candidate sentences."""
+
+    reviews: list[str]
+    ratings: list[float | None]
+    texts: list[str]                 # every sentence
+    review_of: np.ndarray            # [n] source review index
+    spans: list[tuple[int, int]]
+    cand: np.ndarray                 # indices of sentences that may be picked
+    vectors: np.ndarray              # [len(cand), d] unit vectors
+    mass: np.ndarray                 # [len(cand)] sentences each candidate stands for
+    scale: tuple[float, float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+
+_ENCODER = None
+
+
+def default_encoder():
+    global _ENCODER
+    if _ENCODER is None:
+        from qkv.model import load
+
+        _ENCODER = load()
+    return _ENCODER
+
+
+def _as_reviews(reviews, ratings) -> tuple[list[str], list[float | None]]:
+    if isinstance(reviews, str):
+        raise InputError("expected a list of reviews, got one string; wrap it in a list "
+                         "(or use read_reviews for a file)")
+    texts, rates = [], []
+    for i, r in enumerate(reviews):
+        if isinstance(r, Review):
+            texts.append(r.text)
+            rates.append(r.rating)
+        elif isinstance(r, str):
+            texts.append(r)
+            rates.append(None)
+        else:
+            raise InputError(f"review {i} is {type(r).__name__}, not str")
+    if ratings is not None:
+        ratings = list(ratings)
+        if len(ratings) != len(texts):
+            raise InputError(f"{len(ratings)} ratings for {len(texts)} reviews; give one per review (None if unknown)")
+        rates = [None if r is None or (isinstance(r, float) and math.isnan(r)) else float(r) for r in ratings]
+    return texts, rates
+
+
+def _scale_of(ratings) -> tuple[float, float] | None:
+    known = [r for r in ratings if r is not None]
+    if not known:
+        return None
+    if set(known) <= {0.0, 1.0}:
+        return (0.0, 1.0)
+    return (1.0, 5.0) if min(known) >= 1 and max(known) <= 5 else (min(known), max(known))
+
+
+def polarity(rating: float | None, scale: tuple[float, float] | None) -> int:
+    """+1 for a good rating, -1 for a bad one, 0 for the middle or unknown."""
+    if rating is None or scale is None:
+        return 0
+    lo, hi = scale
+    if hi <= lo:
+        return 0
+    x = (rating - lo) / (hi - lo)
+    return 1 if x >= 0.7 else (-1 if x <= 0.3 else 0)
+
+
+def static_vectors(encoder, texts: list[str], block: int = 8192) -> np.ndarray:
+    """Cheap sentence vectors: the mean of the model's input token embeddings (no layers run),
+    centred on the corpus mean so the shared direction does not dominate the cosine."""
+    table = encoder.weights.word
+    out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+    for s in range(0, len(texts), block):
+        encs = encoder.tokenizer.content(texts[s:s + block])
+        lens = np.array([max(len(e.ids), 1) for e in encs])
+        ids = np.concatenate([np.asarray(e.ids if len(e.ids) else [0], dtype=np.int64) for e in encs])
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        out[s:s + len(encs)] = np.add.reduceat(table[ids], starts, axis=0) / lens[:, None]
+    out -= out.mean(axis=0)
+    out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out
+
+
+def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), progress=None) -> Document:
+    """Split reviews into sentences and embed the candidates."""
+    texts, rates = _as_reviews(reviews, ratings)
+    keep = [i for i, t in enumerate(texts) if t.strip()]
+    if not keep:
+        raise InputError("no reviews to summarise: the input is empty")
+    sents, owner, spans = [], [], []
+    for i in keep:
+        for sp in split_sentences(texts[i], params.min_words):
+            sents.append(sp.text)
+            owner.append(i)
+            spans.append((sp.start, sp.end))
+    if not sents:
+        raise InputError("no sentences to summarise: the reviews hold only whitespace or punctuation")
+    encoder = encoder or default_encoder()
+    notes = []
+    n = len(sents)
+    if n == 1:
+        notes.append("the input has a single sentence: there is nothing to choose between")
+    if n <= params.full_limit:
+        cand = np.arange(n)
+        vecs = encoder.encode(sents, progress=progress)
+        mass = np.ones(n)
+    else:
+        cheap = static_vectors(encoder, sents)
+        cent, labels = kmeans(cheap, params.clusters)
+        sims = np.einsum("ij,ij->i", cheap, cent[labels])
+        # The member nearest its centroid represents the cluster.
+        order = np.lexsort((-sims, labels))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = labels[order][1:] != labels[order][:-1]
+        cand = np.sort(order[first])
+        mass = np.bincount(labels, minlength=len(cent))[labels[cand]].astype(np.float64)
+        vecs = encoder.encode([sents[i] for i in cand], progress=progress)
+        notes.append(f"{n} sentences: grouped into {len(cand)} clusters first; each cluster's most central "
+                     "sentence stands for it")
+    vecs = np.asarray(vecs, dtype=np.float32)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,
+                    scale=_scale_of(rates), notes=notes)
+
+
+def _joiner(parts: Sequence[str]) -> str:
+    out = ""
+    for p in parts:
+        if out:
+            out += "" if _cjk(out[-1]) and _cjk(p[0]) else " "
+        out += p
+    return out
+
+
+def _cjk(ch: str) -> bool:
+    return "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef"
+
+
+def select(doc: Document, budget: int, counter: Counter, params: Params = Params(), *,
+           scores: np.ndarray | None = None, order: str = "original", allow_cut: bool = False,
+           counts: np.ndarray | None = None, tokens_before: int | None = None) -> Summary:
+    """Choose sentences by MMR under ``budget`` tokens; ``scores`` (over ``doc.cand``) override π."""
+    if order not in ORDERS:
+        raise InputError(f"unknown order {order!r}; choose original or score")
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 1:
+        raise InputError(f"budget must be a whole number of tokens ≥ 1, got {budget!r}")
+    cand = doc.cand
+    pi = importance(doc.vectors, params.tau, mass=doc.mass) if scores is None else np.asarray(scores, float)
+    if counts is None:
+        counts = np.asarray(counter.count_many([doc.texts[i] for i in cand]))
+    if tokens_before is None:
+        tokens_before = counter.count("\n".join(t for t in doc.reviews if t.strip()))
+    notes = list(doc.notes)
+    rel = pi / pi.max() if pi.max() > 0 else np.ones(len(pi))
+    pol = np.array([polarity(doc.ratings[doc.review_of[i]], doc.scale) for i in cand])
+    quota = _quotas(doc, pol) if params.balance else {}
+
+    chosen: list[int] = []  # positions in cand
+    max_sim = np.full(len(cand), -np.inf)
+    alive = counts <= budget
+    used = {1: 0, -1: 0, 0: 0}
+    while alive.any():
+        gain = params.lam * rel - (1 - params.lam) * np.where(np.isfinite(max_sim), max_sim, 0.0)
+        if params.length_power:
+            gain = np.where(gain > 0, gain / np.maximum(counts, 1) ** params.length_power, gain)
+        gain = np.where(alive, gain, -np.inf)
+        need = [g for g, q in quota.items() if used[g] < q and (alive & (pol == g)).any()]
+        if need:  # a polarity below its share of the reviews goes first
+            gain = np.where(np.isin(pol, need), gain, -np.inf)
+        j = int(np.argmax(gain))
+        trial = _arrange(doc, [*chosen, j], cand, pi, order)
+        if counter.count(trial) <= budget:
+            chosen.append(j)
+            used[int(pol[j])] += 1
+            max_sim = np.maximum(max_sim, doc.vectors @ doc.vectors[j])
+        alive[j] = False
+        # Only sentences that could still fit next to the chosen ones stay alive.
+        room = budget - sum(int(counts[c]) for c in chosen)
+        alive &= counts <= room
+    cut = False
+    if not chosen:
+        shortest = int(counts.min())
+        if not allow_cut:
+            raise InputError(f"the budget of {budget} tokens is smaller than every sentence (the shortest has "
+                             f"{shortest} {counter.name} tokens); raise the budget, or allow cutting the best "
+                             "sentence at the budget (allow_cut=True, --allow-cut)")
+        j = int(np.argmax(rel))
+        text = counter.cut(doc.texts[cand[j]], budget)
+        notes.append(f"every sentence is longer than {budget} tokens: the best one was cut to fit")
+        cut = True
+        chosen = [j]
+        final = text
+    else:
+        final = _arrange(doc, chosen, cand, pi, order)
+    rank_of = {c: r + 1 for r, c in enumerate(chosen)}
+    shown = _ordered(doc, chosen, cand, pi, order)
+    sents = tuple(SummarySentence(
+        text=(final if cut else doc.texts[cand[j]]), review=int(doc.review_of[cand[j]]),
+        start=doc.spans[cand[j]][0], end=doc.spans[cand[j]][1], score=float(pi[j]),
+        tokens=(counter.count(final) if cut else int(counts[j])),
+        rating=doc.ratings[doc.review_of[cand[j]]], rank=rank_of[j]) for j in shown)
+    after = counter.count(final)
+    assert after <= budget, "budget exceeded"  # guaranteed by construction; never ship a breach
+    return Summary(final, sents, int(budget), counter.name, int(tokens_before), int(after),
+                   n_reviews=sum(1 for t in doc.reviews if t.strip()), n_sentences=doc.n, order=order,
+                   cut=cut, notes=tuple(notes))
+
+
+def _quotas(doc: Document, pol: np.ndarray) -> dict[int, int]:
+    """At least one sentence from each polarity that has ≥ 20% of the rated reviews, when the
+    other polarity exists too (a product everyone likes needs no forced complaint)."""
+    revs = [polarity(r, doc.scale) for r, t in zip(doc.ratings, doc.reviews) if t.strip()]
+    pos, neg = revs.count(1), revs.count(-1)
+    rated = pos + neg
+    if not pos or not neg:
+        return {}
+    return {g: 1 for g, c in ((1, pos), (-1, neg)) if c / rated >= 0.2 and (pol == g).any()}
+
+
+def _ordered(doc: Document, chosen: list[int], cand: np.ndarray, pi: np.ndarray, order: str) -> list[int]:
+    if order == "score":
+        return sorted(chosen, key=lambda j: (-pi[j], cand[j]))
+    return sorted(chosen, key=lambda j: cand[j])
+
+
+def _arrange(doc: Document, chosen: list[int], cand, pi, order: str) -> str:
+    return _joiner([doc.texts[cand[j]] for j in _ordered(doc, chosen, cand, pi, order)])
+
+
+def summarize(reviews, budget: int = 75, *, tokenizer: str = "cl100k", encoder=None, ratings=None,
+              order: str = "original", allow_cut: bool = False, params: Params | None = None,
+              progress=None) -> Summary:
+    """Summarise ``reviews`` (strings or Review objects) in at most ``budget`` tokens.
+
+    tokenizer: cl100k | o200k | model (the encoder's own). order: original (review order) or score.
+    ratings: one per review (or None) when the reviews are plain strings; they turn on the balance
+    between positive and negative points. allow_cut: when every sentence is longer than the budget,
+    return the best one cut to fit instead of raising InputError.
+    """
+    params = params or Params()
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 1:
+        raise InputError(f"budget must be a whole number of tokens ≥ 1, got {budget!r}")
+    if order not in ORDERS:
+        raise InputError(f"unknown order {order!r}; choose original or score")
+    encoder = encoder or (default_encoder())
+    counter = get_counter(tokenizer, encoder)
+    doc = prepare(reviews, ratings=ratings, encoder=encoder, params=params, progress=progress)
+    return select(doc, int(budget), counter, params, order=order, allow_cut=allow_cut)
