@@ -224,35 +224,38 @@ class Index:
         kw: list = []
         if mode in ("dense", "hybrid"):
             t0 = time.perf_counter()
-            vec = self.encode_query(query) if vector is None else vector
+            vector = self.encode_query(query) if vector is None else vector
             t1 = time.perf_counter()
-            dense = self.store.dense_search(vec, depth, flt)
+            dense = self.store.dense_search(vector, depth, flt)
             t["encode"], t["ann"] = t1 - t0, time.perf_counter() - t1
         if mode in ("keyword", "hybrid"):
             t0 = time.perf_counter()
             kw = self.store.keyword_search(query, depth, flt)
             t["keyword"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha)
+        t["fuse"] = time.perf_counter() - t0
+        return out
+
+    def fuse(self, mode: str, dense: list, kw: list, k: int, vector: np.ndarray | None = None,
+             fusion_: str = "score", alpha: float = fusion.ALPHA) -> list[tuple[str, float, dict]]:
+        """Rank the store's dense and keyword hits by ``mode`` (hybrid: fused, see ``fusion``)."""
         d_rank = {h.id: (r, h.score) for r, h in enumerate(dense, 1)}
         k_rank = {h.id: (r, h.score) for r, h in enumerate(kw, 1)}
         if mode == "dense":
             ranked = [(h.id, h.score) for h in dense]
         elif mode == "keyword":
             ranked = [(h.id, h.score) for h in kw]
+        elif fusion_ == "rrf":
+            ranked = fusion.ranked(fusion.rrf([[h.id for h in dense], [h.id for h in kw]]), k)
         else:
-            t0 = time.perf_counter()
-            if fusion_ == "rrf":
-                scores = fusion.rrf([[h.id for h in dense], [h.id for h in kw]])
-            else:
-                cos = {h.id: h.score for h in dense}
-                extra = [h.id for h in kw if h.id not in cos]
-                if extra:  # exact cosine for keyword-only candidates
-                    for pid, v in zip(extra, self.store.get_vectors(extra) @ vec):
-                        cos[pid] = float(v)
-                scores = fusion.score_fusion(cos, {h.id: h.score for h in kw}, alpha)
-                for pid in extra:
-                    d_rank.setdefault(pid, (None, cos[pid]))
-            ranked = fusion.ranked(scores, k)
-            t["fuse"] = time.perf_counter() - t0
+            cos = {h.id: h.score for h in dense}
+            extra = [h.id for h in kw if h.id not in cos]
+            if extra:  # exact cosine for keyword-only candidates
+                for pid, v in zip(extra, self.store.get_vectors(extra) @ np.asarray(vector, np.float32)):
+                    cos[pid] = float(v)
+                    d_rank[pid] = (None, float(v))
+            ranked = fusion.ranked(fusion.score_fusion(cos, {h.id: h.score for h in kw}, alpha), k)
         out = []
         for pid, s in ranked[:k]:
             dr, ds = d_rank.get(pid, (None, None))

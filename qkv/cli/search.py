@@ -1,0 +1,221 @@
+"""``qkv index``, ``qkv search``, ``qkv delete`` and ``qkv eval search``: product search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from qkv.cli._common import console, err_console, load_encoder, print_json
+
+INDEX_OPT = typer.Option("--index", "-i", help="Index directory.")
+MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or all-MiniLM-L6-v2 for a new index).")
+
+
+def _progress(description: str):
+    """A rich progress bar with rate and ETA, as a ``progress(done, total)`` callback."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    class _Rate(TextColumn):
+        def render(self, task):
+            from rich.text import Text
+
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f}/s" if speed else "…/s", style="progress.data.speed")
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                   _Rate(""), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   console=err_console, transient=False)
+    task = bar.add_task(description, total=None)
+
+    def cb(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, cb
+
+
+def _highlight(title: str, exp) -> "object":
+    """The title with each word shaded by its share of the cosine (green = raises the score)."""
+    from rich.text import Text
+
+    text = Text()
+    words = [w for w in exp.title_words if not w.special]
+    top = max((abs(w.share) for w in words), default=1.0) or 1.0
+    pos = 0
+    for w in words:
+        text.append(title[pos:w.start])
+        level = w.share / top
+        style = f"bold black on rgb({int(255 - 150 * level)},{255},{int(255 - 150 * level)})" if level > 0.15 else (
+            "dim" if level < 0 else "")
+        text.append(title[w.start:w.end], style=style)
+        pos = w.end
+    text.append(title[pos:])
+    return text
+
+
+def register(app: typer.Typer) -> None:
+    from qkv.cli import eval_app
+
+    @app.command("index")
+    def index_cmd(
+        catalog: Annotated[Path, typer.Argument(help="Catalog: .csv, .tsv, .jsonl (BEIR corpus.jsonl too) or .parquet.")],
+        index: Annotated[Path, INDEX_OPT],
+        upsert: Annotated[bool, typer.Option("--upsert", help="Add or replace products by id in an existing index.")] = False,
+        rebuild: Annotated[bool, typer.Option("--rebuild", help="Replace an existing index entirely.")] = False,
+        id_column: Annotated[Optional[str], typer.Option(help="Id column (detected when obvious).")] = None,
+        title_column: Annotated[Optional[str], typer.Option(help="Title column (detected when obvious).")] = None,
+        fmt: Annotated[Optional[str], typer.Option("--format", help="csv, tsv, jsonl or parquet (default: by extension).")] = None,
+        float16: Annotated[bool, typer.Option("--float16", help="Keep vectors as float16 (half the memory).")] = False,
+        ann: Annotated[str, typer.Option(help="auto (exact below 100k products, HNSW above), flat, hnsw or ivfpq.")] = "auto",
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        batch_size: Annotated[int, typer.Option(help="Titles per encoder batch.")] = 64,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
+    ):
+        """Build or update a search index from CATALOG."""
+        from qkv.search.index import build_index
+        from qkv.search.store import read_manifest
+
+        enc = None
+        if model or not (index / "manifest.json").is_file():
+            enc = load_encoder(model, threads)
+        elif threads:
+            enc = load_encoder(read_manifest(index).model, threads)
+        bar, cb = _progress("embedding")
+        with bar:
+            rep = build_index(catalog, index, enc, upsert=upsert, rebuild=rebuild,
+                              dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
+                              title_column=title_column, fmt=fmt, batch_size=batch_size, progress=cb)
+        if as_json:
+            print_json(rep.__dict__)
+            return
+        c = rep.catalog
+        console.print(f"[bold green]{rep.count:,}[/] products in {rep.path} "
+                      f"({rep.embedded:,} embedded, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
+                      + (f", {rep.embedded / rep.embed_seconds:,.0f} titles/s" if rep.embed_seconds else ""))
+        console.print(f"columns: id={c['id_column']!r} title={c['title_column']!r}; fields: "
+                      + ", ".join(f"{k} ({v})" for k, v in c["fields"].items()))
+        for key, label in (("duplicate_ids", "duplicate ids (last kept)"), ("empty_titles_skipped", "empty titles skipped"),
+                           ("missing_ids_skipped", "rows without id skipped"),
+                           ("undecodable_bytes_replaced", "undecodable byte sequences replaced")):
+            if c.get(key):
+                console.print(f"[yellow]{c[key]:,} {label}[/]")
+
+    @app.command("search")
+    def search_cmd(
+        query: Annotated[str, typer.Argument(help="What a shopper would type.")],
+        index: Annotated[Path, INDEX_OPT],
+        k: Annotated[int, typer.Option("-k", help="Number of results.")] = 10,
+        mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
+        fusion: Annotated[str, typer.Option(help="Hybrid fusion: score (weighted, default) or rrf.")] = "score",
+        where: Annotated[Optional[str], typer.Option(help="Filter on fields, e.g. \"price < 50 and colour = red\".")] = None,
+        explain: Annotated[bool, typer.Option("--explain", help="Show which query tokens matched which title tokens.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
+    ):
+        """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
+        from rich.table import Table
+
+        from qkv.search.index import Index
+        from qkv.search.store import read_manifest
+
+        manifest = read_manifest(index)
+        enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
+        with Index.open(index, enc) as idx:
+            res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion)
+            if as_json:
+                print_json({"query": query, "mode": mode, "k": k, "where": where,
+                            "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
+                            "results": [r.to_json() for r in res]})
+                return
+        if not res:
+            console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))
+            return
+        table = Table(title=f"{mode} · {query!r}" + (f" · where {where}" if where else ""), show_lines=explain)
+        for col, j in (("#", "right"), ("score", "right"), ("title", "left"), ("id", "left")):
+            table.add_column(col, justify=j, overflow="fold")
+        fields = [f for f in res[0].fields][:3]
+        for f in fields:
+            table.add_column(f)
+        for r in res:
+            title = r.title
+            cell = _highlight(title, r.explanation) if explain and r.explanation else title
+            if explain and r.explanation:
+                from rich.text import Text
+
+                e = r.explanation
+                extra = Text(f"\ncos {e.cosine:.4f} = Σ grid {e.parts_sum:.4f}" if e.exact else f"\ncos {e.cosine:.4f}",
+                             style="dim")
+                sp = sum(w.share for w in e.title_words if w.special)
+                extra.append(f" (special tokens {sp:+.4f})", style="dim")
+                if e.keyword_terms:
+                    extra.append("\nBM25: " + ", ".join(f"{t} {s:.2f}" for t, s in e.keyword_terms), style="cyan")
+                cell = Text.assemble(cell, extra)
+            table.add_row(str(r.rank), f"{r.score:.3f}", cell, r.id, *[str(r.fields.get(f, "")) for f in fields])
+        console.print(table)
+
+    @app.command("delete")
+    def delete_cmd(
+        ids: Annotated[list[str], typer.Argument(help="Product ids to remove.")],
+        index: Annotated[Path, INDEX_OPT],
+    ):
+        """Remove products from an index by id."""
+        from qkv.search.index import delete_products
+
+        n = delete_products(index, ids)
+        console.print(f"removed {n} of {len(ids)} product(s)" + ("" if n == len(ids) else " (the others were not in the index)"))
+
+    @eval_app.command("search")
+    def eval_search(
+        corpus: Annotated[Path, typer.Option(help="BEIR corpus.jsonl.")],
+        queries: Annotated[Path, typer.Option(help="BEIR queries.jsonl.")],
+        qrels: Annotated[Path, typer.Option(help="BEIR qrels .tsv (query-id, corpus-id, score).")],
+        index: Annotated[Optional[Path], typer.Option(help="Index directory to build once and reuse (default: a cache under /tmp/qkv-cache).")] = None,
+        rerank: Annotated[bool, typer.Option("--rerank", help="Rank only each query's judged products (+ Spearman).")] = False,
+        half: Annotated[str, typer.Option(help="all, a or b: evaluate half the queries (tune on one, report the other).")] = "all",
+        limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many queries.")] = None,
+        fusion: Annotated[str, typer.Option(help="Hybrid fusion: score or rrf.")] = "score",
+        alpha: Annotated[Optional[float], typer.Option(help="Dense weight in score fusion (default: the tuned one).")] = None,
+        gain_offset: Annotated[Optional[float], typer.Option(help="NDCG gain = judgment − offset (default: 1 for 1–3 grades, else 0).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
+    ):
+        """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
+        import hashlib
+
+        from rich.table import Table
+
+        from qkv.search.evaluate import MODES, evaluate, load_qrels, load_queries
+        from qkv.search.index import Index, build_index
+
+        if half not in ("all", "a", "b"):
+            raise typer.BadParameter("half must be all, a or b")
+        enc = load_encoder(model, threads)
+        if index is None:
+            key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}".encode(), digest_size=6).hexdigest()
+            index = Path("/tmp/qkv-cache/eval-index") / key
+        if not (index / "manifest.json").is_file():
+            bar, cb = _progress("indexing corpus")
+            with bar:
+                build_index(corpus, index, enc, progress=cb)
+        q, r = load_queries(queries), load_qrels(qrels)
+        bar, cb = _progress("queries")
+        with Index.open(index, enc) as idx, bar:
+            res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
+                           fusion_=fusion, alpha=alpha, progress=cb)
+        if as_json:
+            print_json(res.to_json())
+            return
+        table = Table(title=f"{res.protocol} · {res.queries:,} queries · {res.settings['products']:,} products")
+        table.add_column("mode")
+        metrics = list(res.metrics["keyword"])
+        for m in metrics:
+            table.add_column(m, justify="right")
+        for mode in MODES:
+            table.add_row(mode, *[f"{res.metrics[mode][m]:.4f}" for m in metrics])
+        console.print(table)
+        console.print(f"[dim]settings: {res.settings}[/]")
