@@ -1,0 +1,74 @@
+"""Selling points: the words of a title ranked by how much the whole title draws on them.
+
+The sentence vector of a mean-pooled model is the average of the last layer's token vectors. The
+last layer's attention rollout R (``rollout``) estimates how much each output token i comes from
+input token j, so the share of the sentence vector that comes from token j is the column mean
+
+    s_j = (1/n) Σ_i R[i, j]          (for a [CLS]-pooled model: s_j = R[0, j])
+
+A word's salience is the sum over its pieces; [CLS] and [SEP] are left out and the content words'
+salience rescaled to sum to 1 (the specials' share is reported beside it). The same formula runs on
+the value-zeroing rollout with ``source="value_zeroing"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv.explain.rollout import rollout
+from qkv.explain.words import merge_scores
+
+
+@dataclass(frozen=True)
+class SellingPoints:
+    text: str
+    words: tuple[str, ...]  # content words, in text order
+    starts: tuple[int, ...]  # character spans, for highlighting
+    ends: tuple[int, ...]
+    salience: np.ndarray  # sums to 1 over the content words
+    special_share: float  # the share [CLS]/[SEP] took before rescaling
+    source: str
+
+    def ranked(self) -> list[tuple[str, float]]:
+        order = np.argsort(-self.salience, kind="stable")
+        return [(self.words[i], float(self.salience[i])) for i in order]
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "source": self.source, "special_share": round(self.special_share, 6),
+                "formula": "s_j = mean_i rollout[last][i, j], summed over a word's pieces, "
+                           "rescaled to 1 over content words",
+                "ranked": [{"word": w, "salience": round(s, 6)} for w, s in self.ranked()],
+                "words": [{"word": w, "start": s, "end": e, "salience": round(float(v), 6)}
+                          for w, s, e, v in zip(self.words, self.starts, self.ends, self.salience)]}
+
+    def _repr_html_(self) -> str:
+        from qkv.explain.html import selling_points_fragment
+
+        return selling_points_fragment(self)
+
+
+def token_salience(r_last: np.ndarray, pooling: str = "mean") -> np.ndarray:
+    """Share of the pooled vector drawn from each input token, from the last rollout matrix [n, n]."""
+    return r_last[0] if pooling == "cls" else r_last.mean(axis=0)
+
+
+def selling_points(maps, source: str = "rollout") -> SellingPoints:
+    if source == "rollout":
+        r = maps.rollout()[-1]
+    elif source == "value_zeroing":
+        r = rollout(maps.value_zeroing(), residual=False)[-1]
+    else:
+        raise ValueError("source must be 'rollout' or 'value_zeroing'")
+    pooling = getattr(getattr(maps._enc, "config", None), "pooling", "mean")
+    s = token_salience(r, pooling)
+    words = maps.words
+    ws = merge_scores(s, words)
+    content = np.array([not w.special for w in words])
+    special_share = float(ws[~content].sum())
+    cs = ws[content]
+    cs = cs / max(cs.sum(), 1e-12)
+    cw = [w for w in words if not w.special]
+    return SellingPoints(maps.text, tuple(w.text for w in cw), tuple(w.start for w in cw),
+                         tuple(w.end for w in cw), cs, special_share, source)

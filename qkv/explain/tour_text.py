@@ -1,0 +1,121 @@
+"""The tour's explanations, in English and Chinese, filled in with the tour's own numbers.
+
+Each step is plain data (id, title, text, and the names of the arrays it shows) so the CLI, the web
+page and a notebook tell the same story.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LANGS = ("en", "zh")
+
+
+def _fmt_attends(t, i: int, lang: str) -> str:
+    parts = [f"{t.labels[j]} ({w:.2f})" for j, w in t.attends(i, 2)]
+    return ("、" if lang == "zh" else ", ").join(parts)
+
+
+def notes(t, lang: str = "en") -> list[str]:
+    """Remarks about the input: Chinese text on an English model, unknown tokens."""
+    out = []
+    if t.n_cjk:
+        out.append({"en": f"This model's vocabulary is English: Chinese text is split into single characters "
+                          f"(one token each), and characters it does not know all become the same [UNK] token — "
+                          f"here {t.n_unknown} of the {len(t.tokens) - sum(t.special)} content tokens are [UNK], "
+                          "so they differ only by position. Words are still grouped from the character offsets. "
+                          "A multilingual model (--model) sees Chinese properly.",
+                    "zh": f"这个模型的词表是英文的：中文被切成单个汉字（每字一个词元），不认识的汉字都会变成同一个 [UNK] 词元——"
+                          f"这里 {len(t.tokens) - sum(t.special)} 个内容词元中有 {t.n_unknown} 个是 [UNK]，它们之间只有位置不同。"
+                          "词仍按字符偏移分组。要认真处理中文，请用多语言模型（--model）。"}[lang])
+    elif t.n_unknown:
+        out.append({"en": f"{t.n_unknown} token(s) are [UNK]: characters outside the model's vocabulary (emoji, rare symbols).",
+                    "zh": f"有 {t.n_unknown} 个词元是 [UNK]：模型词表之外的字符（表情符号、罕见符号）。"}[lang])
+    return out
+
+
+def steps(t, lang: str = "en") -> list[dict]:
+    if lang not in LANGS:
+        from qkv.errors import InputError
+
+        raise InputError(f"language {lang!r} is not available; choose one of {', '.join(LANGS)}")
+    zh = lang == "zh"
+    L, h, d, n, nh = t.layer, t.head, t.d_k, len(t.tokens), t.num_heads
+    H = t.x.shape[1]
+    sp = t.spread()
+    where = "the embeddings (word + position + type vectors, normalised)" if L == 0 else f"the output of layer {L - 1}"
+    where_zh = "嵌入向量（词向量 + 位置向量 + 类型向量，再做归一化）" if L == 0 else f"第 {L - 1} 层的输出"
+    rs = t.weights.sum(axis=1)
+    sp_mask = np.asarray(t.special)
+    content = ~sp_mask
+    share = float(t.weights[content][:, sp_mask].sum(axis=1).mean()) if content.any() and sp_mask.any() else 0.0
+    special_note = (f"这个头平均把 {share:.0%} 的权重给了 [CLS]/[SEP]：BERT 类模型的许多头把它们当作“无事可做”时的停靠点"
+                    f"（Clark 等 2019）。这些词元的值向量往往很小，所以实际传递的信息更少——见 qkv explain 的范数加权图。"
+                    if zh else
+                    f"This head gives {share:.0%} of a content token's weight to [CLS]/[SEP] on average: many heads of "
+                    f"BERT-family models park attention there when they have nothing to do (Clark et al. 2019). "
+                    "Those tokens' value vectors tend to be small, so less moves than the weights suggest — see the "
+                    "norm-weighted maps of `qkv explain`.")
+    out = [
+        {"id": "tokens", "arrays": [t.x_name],
+         "title": "1 · 词元与输入向量 X" if zh else "1 · Tokens and the input vectors X",
+         "text": (f"文本被切成 {n} 个词元（含 [CLS] 和 [SEP]）。进入第 {L} 层的是{where_zh}：矩阵 X，形状 {n}×{H}，"
+                  f"每个词元一行。" if zh else
+                  f"The text becomes {n} tokens ([CLS] and [SEP] included). Entering layer {L} is {where}: "
+                  f"a matrix X of shape {n}×{H}, one row per token.")},
+        {"id": "project", "arrays": [f"layers.{L}.attn.q", f"layers.{L}.attn.k", f"layers.{L}.attn.v"],
+         "title": f"2 · 投影：Q = X·Wq, K = X·Wk, V = X·Wv（第 {h} 个头）" if zh else
+                  f"2 · Project: Q = X·Wq, K = X·Wk, V = X·Wv (head {h})",
+         "text": (f"第 {h} 个头有自己的 Wq、Wk、Wv（各 {H}×{d}，加偏置）。每个词元的行向量乘上它们，得到查询 q（我在找什么）、"
+                  f"键 k（我能提供什么）和值 v（我要传递的内容），各 {d} 维：Q、K、V 都是 {n}×{d}。" if zh else
+                  f"Head {h} has its own Wq, Wk, Wv ({H}×{d} each, plus a bias). Every token's row is multiplied by "
+                  f"them: a query q (what am I looking for), a key k (what do I offer) and a value v (what I pass "
+                  f"on), {d} numbers each. Q, K and V are {n}×{d}.")},
+        {"id": "scores", "arrays": [f"layers.{L}.attn.scores"],
+         "title": "3 · 打分：S = Q·Kᵀ" if zh else "3 · Score: S = Q·Kᵀ",
+         "text": (f"每个查询与每个键做点积：S[i, j] = q_i·k_j，{n}×{n} 的矩阵，行是“看”的词元，列是“被看”的词元。"
+                  f"数值越大，两者越匹配。本例分数范围 {sp['before']['min']:.1f} 到 {sp['before']['max']:.1f}。" if zh else
+                  f"Each query is dotted with each key: S[i, j] = q_i·k_j, an {n}×{n} matrix; rows are the tokens "
+                  f"that look, columns the tokens looked at. Larger means a better match. Here the scores run from "
+                  f"{sp['before']['min']:.1f} to {sp['before']['max']:.1f}.")},
+        {"id": "scale", "arrays": [f"layers.{L}.attn.scaled_scores"],
+         "title": f"4 · 缩放：除以 √d_k = √{d} = {math.sqrt(d):.2f}" if zh else
+                  f"4 · Scale: divide by √d_k = √{d} = {math.sqrt(d):.2f}",
+         "text": (f"{d} 维向量的点积，方差随维数增长；不缩放的话 softmax 会几乎变成独热，梯度消失（Vaswani 等 2017）。"
+                  f"每行分数的标准差：缩放前 {sp['before']['std']:.2f}，缩放后 {sp['after']['std']:.2f}。"
+                  f"每行最大权重的平均值：不缩放时会是 {sp['top_weight_without_scaling']:.2f}，缩放后是 "
+                  f"{sp['top_weight_with_scaling']:.2f}。" if zh else
+                  f"Dot products of {d}-dimensional vectors grow in spread with the dimension; unscaled, softmax "
+                  f"turns nearly one-hot and its gradients vanish (Vaswani et al. 2017). The std of a row's scores: "
+                  f"{sp['before']['std']:.2f} before, {sp['after']['std']:.2f} after. The mean largest weight of a "
+                  f"row would be {sp['top_weight_without_scaling']:.2f} without scaling; with it, "
+                  f"{sp['top_weight_with_scaling']:.2f}.")},
+        {"id": "softmax", "arrays": [f"layers.{L}.attn.weights", f"layers.{L}.attn.context"],
+         "title": "5 · Softmax 与加权求和" if zh else "5 · Softmax, then the weighted sum of V",
+         "text": (f"每一行做 softmax：全部为正、每行和为 1（本例各行和与 1 的差不超过 {np.abs(rs - 1).max():.0e}）。"
+                  f"输出第 i 行 = Σ_j 权重[i, j]·v_j，{n}×{d}。" if zh else
+                  f"Softmax turns each row into positive weights summing to 1 (here every row sums to 1 within "
+                  f"{np.abs(rs - 1).max():.0e}). Output row i = Σ_j weights[i, j]·v_j, {n}×{d}."),
+         "special_note": special_note,
+         "attends": [(f"{t.labels[i]} 主要关注 {_fmt_attends(t, i, lang)}" if zh else
+                      f"{t.labels[i]} mainly attends to {_fmt_attends(t, i, lang)}") for i in range(n)]},
+        {"id": "heads", "arrays": [f"layers.{L}.attn.context", f"layers.{L}.attn.out"],
+         "title": "多头：拼接并投影" if zh else "Many heads: concatenate and project",
+         "text": (f"这一层的 {nh} 个头各自做同样的五步，各得 {n}×{d}；拼接成 {n}×{nh * d}，再乘 W_o（{H}×{H}）加偏置，"
+                  f"得到 attn.out（{n}×{H}），随后加上残差 X 并做 LayerNorm。" if zh else
+                  f"All {nh} heads of the layer do the same five steps, each giving {n}×{d}; concatenated they are "
+                  f"{n}×{nh * d}, multiplied by W_o ({H}×{H}) plus a bias: attn.out ({n}×{H}), which is then added "
+                  "to X (the residual) and layer-normalised.")},
+        {"id": "check", "arrays": [c.name for c in t.checks],
+         "title": "核对：手算 = 引擎的追踪" if zh else "Check: by hand = the engine's trace",
+         "text": ((f"以上全部由 X 和第 {L} 层的权重手算得出。与引擎自己记录的第 {L} 层中间结果相比，"
+                   + ("全部一致（最大差异见下表）。" if t.ok else "有不一致！"))
+                  if zh else
+                  (f"Everything above was computed by hand from X and layer {L}'s weights. Against the engine's "
+                   f"own trace of layer {L}: " + ("all equal (largest differences below)." if t.ok
+                                                   else "MISMATCH (see below)."))),
+         "ok": t.ok},
+    ]
+    return out

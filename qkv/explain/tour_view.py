@@ -1,0 +1,134 @@
+"""The tour printed with rich: tables for each step, explanations beside them."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich import box
+from rich.console import Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from qkv.explain.tour_text import notes
+
+MAX_COLS = 14  # token columns shown in n×n tables; longer texts show the first ones and say so
+
+
+def _vec(a, k: int = 4) -> str:
+    return " ".join(f"{x:+.2f}" for x in a[:k]) + (" …" if len(a) > k else "")
+
+
+def _heat(value: float, lo: float, hi: float) -> str:
+    """A background shade for a matrix cell (darker = larger)."""
+    f = 0.0 if hi <= lo else (value - lo) / (hi - lo)
+    level = int(round(f * 5))
+    return ["", "on grey19", "on grey27", "on grey35", "on dark_green", "on green4"][level]
+
+
+def _matrix(t, m: np.ndarray, fmt: str, title: str, row_sums: bool = False) -> Table:
+    n = min(len(t.labels), MAX_COLS)
+    tab = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    tab.add_column("", style="bold")
+    for j in range(n):
+        tab.add_column(escape(t.labels[j][:8]), justify="right")
+    if row_sums:
+        tab.add_column("Σ", justify="right", style="bold cyan")
+    lo, hi = float(m.min()), float(m.max())
+    for i in range(n):
+        cells = [Text(format(m[i, j], fmt), style=_heat(m[i, j], lo, hi)) for j in range(n)]
+        if row_sums:
+            cells.append(Text(f"{m[i].sum():.4f}"))
+        tab.add_row(Text(t.labels[i][:12]), *cells)
+    if len(t.labels) > MAX_COLS:
+        tab.caption = f"first {MAX_COLS} of {len(t.labels)} tokens shown (all are in --json)"
+    return tab
+
+
+def render(t, lang: str = "en") -> list:
+    """Rich renderables for the whole tour."""
+    st = {s["id"]: s for s in t.steps(lang)}
+    zh = lang == "zh"
+    out: list = []
+    head = (f"[bold]注意力导览[/] · {t.model} · 第 {t.layer} 层 · 第 {t.head} 个头\n“{t.text}”" if zh else
+            f"[bold]Attention tour[/] · {t.model} · layer {t.layer} · head {t.head}\n“{t.text}”")
+    out.append(Panel(head.replace("“" + t.text, "“" + escape(t.text)), box=box.ROUNDED, expand=False))
+    for note in notes(t, lang):
+        out.append(Text("⚠ " + note, style="yellow"))
+
+    # 1
+    s = st["tokens"]
+    tab = Table(box=box.SIMPLE_HEAD, title=escape(f"X = {t.x_name}  [{t.x.shape[0]}×{t.x.shape[1]}]"), title_justify="left")
+    for c, j in (("#", "right"), ("token", "left"), ("word", "left"), (escape("X[i, :6]"), "left")):
+        tab.add_column(c, justify=j)
+    word_of = {p: w.text for w in t.words for p in w.tokens}
+    for i, lab in enumerate(t.labels):
+        tab.add_row(str(i), Text(lab, style="magenta" if t.special[i] else ""), Text(word_of.get(i, "")), _vec(t.x[i], 6))
+    out += [Text(s["title"], style="bold underline"), Text(s["text"]), tab]
+
+    # 2
+    s = st["project"]
+    tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
+                title=f"Wq, Wk, Wv: {t.wq.shape[0]}×{t.wq.shape[1]} · Q, K, V: {t.q.shape[0]}×{t.q.shape[1]}")
+    for c in ("token", "q[:4]", "k[:4]", "v[:4]"):
+        tab.add_column(escape(c))
+    for i, lab in enumerate(t.labels):
+        tab.add_row(Text(lab), _vec(t.q[i]), _vec(t.k[i]), _vec(t.v[i]))
+    out += [Text(s["title"], style="bold underline"), Text(s["text"]), tab]
+
+    # 3
+    s = st["scores"]
+    out += [Text(s["title"], style="bold underline"), Text(s["text"]),
+            _matrix(t, t.scores, ".1f", "S = Q·Kᵀ (rows look at columns)" if not zh else "S = Q·Kᵀ（行看列）")]
+
+    # 4
+    s = st["scale"]
+    sp = t.spread()
+    tab = Table(box=box.SIMPLE_HEAD)
+    for c in ("", "min", "max", "row std", "row range"):
+        tab.add_column(c, justify="right")
+    for name, key in (("Q·Kᵀ", "before"), ("Q·Kᵀ/√d_k", "after")):
+        v = sp[key]
+        tab.add_row(name, f"{v['min']:.2f}", f"{v['max']:.2f}", f"{v['std']:.2f}", f"{v['range']:.2f}")
+    out += [Text(s["title"], style="bold underline"), Text(s["text"]), tab]
+
+    # 5
+    s = st["softmax"]
+    out += [Text(s["title"], style="bold underline"), Text(s["text"]),
+            _matrix(t, t.weights, ".2f", "softmax(Q·Kᵀ/√d_k), each row sums to 1" if not zh else
+                    "softmax(Q·Kᵀ/√d_k)，每行和为 1", row_sums=True)]
+    out.append(Text("\n".join("  " + a for a in s["attends"])))
+    out.append(Text(s["special_note"], style="italic"))
+    tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
+                title="output_i = Σ_j w_ij · v_j" if not zh else "输出_i = Σ_j w_ij · v_j")
+    for c in ("token", "largest terms", "output[:4]"):
+        tab.add_column(escape(c))
+    for i, lab in enumerate(t.labels):
+        terms = " + ".join(f"{w:.2f}·v[{t.labels[j][:8]}]" for j, w in t.attends(i, 2)) + " + …"
+        tab.add_row(Text(lab), Text(terms), _vec(t.context[i]))
+    out.append(tab)
+
+    # heads
+    s = st["heads"]
+    out += [Text(s["title"], style="bold underline"), Text(s["text"])]
+    out.append(Text(f"  concat({t.num_heads} × [{t.context.shape[0]}×{t.d_k}]) = [{t.context.shape[0]}×"
+                    f"{t.num_heads * t.d_k}] · W_o [{t.w_o.shape[0]}×{t.w_o.shape[1]}] + b_o = attn.out "
+                    f"[{t.attn_out.shape[0]}×{t.attn_out.shape[1]}];  attn.out[{t.labels[1] if len(t.labels) > 1 else t.labels[0]}, :4] = "
+                    f"{_vec(t.attn_out[min(1, len(t.labels) - 1)])}"))
+
+    # check
+    s = st["check"]
+    tab = Table(box=box.SIMPLE_HEAD)
+    for c, j in (("engine trace name", "left"), ("shape", "left"), ("max |by hand − engine|", "right"),
+                 ("max |value|", "right"), ("", "left")):
+        tab.add_column(c, justify=j)
+    for c in t.checks:
+        tab.add_row(c.name, "×".join(map(str, c.shape)), f"{c.max_abs_diff:.2e}", f"{c.scale:.3g}",
+                    Text("✓ equal" if c.ok else "✗ differs", style="green" if c.ok else "bold red"))
+    out += [Text(s["title"], style="bold underline"),
+            Text(s["text"], style="bold green" if t.ok else "bold red"), tab]
+    return out
+
+
+def render_group(t, lang: str = "en") -> Group:
+    return Group(*render(t, lang))
