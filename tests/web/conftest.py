@@ -23,10 +23,18 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def app(encoder):
+def sample_index(encoder, tmp_path_factory):
+    """The sample catalog's index (qkv/data/sample_catalog.csv, written by the project), built once."""
+    from qkv.web.sample import ensure_sample_index
+
+    return ensure_sample_index(tmp_path_factory.mktemp("sample-index"), encoder=encoder)
+
+
+@pytest.fixture(scope="session")
+def app(encoder, sample_index):
     from qkv.web import create_app
 
-    return create_app(encoder=encoder)
+    return create_app(encoder=encoder, index_dir=sample_index)
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +46,7 @@ def client(app):
 
 
 @pytest.fixture(scope="session")
-def live_server(encoder):
+def live_server(encoder, sample_index):
     """uvicorn serving the app on a free 127.0.0.1 port in a thread; yields the base URL."""
     import uvicorn
 
@@ -48,7 +56,7 @@ def live_server(encoder):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder, index_dir=sample_index), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -16,7 +16,8 @@ def test_health_names_model_and_features(client, encoder):
     assert body["fingerprint"] == encoder.fingerprint()
     assert (body["num_layers"], body["num_heads"]) == (encoder.config.num_layers, encoder.config.num_heads)
     assert body["features"]["attention"] is True
-    assert body["index"] is None  # this app was built without an index
+    assert body["index"] == "sample-index0"  # the directory's name only, never a server path
+    assert body["features"]["search"] is True
     assert body["limits"]["max_attention_tokens"] == 128
 
 
@@ -117,7 +118,8 @@ def test_page_and_static_files_are_served(client):
 def test_openapi_documents_every_api_route(client):
     spec = client.get("/openapi.json").json()
     paths = set(spec["paths"])
-    assert {"/api/health", "/api/attention"} <= paths
+    assert {"/api/health", "/api/attention", "/api/search", "/api/search/fields", "/api/summarize",
+            "/api/summarize/upload"} <= paths
     assert client.get("/docs").status_code == 200
 
 

@@ -62,3 +62,56 @@ def test_language_switch_and_keyboard_tabs(page):
     assert page.locator("#tab-search").get_attribute("aria-selected") == "true"
     assert page.locator("#view-search").is_visible() and not page.locator("#view-attention").is_visible()
     assert page.console_errors == []
+
+
+def test_search_results_highlights_and_match_grid(page, screenshot):
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")  # the view searches its default query on opening
+    page.select_option('#search-filters select[data-field="language"]', "en")
+    page.fill('#search-filters input[data-field="price"][data-op="<="]', "100")
+    page.fill("#search-q", "waterproof hiking boots")
+    page.select_option("#search-mode", "hybrid")
+    page.press("#search-q", "Enter")
+    page.wait_for_function("document.querySelector('#search-status').textContent.includes('ms')")
+    items = page.locator("#search-results > li")
+    assert items.count() == 10
+    first = items.first
+    assert "Waterproof Hiking Boots" in first.locator(".title").inner_text()
+    assert {"Waterproof", "Hiking", "Boots"} <= set(first.locator(".title mark:not(.dense)").all_inner_texts())
+    prices = [float(m.split("price: ")[1].split(" ")[0]) for m in items.locator(".meta").all_inner_texts() if "price: " in m]
+    assert prices and all(p <= 100 for p in prices)
+    assert "server" in page.locator("#search-status").inner_text()
+    first.get_by_role("button", name="Why this match?").click()
+    grid = first.locator(".match .heatmap")
+    grid.wait_for()
+    assert grid.locator(".rowlab").count() == 6  # [CLS] water ##proof hiking boots [SEP]
+    assert grid.locator(".cell").count() == 6 * grid.locator(".collab").count()
+    screenshot(page, "search")
+    assert page.console_errors == []
+
+
+def test_summary_of_pasted_reviews(page, screenshot):
+    page.goto(page.base_url + "/#summaries")
+    page.locator("#sum-budget").fill("40")
+    assert page.locator("#sum-budget-out").inner_text() == "40"
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-table tbody tr")
+    after = int(page.locator("#sum-after").inner_text())
+    before = int(page.locator("#sum-before").inner_text())
+    assert 0 < after <= 40 < before
+    assert page.locator("#sum-saved").inner_text().startswith(str(before - after))
+    sentences = page.locator("#sum-table tbody tr td:nth-child(2)").all_inner_texts()
+    assert sentences and all(s in page.locator("#sum-reviews").input_value() for s in sentences)
+    screenshot(page, "summaries")
+    assert page.console_errors == []
+
+
+def test_summary_of_an_uploaded_file(page, tmp_path):
+    f = tmp_path / "reviews.txt"
+    f.write_text("Great shoes, very light.\nRuns small; order a size up.\nComfortable all day.\n")
+    page.goto(page.base_url + "/#summaries")
+    page.set_input_files("#sum-file", str(f))
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-table tbody tr")
+    assert page.locator("#sum-text").inner_text()
+    assert page.console_errors == []

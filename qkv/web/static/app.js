@@ -20,7 +20,7 @@ const I18N = {
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
-    "sum.input": "input tokens", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.used": "summary tokens", "sum.saved": "tokens saved",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
   },
   zh: {
@@ -40,7 +40,7 @@ const I18N = {
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
-    "sum.input": "输入词元", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.used": "摘要词元", "sum.saved": "节省的词元",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
   },
 };
@@ -283,6 +283,162 @@ $("att-layer").addEventListener("change", runAttention);
 $("att-head").addEventListener("change", () => att.data && drawHead());
 $("att-hide-special").addEventListener("change", runAttention);
 
+// ============================================================== search view
+const srch = { fields: null };
+
+async function initSearch() {
+  if (!INFO.features.search) { setStatus("search-status", `${t("unavailable")} ${INFO.index ? "qkv.search" : "no index (start with qkv serve --index DIR or --sample)"}`, true); return; }
+  if (srch.fields) return;
+  try {
+    const f = await api("search/fields");
+    srch.fields = f.fields;
+    const box = $("search-filters");
+    box.replaceChildren(...f.fields.map((fd) => {
+      if (fd.kind === "number") {
+        return el("fieldset", { class: "num" }, el("legend", {}, fd.name),
+          el("label", {}, t("search.min") + " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": ">=", placeholder: fmt(fd.min, 2), style: "width:6rem" })),
+          " ",
+          el("label", {}, t("search.max") + " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": "<=", placeholder: fmt(fd.max, 2), style: "width:6rem" })));
+      }
+      if (fd.values) {
+        return el("label", {}, fd.name + " ", el("select", { "data-field": fd.name, "data-op": "=" },
+          el("option", { value: "" }, t("search.any")), ...fd.values.map((v) => el("option", { value: v }, v))));
+      }
+      return el("label", {}, fd.name + " ", el("input", { type: "text", "data-field": fd.name, "data-op": "contains", style: "width:8rem" }));
+    }));
+    $("search-filters-box").open = true;
+  } catch (e) { showError("search-status", e); return; }
+  if (!$("search-results").children.length) runSearch();
+}
+
+function readFilters() {
+  return [...$("search-filters").querySelectorAll("[data-field]")].filter((n) => n.value !== "").map((n) => ({
+    field: n.dataset.field, op: n.dataset.op, value: n.type === "number" ? Number(n.value) : n.value,
+  }));
+}
+
+// the title with its matched words marked: keyword matches in yellow, the rest tinted by their share of the dense score
+function markedTitle(title, hl) {
+  if (!hl || !hl.length) return [title];
+  const maxShare = Math.max(...hl.map((h) => h.share), 1e-9);
+  const parts = [];
+  let at = 0;
+  for (const h of hl) {
+    if (h.start < at) continue;
+    parts.push(title.slice(at, h.start));
+    const word = title.slice(h.start, h.end);
+    const tipText = `${word}: ${t("search.score")} share ${fmt(h.share, 4)}` + (h.answers ? ` ← "${h.answers}"` : "") +
+      (h.keyword.length ? ` · BM25: ${h.keyword.join(", ")}` : "");
+    if (h.keyword.length) parts.push(el("mark", { title: tipText }, word));
+    else if (h.share >= 0.6 * maxShare) parts.push(el("mark", { class: "dense", title: tipText, style: `opacity:${0.45 + 0.55 * h.share / maxShare}` }, word));
+    else parts.push(el("span", { title: tipText }, word));
+    at = h.end;
+  }
+  parts.push(title.slice(at));
+  return parts;
+}
+
+function matchGrid(box, x) {
+  const e = x.explanation;
+  const qs = e.query_tokens.map((_, i) => i), ts = e.title_tokens.map((_, j) => j);
+  box.replaceChildren();
+  const note = el("p", { class: "hint" },
+    `cos = ${fmt(e.cosine, 4)}; Σ grid = ${fmt(e.parts_sum, 4)}${e.exact ? " (exact parts)" : ""}` +
+    (e.keyword_terms.length ? ` · BM25: ${e.keyword_terms.map((k) => `${k.term} ${fmt(k.bm25, 2)}`).join(", ")}` : ""));
+  box.append(note);
+  const hm = el("div", { class: "heatmap-wrap" });
+  box.append(hm);
+  heatmap(hm, { values: qs.map((i) => ts.map((j) => e.grid[i][j])), rowLabels: e.query_tokens, colLabels: e.title_tokens,
+    rowSpecial: e.query_tokens.map((s) => /^\[.*\]$/.test(s)), colSpecial: e.title_tokens.map((s) => /^\[.*\]$/.test(s)),
+    readout: null, label: `match grid ${x.id}` });
+}
+
+async function runSearch() {
+  if (!INFO.features.search) return initSearch();
+  const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
+                 filters: readFilters(), explain: true };
+  setStatus("search-status", t("working"));
+  const t0 = performance.now();
+  try {
+    const r = await api("search", body);
+    const rt = performance.now() - t0;
+    const list = $("search-results");
+    list.replaceChildren();
+    if (!r.results.length) list.append(el("p", {}, t("search.none")));
+    r.results.forEach((x) => {
+      const grid = el("div", { class: "match", hidden: true });
+      const btn = el("button", { type: "button", "aria-expanded": "false" }, t("search.why"));
+      btn.addEventListener("click", () => {
+        const open = grid.hidden;
+        if (open && !grid.firstChild) matchGrid(grid, x);
+        grid.hidden = !open;
+        btn.setAttribute("aria-expanded", String(open));
+        btn.textContent = open ? t("search.hide") : t("search.why");
+      });
+      const f = Object.entries(x.fields).filter(([, v]) => v != null).map(([k, v]) => `${k}: ${v}`).join(" · ");
+      const sc = [`${t("search.score")} ${fmt(x.score, 4)}`,
+                  x.dense_score != null ? `cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}` : null,
+                  x.keyword_score != null ? `BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}` : null].filter(Boolean).join(" · ");
+      list.append(el("li", { "data-id": x.id },
+        el("div", { class: "title" }, ...markedTitle(x.title, x.highlights)),
+        el("div", { class: "meta" }, `${x.id} · ${f}`),
+        el("div", { class: "meta" }, sc, " ", x.explanation ? btn : null),
+        grid));
+    });
+    const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
+    setStatus("search-status", `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+    $("search-status").dataset.latency = r.server_ms;
+  } catch (e) { showError("search-status", e); }
+}
+$("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
+
+// ============================================================== summaries view
+$("sum-budget").addEventListener("input", () => { $("sum-budget-out").textContent = $("sum-budget").value; });
+
+function renderSummary(r, reviews) {
+  const out = $("sum-out");
+  out.replaceChildren();
+  out.append(el("div", { class: "stats" },
+    el("div", {}, el("b", { id: "sum-before" }, r.tokens_before), t("sum.input")),
+    el("div", {}, el("b", { id: "sum-after" }, r.tokens_after), `${t("sum.used")} (≤ ${r.budget})`),
+    el("div", {}, el("b", { id: "sum-saved" }, `${r.tokens_saved} (${fmt(r.saving, 1)}%)`), t("sum.saved")),
+    el("div", {}, el("b", {}, `${r.n_reviews} / ${r.n_sentences}`), t("sum.counts")),
+    el("div", {}, el("b", {}, r.tokenizer), t("sum.tokenizer"))));
+  out.append(el("div", { class: "summary", id: "sum-text", lang: "" }, r.text));
+  const maxScore = Math.max(...r.sentences.map((s) => s.score), 1e-9);
+  out.append(el("h3", {}, t("sum.chosen")));
+  out.append(el("table", { class: "data", id: "sum-table" },
+    el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, t("sum.sentence")), el("th", {}, t("sum.score")), el("th", {}, t("sum.tokens")), el("th", {}, t("sum.review")))),
+    el("tbody", {}, ...r.sentences.map((s) => el("tr", {},
+      el("td", {}, s.rank), el("td", {}, s.text),
+      el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${100 * s.score / maxScore}%` })), fmt(s.score, 4)),
+      el("td", {}, s.tokens), el("td", {}, `${s.review + 1}${s.rating != null ? " ★" + s.rating : ""}`))))));
+  if (r.notes && r.notes.length) out.append(el("p", { class: "hint" }, r.notes.join(" ")));
+}
+
+async function runSummary() {
+  if (!INFO.features.summaries) { setStatus("sum-status", `${t("unavailable")} qkv.summarize`, true); return; }
+  setStatus("sum-status", t("working"));
+  try {
+    const budget = Number($("sum-budget").value);
+    const file = $("sum-file").files[0];
+    let r, reviews;
+    if (file) {
+      const fd = new FormData();
+      fd.append("file", file);
+      fd.append("budget", String(budget));
+      r = await api("summarize/upload", fd, { form: true });
+      reviews = r.reviews;
+    } else {
+      reviews = $("sum-reviews").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
+      r = await api("summarize", { reviews, budget });
+    }
+    renderSummary(r, reviews);
+    setStatus("sum-status", "");
+  } catch (e) { showError("sum-status", e); }
+}
+$("sum-form").addEventListener("submit", (e) => { e.preventDefault(); runSummary(); });
+
 // ============================================================== views, language, start
 const VIEWS = ["attention", "search", "attributes", "summaries"];
 const selectView = tablist($("tabs"), (tab) => {
@@ -291,7 +447,7 @@ const selectView = tablist($("tabs"), (tab) => {
   history.replaceState(null, "", "#" + v);
   if (VIEW_INIT[v]) VIEW_INIT[v]();
 });
-const VIEW_INIT = {};
+const VIEW_INIT = { search: () => initSearch() };
 
 $("lang").addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";

@@ -1,0 +1,96 @@
+"""/api/search and /api/search/fields over the sample catalog's index."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_fields_describe_the_catalog(client):
+    r = client.get("/api/search/fields")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["count"] == 276
+    by = {f["name"]: f for f in body["fields"]}
+    assert by["price"]["kind"] == "number" and 0 < by["price"]["min"] < by["price"]["max"]
+    assert by["language"]["values"] == ["en", "zh"]
+    assert "shoes" in by["category"]["values"]
+
+
+def test_search_returns_what_the_index_returns(client, sample_index, encoder):
+    from qkv.search import Index
+
+    r = client.post("/api/search", json={"query": "waterproof hiking boots", "k": 5, "mode": "hybrid"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    want = Index.open(sample_index, encoder=encoder).search("waterproof hiking boots", k=5)
+    assert [x["id"] for x in body["results"]] == [w.id for w in want]
+    top = body["results"][0]
+    assert "Waterproof Hiking Boots" in top["title"]
+    assert body["server_ms"] > 0 and "encode" in body["timings_ms"]
+    # matched words: the keyword side marks the query's words in the title
+    marked = {top["title"][h["start"]:h["end"]] for h in top["highlights"] if h["keyword"]}
+    assert {"Waterproof", "Hiking", "Boots"} <= marked
+    grid = top["explanation"]["grid"]
+    assert len(grid) == len(top["explanation"]["query_tokens"])
+    assert abs(sum(map(sum, grid)) - top["explanation"]["cosine"]) < 1e-4  # exact parts of the cosine
+
+
+@pytest.mark.parametrize("mode", ["dense", "keyword"])
+def test_modes_and_filters(client, mode):
+    r = client.post("/api/search", json={"query": "running shoes", "mode": mode, "k": 8, "explain": False,
+                                         "filters": [{"field": "price", "op": "<", "value": 60},
+                                                     {"field": "language", "op": "=", "value": "en"}]})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert res and all(x["fields"]["price"] < 60 and x["fields"]["language"] == "en" for x in res)
+    assert all("explanation" not in x for x in res)
+    if mode == "keyword":
+        assert all(x["keyword_score"] > 0 for x in res)
+
+
+def test_filter_values_are_data_not_syntax(client):
+    """A value that looks like filter or SQL syntax is compared as a plain string: no match, no error."""
+    r = client.post("/api/search", json={"query": "shoes", "filters": [
+        {"field": "brand", "op": "=", "value": "x' or 1=1 --"}]})
+    assert r.status_code == 200 and r.json()["results"] == []
+
+
+@pytest.mark.parametrize("payload, status, words", [
+    ({"query": ""}, 422, "query"),
+    ({"query": "   "}, 422, "empty"),
+    ({"query": "q" * 501}, 413, "500 characters"),
+    ({"query": "shoes", "k": 0}, 422, "k"),
+    ({"query": "shoes", "k": 51}, 422, "k"),
+    ({"query": "shoes", "mode": "fuzzy"}, 422, "mode"),
+    ({"query": "shoes", "filters": [{"field": "nope", "value": "x"}]}, 422, "nope"),
+    ({"query": "shoes", "filters": [{"field": "price", "op": "<", "value": "cheap"}]}, 422, "number"),
+    ({"query": "shoes", "filters": [{"field": "price", "op": "~", "value": 1}]}, 422, "op"),
+    ({"query": "shoes", "filters": "price < 5"}, 422, "filters"),
+])
+def test_search_refuses_bad_input(client, payload, status, words):
+    r = client.post("/api/search", json=payload)
+    assert r.status_code == status, r.text
+    assert words in r.json()["error"]
+
+
+def test_without_an_index_search_says_how_to_get_one(encoder):
+    from fastapi.testclient import TestClient
+
+    from qkv.web import create_app
+
+    with TestClient(create_app(encoder=encoder)) as c:
+        assert c.get("/api/health").json()["features"]["search"] is False
+        r = c.post("/api/search", json={"query": "shoes"})
+        assert r.status_code == 503 and "--index" in r.json()["error"]
+        assert c.get("/api/search/fields").status_code == 503
+
+
+def test_a_broken_index_is_a_clear_503(encoder, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from qkv.web import create_app
+
+    (tmp_path / "manifest.json").write_text("{not json")
+    with TestClient(create_app(encoder=encoder, index_dir=tmp_path)) as c:
+        r = c.post("/api/search", json={"query": "shoes"})
+        assert r.status_code == 503 and "cannot open the search index" in r.json()["error"]
