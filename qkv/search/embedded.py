@@ -618,7 +618,8 @@ class _Writer(StoreWriter):
             out = np.lib.format.open_memmap(vpath, mode="w+", dtype=m.dtype, shape=(slots, m.dim))
             n_old = len(self.old_vectors)
             for a in range(0, n_old, 65536):
-                out[a:a + 65536] = self.old_vectors[a:a + 65536]
+                b = min(a + 65536, n_old)
+                out[a:b] = self.old_vectors[a:b]
             out[n_old:] = new
             out.flush()
             del out

@@ -1,0 +1,205 @@
+"""Building, searching, explaining and updating an index of the sample catalog."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from qkv.errors import InputError
+from qkv.search import Index, build_index
+from qkv.search.filters import FilterError
+from qkv.search.index import delete_products
+from qkv.search.store import IndexError_, WriterBusy, open_store
+
+
+@pytest.fixture(scope="module")
+def idx(sample_index, encoder):
+    with Index.open(sample_index, encoder) as i:
+        yield i
+
+
+def test_dense_scores_are_cosines(idx, encoder):
+    res = idx.search("breathable running shoes", k=5, mode="dense")
+    assert len(res) == 5 and [r.rank for r in res] == [1, 2, 3, 4, 5]
+    assert all(a.score >= b.score for a, b in zip(res, res[1:]))
+    q = encoder.encode(["breathable running shoes"])[0]
+    t = encoder.encode([r.title for r in res])
+    np.testing.assert_allclose([r.score for r in res], t @ q, atol=1e-5)
+    assert "Running Shoes" in res[0].title or "跑鞋" in res[0].title
+
+
+def test_semantic_match_without_shared_words(idx):
+    # no running-shoe title shares a word with the query: only the meaning connects them
+    top = idx.search("footwear for jogging", k=3, mode="dense")
+    assert any("Running Shoes" in r.title for r in top)
+    assert not any("Running Shoes" in r.title for r in idx.search("footwear for jogging", k=3, mode="keyword"))
+
+
+def test_chinese_queries_match_through_keywords(idx):
+    # MiniLM is an English model; Chinese titles are found by the character-split keyword side
+    res = idx.search("透气跑鞋", k=3, mode="hybrid")
+    assert res and all("跑鞋" in r.title for r in res)
+
+
+def test_keyword_mode_and_bm25_terms_sum(idx):
+    res = idx.search("waterproof hiking boots", k=5, mode="keyword", explain=True)
+    assert res and all("waterproof" in r.title.lower() or "hiking" in r.title.lower() or "boot" in r.title.lower()
+                       for r in res)
+    for r in res:
+        parts = r.explanation.keyword_terms
+        assert parts and abs(sum(s for _, s in parts) - r.score) < 1e-6
+
+
+def test_explanation_parts_sum_to_the_dense_score(idx):
+    res = idx.search("warm jacket for winter", k=4, mode="dense", explain=True)
+    for r in res:
+        e = r.explanation
+        assert e.exact
+        assert e.grid.shape == (len(e.query_tokens), len(e.title_tokens))
+        assert abs(e.parts_sum - r.score) < 2e-5  # Σ grid = the cosine the index returned
+        assert abs(e.cosine - r.score) < 2e-5
+        assert abs(sum(w.share for w in e.title_words) - r.score) < 2e-5
+        assert e.query_tokens[0] == "[CLS]" and e.title_tokens[-1] == "[SEP]"
+
+
+def test_hybrid_fuses_both_sides(idx):
+    res = idx.search("merino sweater", k=5)
+    assert res[0].dense_score is not None and "Merino" in res[0].title
+    assert res[0].keyword_rank is not None
+    rrf = idx.search("merino sweater", k=5, fusion="rrf")
+    assert {r.id for r in rrf[:3]} & {r.id for r in res[:3]}
+
+
+def test_filters(idx):
+    res = idx.search("gift", k=20, mode="dense", where="price < 20 and category in (toys, beauty)")
+    assert res and all(r.fields["price"] < 20 and r.fields["category"] in ("toys", "beauty") for r in res)
+    kw = idx.search("set", k=20, mode="keyword", where="category = kitchen")
+    assert kw and all(r.fields["category"] == "kitchen" for r in kw)
+    with pytest.raises(FilterError, match="fields: "):
+        idx.search("mug", where="weight < 3")
+    with pytest.raises(FilterError):
+        idx.search("mug", where="price < 3 or")
+
+
+@pytest.mark.parametrize("query, k, mode", [("", 5, "hybrid"), ("   ", 5, "dense"), ("shoes", 0, "hybrid"),
+                                            ("shoes", -2, "keyword"), ("shoes", 5, "fuzzy")])
+def test_bad_queries_are_refused(idx, query, k, mode):
+    with pytest.raises(InputError):
+        idx.search(query, k=k, mode=mode)
+
+
+def test_refuses_foreign_and_corrupt_dirs(tmp_path, sample_catalog, encoder):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("hello")
+    with pytest.raises(IndexError_, match="not a qkv"):
+        Index.open(tmp_path / "notes")
+    with pytest.raises(IndexError_, match="not a qkv"):
+        build_index(sample_catalog, tmp_path / "notes", encoder)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexError_, match="corrupt"):
+        Index.open(tmp_path / "bad")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text('{"format": "something-else"}')
+    with pytest.raises(IndexError_, match="not a qkv search index"):
+        Index.open(tmp_path / "other")
+    with pytest.raises(IndexError_, match="no index at"):
+        Index.open(tmp_path / "missing")
+
+
+def test_refuses_an_index_of_another_model(tmp_path, small_csv, encoder):
+    path = tmp_path / "idx"
+    build_index(small_csv, path, encoder)
+    m = json.loads((path / "manifest.json").read_text())
+    m["fingerprint"], m["model"] = "0123456789abcdef", "someone/other-model"
+    (path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(IndexError_, match="built with model someone/other-model"):
+        Index.open(path, encoder)
+    with pytest.raises(IndexError_, match="other-model"):
+        build_index(small_csv, path, encoder, upsert=True)
+
+
+def test_upsert_embeds_only_changes_and_delete(tmp_path, small_csv, encoder):
+    path = tmp_path / "idx"
+    r = build_index(small_csv, path, encoder)
+    assert r.embedded == r.count == 12
+    with pytest.raises(InputError, match="--upsert"):
+        build_index(small_csv, path, encoder)
+    lines = small_csv.read_text().splitlines()
+    first_id = lines[1].split(",")[0]
+    changed = lines[:2] + [lines[2].replace(lines[2].split(",")[1], "Totally New Title Teapot", 1)] + lines[3:] + [
+        "X999,Cordless drill with two batteries,Voltaris,tools,red,one size,79.99,4.1,en"]
+    (tmp_path / "v2.csv").write_text("\n".join(changed) + "\n")
+    r2 = build_index(tmp_path / "v2.csv", path, encoder, upsert=True)
+    assert (r2.embedded, r2.unchanged, r2.count) == (2, 11, 13)
+    with Index.open(path, encoder) as idx:
+        top = idx.search("teapot", k=1, mode="keyword")
+        assert top[0].title == "Totally New Title Teapot"
+        assert idx.search("cordless drill", k=1)[0].id == "X999"
+        old = idx.store.get_rows([first_id])[0]
+    assert delete_products(path, [first_id, "nope"]) == 1
+    with Index.open(path, encoder) as idx:
+        assert len(idx) == 12 and idx.store.get_rows([first_id]) == [None]
+        assert all(r.id != first_id for r in idx.search(old["title"], k=12, mode="dense"))
+    r3 = build_index(small_csv, path, encoder, rebuild=True)
+    assert r3.count == 12 and r3.embedded == 12
+
+
+def test_second_writer_refused_readers_not_blocked(tmp_path, small_csv, encoder):
+    path = tmp_path / "idx"
+    build_index(small_csv, path, encoder)
+    store = open_store(path)
+    with store.writer() as w:
+        w.delete([store.all_ids()[0]])
+        with pytest.raises(WriterBusy, match="another process is writing"):
+            build_index(small_csv, path, encoder, upsert=True)
+        with Index.open(path, encoder) as idx:  # a reader sees the last committed state
+            assert len(idx) == 12 and idx.search("mug", k=2)
+    with Index.open(path, encoder) as idx:
+        assert len(idx) == 11
+
+
+def test_float16_index(tmp_path, small_csv, encoder):
+    path = tmp_path / "idx16"
+    build_index(small_csv, path, encoder, dtype="float16")
+    with Index.open(path, encoder) as idx:
+        assert idx.manifest.dtype == "float16"
+        res = idx.search("kettle", k=3, mode="dense", explain=True)
+        assert abs(res[0].explanation.cosine - res[0].score) < 2e-3
+
+
+KILLER = r"""
+import sys
+from qkv.search import build_index
+from qkv.search.catalog import Catalog
+rows = [{"id": f"g{i}", "title": f"Generated product number {i} in colour {i % 7} size {i % 13}"} for i in range(20000)]
+build_index(Catalog(rows, "id", "title", {}), sys.argv[1], upsert=True, chunk=512)
+"""
+
+
+def test_kill_9_during_indexing_keeps_the_last_good_index(tmp_path, small_csv, encoder):
+    path = tmp_path / "idx"
+    build_index(small_csv, path, encoder)
+    before = json.loads((path / "manifest.json").read_text())
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-c", KILLER, str(path)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".tmp-gen-") for p in path.iterdir()):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        time.sleep(0.05)
+    time.sleep(1.0)  # let it write into the temporary generation
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert json.loads((path / "manifest.json").read_text()) == before
+    with Index.open(path, encoder) as idx:
+        assert len(idx) == 12 and idx.search("mug", k=3)
+        victim = idx.store.all_ids()[0]
+    # the lock died with the process: a new writer works and cleans the leftovers
+    assert delete_products(path, [victim]) == 1
+    assert not any(p.name.startswith(".tmp-gen-") for p in path.iterdir())
