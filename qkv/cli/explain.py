@@ -1,0 +1,199 @@
+"""``qkv tour`` and ``qkv explain``: see attention on your own titles (faces over ``qkv.explain``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from qkv.cli._common import console, load_encoder, print_json
+
+MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
+LAYER_OPT = typer.Option("--layer", "-l", help="Layer (default: the tour's instructive one; negative counts from the end).")
+HEAD_OPT = typer.Option("--head", help="Head within the layer (default: the tour's instructive one).")
+THREADS_OPT = typer.Option(help="BLAS threads (default QKV_THREADS or 1).")
+TRUNC_OPT = typer.Option(help="Explain only the first 512 tokens of a longer text instead of refusing it.")
+
+
+def _slug(text: str, n: int) -> str:
+    s = re.sub(r"[^\w]+", "-", text.lower(), flags=re.UNICODE).strip("-")[:40]
+    return f"{n:03d}-{s or 'title'}"
+
+
+def _print_explanation(ex, hide_special: bool, level: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from qkv.explain.maps import CAVEAT
+
+    m = ex.maps
+    console.print(f"[bold]{escape(ex.text)}[/]  [dim]{m.model} · {len(m.tokens)} tokens · layer {ex.layer} head {ex.head}[/]")
+    sp = ex.selling_points
+    t = Table(title="Selling points (salience from rollout)", title_justify="left")
+    for c, j in (("#", "right"), ("word", "left"), ("salience", "right"), ("", "left"),
+                 ("occlusion", "right"), ("value zeroing", "right")):
+        t.add_column(c, justify=j)
+    occ = dict(zip(ex.occlusion.words, ex.occlusion.scores))
+    vz = dict(zip(ex.value_zeroing.words, ex.value_zeroing.scores))
+    top = max(s for _, s in sp.ranked())
+    for r, (w, s) in enumerate(sp.ranked(), 1):
+        t.add_row(str(r), Text(w), f"{s:.3f}", "█" * max(1, round(20 * s / top)), f"{occ.get(w, float('nan')):.4f}",
+                  f"{vz.get(w, float('nan')):.4f}")
+    t.caption = (f"salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
+                 f"words ([CLS]/[SEP] took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
+                 "value zeroing = 1 − cos(title, title with the word's values zeroed)")
+    console.print(t)
+
+    raw = m.heatmap(ex.layer, ex.head, hide_special=hide_special, level=level)
+    nw = m.heatmap(ex.layer, ex.head, kind="norm", hide_special=hide_special, level=level)
+    t = Table(title=f"Who attends to whom · layer {ex.layer} head {ex.head} · {level}s", title_justify="left")
+    t.add_column("query")
+    t.add_column("attention weights (top 2)")
+    t.add_column("norm-weighted ‖α·f(x)‖ share (top 2)")
+    for i, row in enumerate(raw.rows):
+        t.add_row(Text(row), Text(", ".join(f"{c} {v:.2f}" for c, v in raw.top(i))),
+                  Text(", ".join(f"{c} {v:.2f}" for c, v in nw.top(i))))
+    if raw.hidden_share is not None:
+        t.caption = f"[CLS]/[SEP] hidden: they took {raw.hidden_share.mean():.0%} of the raw weight, " \
+                    f"{nw.hidden_share.mean():.0%} of the norm-weighted share"
+    console.print(t)
+    if ex.pair is not None:
+        for pa in (ex.pair, ex.pair_value_zeroing):
+            t = Table(title=f"Query “{pa.query}” · similarity {pa.similarity:.3f} · {pa.method}", title_justify="left")
+            t.add_column("side")
+            t.add_column("word")
+            t.add_column("similarity drop without it", justify="right")
+            for side, ws in (("query", pa.query_words), ("title", pa.title_words)):
+                for w, s in ws.ranked():
+                    t.add_row(side, Text(w), Text(f"{s:+.4f}", style="green" if s > 0 else "red"))
+            console.print(t)
+    console.print(Text("Caveat: " + CAVEAT["en"], style="yellow"))
+
+
+def _write(ex, out: Path, fmt: str, hide_special: bool, level: str, stem: str | None = None) -> list[Path]:
+    """The report of one explanation: an HTML page, or a folder of pictures."""
+    if fmt == "html":
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{stem or 'report'}.html"
+        path.write_text(ex.to_html(), encoding="utf-8")
+        return [path]
+    from qkv.explain.figures import write_all
+
+    return write_all(ex, out / stem if stem else out, fmt, hide_special=hide_special, level=level)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def tour(
+        text: Annotated[str, typer.Argument(help="A product title or sentence, e.g. \"Nike Air Max 270 Men's Running Shoes\".")],
+        layer: Annotated[Optional[int], LAYER_OPT] = None,
+        head: Annotated[Optional[int], HEAD_OPT] = None,
+        lang: Annotated[str, typer.Option("--lang", help="Language of the explanations: en or zh.")] = "en",
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the tour's arrays and steps as JSON.")] = False,
+        truncate: Annotated[bool, TRUNC_OPT] = False,
+        threads: Annotated[Optional[int], THREADS_OPT] = None,
+    ):
+        """Walk the five steps of attention on the real model, by hand, and check them against the engine."""
+        from qkv.errors import InputError
+        from qkv.explain.tour import tour as run_tour
+
+        if lang not in ("en", "zh"):
+            raise InputError(f"--lang {lang!r} is not available; use en or zh")
+        enc = load_encoder(model, threads)
+        t = run_tour(enc, text, layer, head, truncate=truncate)
+        if as_json:
+            print_json(t.to_dict(lang))
+            return
+        from qkv.explain.tour_view import render
+
+        for r in render(t, lang):
+            console.print(r)
+        if not t.ok:
+            raise typer.Exit(1)
+
+    @app.command()
+    def explain(
+        text: Annotated[Optional[str], typer.Argument(help="The title to explain (or use --file).")] = None,
+        layer: Annotated[Optional[int], LAYER_OPT] = None,
+        head: Annotated[Optional[int], HEAD_OPT] = None,
+        query: Annotated[Optional[str], typer.Option("--query", "-q", help="Also explain this query's similarity to the title.")] = None,
+        out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Directory for pictures / pages (default ./qkv-explain when --format or --file is given).")] = None,
+        fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="png, svg or html.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON, keyed by the engine's trace names.")] = False,
+        file: Annotated[Optional[Path], typer.Option("--file", help="A text file with one title per line: one report each and an index page.")] = None,
+        hide_special: Annotated[bool, typer.Option("--hide-special/--show-special", help="Hide [CLS]/[SEP] in maps (they soak up weight).")] = False,
+        level: Annotated[str, typer.Option(help="token or word (sub-word pieces merged).")] = "token",
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        truncate: Annotated[bool, TRUNC_OPT] = False,
+        threads: Annotated[Optional[int], THREADS_OPT] = None,
+    ):
+        """Attention maps, rollout, norm-weighted maps, value zeroing, occlusion and selling points for a title."""
+        from qkv.errors import InputError
+        from qkv.explain.report import explain as run_explain
+
+        if fmt is not None and fmt not in ("png", "svg", "html"):
+            raise InputError(f"--format {fmt!r} is not available; use png, svg or html")
+        if level not in ("token", "word"):
+            raise InputError(f"--level {level!r} is not available; use token or word")
+        if (text is None) == (file is None):
+            raise InputError("give one TEXT to explain, or --file with one title per line (not both)")
+        titles = None
+        if file is not None:
+            if not file.is_file():
+                raise InputError(f"--file {file} does not exist or is not a file")
+            titles = [ln.strip() for ln in file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            if not titles:
+                raise InputError(f"--file {file} has no titles (one per line expected)")
+        enc = load_encoder(model, threads)
+
+        if titles is None:
+            ex = run_explain(enc, text, layer, head, query=query, truncate=truncate)
+            if as_json:
+                print_json(ex.to_dict())
+                return
+            if fmt is None and out is None:
+                _print_explanation(ex, hide_special, level)
+                return
+            files = _write(ex, out or Path("qkv-explain"), fmt or "png", hide_special, level)
+            _print_explanation(ex, hide_special, level)
+            console.print(f"wrote {len(files)} file(s) to {files[0].parent}: " + ", ".join(f.name for f in files))
+            return
+
+        # batch: one report per title, an index page, a progress bar
+        import json
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from qkv.errors import QkvError
+        from qkv.explain.html import index_page
+
+        out = out or Path("qkv-explain")
+        fmt = fmt or "html"
+        out.mkdir(parents=True, exist_ok=True)
+        entries, failed = [], []
+        with Progress(TextColumn("explaining"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console) as prog:
+            task = prog.add_task("titles", total=len(titles))
+            for n, title in enumerate(titles, 1):
+                stem = _slug(title, n)
+                try:
+                    ex = run_explain(enc, title, layer, head, query=query, truncate=truncate)
+                except QkvError as e:  # one bad line must not stop the batch
+                    failed.append((n, title, str(e)))
+                    prog.advance(task)
+                    continue
+                if as_json:
+                    (out / f"{stem}.json").write_text(json.dumps(ex.to_dict(), ensure_ascii=False), encoding="utf-8")
+                files = _write(ex, out, fmt, hide_special, level, stem)
+                href = files[0].name if fmt == "html" else f"{stem}/{[f for f in files if f.stem.startswith('compare')][0].name}"
+                entries.append({"n": n, "text": title, "href": href, "tokens": len(ex.maps.tokens),
+                                "top": [w for w, _ in ex.selling_points.ranked()[:3]]})
+                prog.advance(task)
+        (out / "index.html").write_text(index_page(entries, enc.name), encoding="utf-8")
+        console.print(f"wrote {len(entries)} report(s) and {out / 'index.html'}")
+        for n, title, msg in failed:
+            console.print(f"[red]skipped line {n}[/] ({title[:40]}…): {msg}")
