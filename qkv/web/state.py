@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from qkv.errors import InputError, QkvError
 from qkv.web.limits import Limits
-
-
-@dataclass(frozen=True)
-class LayerAttention:
-    """One text's attention weights, all layers: what the attention view draws."""
-
-    tokens: tuple[str, ...]
-    special: tuple[bool, ...]
-    weights: np.ndarray  # [layers, heads, n, n] float32
 
 
 class AppState:
@@ -42,8 +31,8 @@ class AppState:
         self._index_error: str | None = None
         self._load_lock = threading.Lock()
         self.compute_lock = threading.Lock()
-        self._attn_cache: OrderedDict[str, LayerAttention] = OrderedDict()
-        self._attn_cache_size = 8
+        self._maps_cache: OrderedDict = OrderedDict()
+        self._maps_cache_size = 8
 
     # ------------------------------------------------------------------ resources, loaded once
     @property
@@ -85,25 +74,26 @@ class AppState:
 
         return await run_in_threadpool(locked)
 
-    # ------------------------------------------------------------------ attention, cached per text
-    def attention(self, text: str) -> LayerAttention:
-        """All layers' attention weights for ``text`` (call inside ``run``). A small LRU cache
-        keeps the last few texts so switching layers or heads does not run the model again."""
-        hit = self._attn_cache.get(text)
+    # ------------------------------------------------------------------ attention maps, cached per text
+    def maps(self, text: str):
+        """``qkv.explain.attention_maps`` of ``text`` (call inside ``run``). A small LRU cache keeps
+        the last few texts, so switching layer, head or map kind does not run the model again."""
+        hit = self._maps_cache.get(text)
         if hit is not None:
-            self._attn_cache.move_to_end(text)
+            self._maps_cache.move_to_end(text)
             return hit
+        from qkv.explain import attention_maps
+
         enc = self.encoder
-        toks = enc.tokenize([text])[0]
+        n = len(enc.tokenize([text])[0])
         cap = self.limits.max_attention_tokens
-        if len(toks) > cap:
-            raise TooLarge(f"the text has {len(toks)} tokens; the attention view shows at most {cap} "
+        if n > cap:
+            raise TooLarge(f"the text has {n} tokens; the attention view shows at most {cap} "
                            "(special tokens included): shorten it")
-        tr = enc.trace([text], keep=["layers.*.attn.weights"])
-        out = LayerAttention(tokens=toks.tokens, special=toks.special, weights=tr.stack("attn.weights", 0))
-        self._attn_cache[text] = out
-        while len(self._attn_cache) > self._attn_cache_size:
-            self._attn_cache.popitem(last=False)
+        out = attention_maps(enc, text)
+        self._maps_cache[text] = out
+        while len(self._maps_cache) > self._maps_cache_size:
+            self._maps_cache.popitem(last=False)
         return out
 
 

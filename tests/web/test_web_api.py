@@ -21,24 +21,63 @@ def test_health_names_model_and_features(client, encoder):
     assert body["limits"]["max_attention_tokens"] == 128
 
 
-def test_attention_is_the_engines_weights(client, encoder):
-    r = client.post("/api/attention", json={"text": TEXT, "layer": 3})
+def test_attention_head_is_the_engines_weights(client, encoder):
+    r = client.post("/api/attention", json={"text": TEXT, "layer": 3, "head": 7})
     assert r.status_code == 200
     body = r.json()
-    tr = encoder.trace([TEXT], keep=["layers.3.attn.weights"])
-    want = tr.get("layers.3.attn.weights", 0)
-    got = np.asarray(body["weights"])
-    assert got.shape == want.shape == (12, len(body["tokens"]), len(body["tokens"]))
-    np.testing.assert_allclose(got, want, atol=6e-5)  # rounded to 4 decimals for the wire
-    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-3)
+    want = encoder.trace([TEXT], keep=["layers.3.attn.weights"]).get("layers.3.attn.weights", 0)[7]
+    (m,) = body["maps"]
+    got = np.asarray(m["values"])
+    assert got.shape == want.shape == (len(body["tokens"]), len(body["tokens"]))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-4)
+    assert m["rows"] == m["cols"] == body["tokens"]
+    assert (m["layer"], m["head"], m["kind"]) == (3, 7, "attention")
     assert body["tokens"][0] == "[CLS]" and body["tokens"][-1] == "[SEP]"
     assert body["special"][0] and body["special"][-1] and not any(body["special"][1:-1])
-    assert body["layer"] == 3 and body["num_layers"] == 6
+    assert (body["num_layers"], body["num_heads"]) == (6, 12)
+
+
+def test_attention_grid_hidden_specials_and_words(client, encoder):
+    import qkv.explain as ex
+
+    body = client.post("/api/attention", json={"text": TEXT, "layer": 1, "grid": True, "hide_special": True,
+                                               "level": "word", "kind": "norm"}).json()
+    assert len(body["maps"]) == 12
+    want = ex.attention_maps(encoder, TEXT).heatmap(1, 4, kind="norm", hide_special=True, level="word")
+    m = body["maps"][4]
+    assert m["rows"] == list(want.rows) and "Men's" in m["rows"] and "[CLS]" not in m["rows"]
+    np.testing.assert_allclose(m["values"], want.values, atol=1e-5)
+    np.testing.assert_allclose(m["hidden_share"], want.hidden_share, atol=1e-5)
+
+
+def test_rollout_neuron_and_tour_come_from_explain(client, encoder):
+    import qkv.explain as ex
+
+    maps = ex.attention_maps(encoder, TEXT)
+    r = client.post("/api/rollout", json={"text": TEXT}).json()
+    assert r["layer"] == 5 and r["maps"][0]["kind"] == "rollout"
+    np.testing.assert_allclose(r["maps"][0]["values"], maps.rollout()[5], atol=1e-5)
+    np.testing.assert_allclose(np.sum(r["maps"][0]["values"], axis=1), 1.0, atol=1e-4)
+
+    n = client.post("/api/neuron", json={"text": TEXT, "layer": 2, "head": 3, "query": 2}).json()
+    assert n["query_token"] == "air" and len(n["q"]) == encoder.config.head_dim
+    np.testing.assert_allclose(n["weights"], maps.weights[2, 3, 2], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(n["qk"]).sum(1), n["scores"], atol=1e-3)
+
+    t = client.post("/api/tour", json={"text": TEXT, "layer": 4, "head": 2, "lang": "zh"}).json()
+    assert (t["layer"], t["head"]) == (4, 2) and t["ok"] is True
+    assert len([s for s in t["steps"] if s["title"][0] in "12345"]) == 5
+    assert "词元" in t["steps"][0]["title"]
+    np.testing.assert_allclose(t["arrays"]["layers.4.attn.weights[2]"], maps.weights[4, 2], atol=1e-5)
 
 
 @pytest.mark.parametrize("payload, status, words", [
-    ({"text": TEXT, "layer": 6}, 422, "layers 0..5"),
+    ({"text": TEXT, "layer": 6}, 422, "0..5"),
     ({"text": TEXT, "layer": -1}, 422, "layer"),
+    ({"text": TEXT, "head": 12}, 422, "0..11"),
+    ({"text": TEXT, "kind": "rollout"}, 422, "kind"),
+    ({"text": TEXT, "level": "char"}, 422, "level"),
     ({"text": ""}, 422, "text"),
     ({"text": "   "}, 422, "empty"),
     ({"layer": 1}, 422, "text"),
@@ -48,6 +87,20 @@ def test_attention_is_the_engines_weights(client, encoder):
 ])
 def test_attention_refuses_bad_input(client, payload, status, words):
     r = client.post("/api/attention", json=payload)
+    assert r.status_code == status, r.text
+    assert words in r.json()["error"]
+
+
+@pytest.mark.parametrize("path, payload, status, words", [
+    ("neuron", {"text": TEXT, "query": 40}, 422, "out of range"),
+    ("neuron", {"text": TEXT, "query": -1}, 422, "query"),
+    ("rollout", {"text": TEXT, "layer": 9}, 422, "0..5"),
+    ("tour", {"text": TEXT, "lang": "fr"}, 422, "lang"),
+    ("tour", {"text": "word " * 200}, 413, "at most 128"),
+    ("tour", {"text": "x" * 2001}, 413, "2000 characters"),
+])
+def test_other_attention_endpoints_refuse_bad_input(client, path, payload, status, words):
+    r = client.post(f"/api/{path}", json=payload)
     assert r.status_code == status, r.text
     assert words in r.json()["error"]
 
@@ -95,7 +148,7 @@ def test_unexpected_errors_hide_the_stack_trace(encoder):
     def boom(text):
         raise RuntimeError("secret internal detail /etc/passwd")
 
-    app.state.qkv.attention = boom
+    app.state.qkv.maps = boom
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/api/attention", json={"text": TEXT})
     assert r.status_code == 500
@@ -118,7 +171,7 @@ def test_page_and_static_files_are_served(client):
 def test_openapi_documents_every_api_route(client):
     spec = client.get("/openapi.json").json()
     paths = set(spec["paths"])
-    assert {"/api/health", "/api/attention", "/api/search", "/api/search/fields", "/api/summarize",
+    assert {"/api/health", "/api/attention", "/api/rollout", "/api/neuron", "/api/tour", "/api/search", "/api/search/fields", "/api/summarize",
             "/api/summarize/upload"} <= paths
     assert client.get("/docs").status_code == 200
 
@@ -149,14 +202,14 @@ def test_attention_work_runs_off_the_event_loop(client):
     st = client.app.state.qkv
     gate = threading.Event()
     release = threading.Event()
-    real = st.attention
+    real = st.maps
 
     def slow(text):
         gate.set()
         release.wait(10)
         return real(text)
 
-    st.attention = slow
+    st.maps = slow
     try:
         out = {}
         th = threading.Thread(target=lambda: out.setdefault("r", client.post("/api/attention", json={"text": "slow one"})))
@@ -167,5 +220,5 @@ def test_attention_work_runs_off_the_event_loop(client):
         th.join(10)
         assert out["r"].status_code == 200
     finally:
-        st.attention = real
+        st.maps = real
         release.set()

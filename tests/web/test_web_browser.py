@@ -8,17 +8,18 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def test_attention_head_heatmap_and_grid(page, screenshot):
+def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     page.goto(page.base_url + "/")
     page.wait_for_selector("#att-heatmap .cell")
     # [CLS] nike air max 270 men ' s running shoes breath ##able lightweight [SEP]
     n = 14
     assert page.locator("#att-heatmap .cell").count() == n * n
     assert page.locator("#att-heatmap .rowlab").first.inner_text() == "[CLS]"
+    assert page.locator("#att-heatmap .collab").count() == n  # tokens on both axes
     # each row of a head's map is a softmax: its cells sum to 1
     row = [float(v) for v in page.locator('#att-heatmap .cell[data-i="3"]').evaluate_all(
         "cs => cs.map(c => c.dataset.v)")]
-    assert len(row) == n and abs(sum(row) - 1) < 2e-3
+    assert len(row) == n and abs(sum(row) - 1) < 1e-3
 
     # hover shows the value; keyboard moves the cursor
     page.locator('#att-heatmap .cell[data-i="1"][data-j="2"]').hover()
@@ -31,12 +32,21 @@ def test_attention_head_heatmap_and_grid(page, screenshot):
     # hide special tokens: rows and columns of [CLS] / [SEP] go away
     page.check("#att-hide-special")
     page.wait_for_function("document.querySelectorAll('#att-heatmap .cell').length === 144")
-    assert "[CLS]" not in page.locator("#att-heatmap").inner_text()
+    assert "[CLS]" not in page.locator("#att-heatmap .heatmap").inner_text()
     page.uncheck("#att-hide-special")
     page.wait_for_function("document.querySelectorAll('#att-heatmap .cell').length === 196")
     page.select_option("#att-layer", "2")
     page.select_option("#att-head", "5")
     page.wait_for_selector('#att-heatmap .heatmap[aria-label="layer 2 head 5"]')
+
+    # neuron view of a clicked row token: one row per key, weights = that heatmap row
+    page.locator("#att-heatmap .rowlab").nth(2).click()
+    page.wait_for_selector("#neuron-table")
+    assert "“air”" in page.locator("#att-neuron h3").inner_text()
+    assert page.locator("#neuron-table tbody tr").count() == n
+    heat = [float(v) for v in page.locator('#att-heatmap .cell[data-i="2"]').evaluate_all("cs => cs.map(c => c.dataset.v)")]
+    shown = [float(x.split()[-1]) for x in page.locator("#neuron-table tbody td:last-child").all_inner_texts()]
+    assert max(abs(a - b) for a, b in zip(heat, shown)) < 1e-3
     screenshot(page, "attention-head")
 
     page.click('#att-modes [data-mode="grid"]')
@@ -45,7 +55,38 @@ def test_attention_head_heatmap_and_grid(page, screenshot):
     page.locator('#att-grid canvas[data-head="7"]').click()
     page.wait_for_selector('#att-heatmap .heatmap[aria-label="layer 2 head 7"]')
     page.click('#att-modes [data-mode="grid"]')
+    page.wait_for_selector("#att-grid canvas")
     screenshot(page, "attention-grid")
+    assert page.console_errors == []
+
+
+def test_attention_rollout_and_tour(page, screenshot):
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    page.click('#att-modes [data-mode="rollout"]')
+    page.wait_for_selector("#att-rollout .cell")
+    assert page.locator("#att-rollout .cell").count() == 14 * 14
+    assert "rollout" in page.locator("#att-rollout .maptitle").inner_text()
+    page.select_option("#att-level", "word")  # word pieces merged: [CLS] Nike Air Max 270 Men ' s ...
+    page.wait_for_function("document.querySelectorAll('#att-rollout .rowlab').length < 14")
+    assert "Breathable" in page.locator("#att-rollout .heatmap").inner_text()
+    screenshot(page, "attention-rollout")
+
+    page.click('#att-modes [data-mode="tour"]')
+    page.wait_for_selector("li.step")
+    steps = page.locator("li.step h3").all_inner_texts()
+    assert [s[0] for s in steps[:5]] == ["1", "2", "3", "4", "5"]
+    assert page.locator('li.step[data-step="check"]').inner_text().count("✓") == 8
+    # real numbers: the weights table of step 5 has one row per token, and each row sums to 1
+    rows = page.locator('li.step[data-step="softmax"] figure.arr').first.locator("tbody tr")
+    assert rows.count() == 14
+    vals = [float(x) for x in rows.nth(3).locator("td").all_inner_texts()]
+    assert abs(sum(vals) - 1) < 0.06  # shown with 2 decimals
+    screenshot(page, "attention-tour")
+    page.click("#lang")
+    page.wait_for_function("document.querySelector('li.step h3').textContent.includes('词元')")
+    screenshot(page, "attention-tour-zh")
+    page.click("#lang")
     assert page.console_errors == []
 
 

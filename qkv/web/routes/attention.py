@@ -1,51 +1,114 @@
-"""The attention view: one layer's heads for a text, rollout, the neuron view and the tour."""
+"""The attention view: heatmaps of one head or all heads of a layer, rollout, the neuron view of
+one query token, and the guided tour's five steps. Every number comes from ``qkv.explain``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import rounded, state
+from qkv.web.routes._util import jsonable, require, state
 
 router = APIRouter(tags=["attention"])
 _L = Limits()
 
 Text = Annotated[str, Field(min_length=1, max_length=_L.max_text_chars,
-                            description="The text to look at (at most 128 tokens for the maps).")]
+                            description="The text to look at (at most 128 tokens with [CLS]/[SEP]).")]
+Layer = Annotated[int, Field(ge=0, le=63, description="Layer index, 0-based.")]
+Head = Annotated[int, Field(ge=0, le=63, description="Head index, 0-based.")]
 
 
-class AttentionRequest(BaseModel):
+class MapRequest(BaseModel):
     text: Text
-    layer: int = Field(0, ge=0, description="Layer index, 0-based.")
+    layer: Layer = 0
+    head: Head | None = Field(0, description="A head, or null for the heads combined.")
+    grid: bool = Field(False, description="Every head of the layer (ignores head).")
+    kind: Literal["attention", "norm"] = Field("attention", description="Raw weights, or ‖α·f(x)‖ shares (norm-weighted).")
+    level: Literal["token", "word"] = "token"
+    hide_special: bool = False
 
 
-class AttentionResponse(BaseModel):
-    tokens: list[str]
-    special: list[bool]
-    layer: int
-    num_layers: int
-    num_heads: int
-    weights: list[list[list[float]]] = Field(description="[heads][query][key], each row sums to 1")
+class RolloutRequest(BaseModel):
+    text: Text
+    layer: Layer | None = Field(None, description="Rollout after this layer (default: the last).")
+    level: Literal["token", "word"] = "token"
+    hide_special: bool = False
 
 
-def _check_text(text: str) -> str:
+class NeuronRequest(BaseModel):
+    text: Text
+    layer: Layer = 0
+    head: Head = 0
+    query: int = Field(1, ge=0, description="Position of the query token (0 = [CLS]).")
+
+
+class TourRequest(BaseModel):
+    text: Text
+    layer: Layer | None = None
+    head: Head | None = None
+    lang: Literal["en", "zh"] = "en"
+
+
+def _text(text: str) -> str:
     if not text.strip():
         raise InputError("text is empty: type something to look at")
     return text
 
 
-@router.post("/attention", response_model=AttentionResponse, summary="All heads of one layer")
-async def attention(body: AttentionRequest, request: Request) -> AttentionResponse:
+def _header(m) -> dict:
+    return {"text": m.text, "tokens": list(m.tokens), "special": [bool(s) for s in m.special],
+            "words": [{"text": w.text, "tokens": list(w.tokens), "special": w.special} for w in m.words],
+            "num_layers": m.num_layers, "num_heads": m.num_heads}
+
+
+async def _maps(request: Request, text: str):
+    require("qkv.explain", "the attention view")
     st = state(request)
-    text = _check_text(body.text)
-    n_layers = st.encoder.config.num_layers
-    if body.layer >= n_layers:
-        raise InputError(f"layer {body.layer} does not exist: this model has layers 0..{n_layers - 1}")
-    att = await st.run(st.attention, text)
-    return AttentionResponse(tokens=list(att.tokens), special=list(att.special), layer=body.layer,
-                             num_layers=att.weights.shape[0], num_heads=att.weights.shape[1],
-                             weights=rounded(att.weights[body.layer]))
+    return await st.run(st.maps, _text(text))
+
+
+@router.post("/attention", summary="Heatmap of one head, the heads combined, or every head of a layer")
+async def attention(body: MapRequest, request: Request) -> dict:
+    st = state(request)
+    m = await _maps(request, body.text)
+    kw = dict(kind=body.kind, hide_special=body.hide_special, level=body.level)
+    if body.grid:
+        maps = await st.run(m.grid, body.layer, **kw)
+    else:
+        maps = [await st.run(m.heatmap, body.layer, body.head, **kw)]
+    return {**_header(m), "layer": body.layer, "maps": [jsonable(h.to_dict()) for h in maps]}
+
+
+@router.post("/rollout", summary="Attention rollout through the layers")
+async def rollout(body: RolloutRequest, request: Request) -> dict:
+    st = state(request)
+    m = await _maps(request, body.text)
+    layer = m.num_layers - 1 if body.layer is None else body.layer
+    h = await st.run(m.heatmap, layer, None, kind="rollout", hide_special=body.hide_special, level=body.level)
+    return {**_header(m), "layer": layer, "maps": [jsonable(h.to_dict())]}
+
+
+@router.post("/neuron", summary="Neuron view: how one query token's weights come about in one head")
+async def neuron(body: NeuronRequest, request: Request) -> dict:
+    st = state(request)
+    m = await _maps(request, body.text)
+    view = await st.run(m.neuron, body.layer, body.head, body.query)
+    return jsonable(view.to_dict())
+
+
+@router.post("/tour", summary="The five steps of attention for one head, with the real numbers")
+async def tour(body: TourRequest, request: Request) -> dict:
+    ex = require("qkv.explain", "the tour")
+    st = state(request)
+    text = _text(body.text)
+    enc = st.encoder
+    n = len(enc.tokenize([text])[0])
+    if n > st.limits.max_attention_tokens:
+        from qkv.web.state import TooLarge
+
+        raise TooLarge(f"the text has {n} tokens; the tour shows at most {st.limits.max_attention_tokens}: shorten it")
+    t = await st.run(ex.tour, enc, text, body.layer, body.head)
+    return jsonable(t.to_dict(body.lang))

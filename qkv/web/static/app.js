@@ -9,9 +9,11 @@ const I18N = {
     "att.hide": "Hide special tokens", "att.mode.head": "One head", "att.mode.grid": "All heads of a layer",
     "att.mode.rollout": "Rollout", "att.mode.tour": "Tour: five steps",
     "att.hint": "Rows: the token that looks (query). Columns: the tokens it looks at (keys). Hover or use the arrow keys for values; click a row token (or press Enter) for the neuron view.",
-    "att.rollout.hint": "Attention rollout: attention multiplied through the layers (with the residual), so each row shows which input tokens the final token representation draws on.",
+    "att.rollout.hint": "Attention rollout: each layer's attention (heads averaged, plus the residual) multiplied from the first layer up to the chosen one, so each row shows which input tokens that token's representation draws on after that layer.",
     "att.neuron.pick": "Click a row token (or press Enter on a cell) to see how its query meets every key.",
-    "att.loading": "Running the model…", "att.cells": "cells", "att.max": "max",
+    "att.loading": "Running the model…", "att.kind": "Map", "att.kind.attention": "attention weights", "att.kind.norm": "norm-weighted ‖α·f(x)‖",
+    "att.level": "Units", "att.level.token": "tokens", "att.level.word": "words", "att.hidden": "Share of each row's weight that went to the hidden special tokens, on average:",
+    "att.neuron": "Neuron view", "att.key": "key", "att.neuron.hint": "q × k: the query's and each key's numbers multiplied one by one (red positive, blue negative); their sum is q·k, divided by √d and put through softmax it gives the weights of the heatmap's row.", "att.cells": "cells", "att.max": "max",
     "search.query": "Query", "search.mode": "Mode", "search.hybrid": "hybrid", "search.dense": "dense",
     "search.keyword": "keyword", "search.k": "Results", "search.go": "Search", "search.filters": "Filters",
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
@@ -29,9 +31,11 @@ const I18N = {
     "att.hide": "隐藏特殊词元", "att.mode.head": "单个头", "att.mode.grid": "本层所有头",
     "att.mode.rollout": "注意力累积 (rollout)", "att.mode.tour": "导览：五个步骤",
     "att.hint": "行：发出注意的词元（查询）。列：被注意的词元（键）。悬停或用方向键查看数值；点击行上的词元（或按回车）查看神经元视图。",
-    "att.rollout.hint": "注意力累积：把各层的注意力（含残差）相乘，每一行显示最终表示依赖哪些输入词元。",
+    "att.rollout.hint": "注意力累积：把从第一层到所选层的注意力（各头平均，加上残差）依次相乘，每一行显示该词元在这一层之后的表示依赖哪些输入词元。",
     "att.neuron.pick": "点击行上的词元（或在单元格上按回车），查看它的查询向量如何与每个键相遇。",
-    "att.loading": "正在运行模型…", "att.cells": "个单元格", "att.max": "最大值",
+    "att.loading": "正在运行模型…", "att.kind": "图", "att.kind.attention": "注意力权重", "att.kind.norm": "范数加权 ‖α·f(x)‖",
+    "att.level": "单位", "att.level.token": "词元", "att.level.word": "词", "att.hidden": "每行平均分给被隐藏特殊词元的权重比例：",
+    "att.neuron": "神经元视图", "att.key": "键", "att.neuron.hint": "q × k：查询向量与每个键向量逐个数相乘（红为正，蓝为负）；其和为 q·k，除以 √d 再经 softmax 即得热图这一行的权重。", "att.cells": "个单元格", "att.max": "最大值",
     "search.query": "查询", "search.mode": "模式", "search.hybrid": "混合", "search.dense": "向量",
     "search.keyword": "关键词", "search.k": "结果数", "search.go": "搜索", "search.filters": "筛选",
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
@@ -133,7 +137,7 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   const say = (i, j) => `${rowLabels[i]} → ${colLabels[j]}: ${fmt(values[i][j], 4)}`;
   values.forEach((row, i) => {
     g.append(el("div", { class: "rowlab" + (rowSpecial[i] ? " special" : ""), "data-row": i,
-      onclick: () => onPick && onPick(i) }, rowLabels[i]));
+      onclick: () => { move(i, cj); onPick && onPick(i); } }, rowLabels[i]));
     cells.push(row.map((v, j) => {
       const c = el("div", { class: "cell", "data-i": i, "data-j": j, "data-v": v, style: `background:${colour(max ? v / max : 0)}` });
       c.addEventListener("mousemove", (e) => { tip(e, say(i, j)); });
@@ -194,94 +198,174 @@ async function loadInfo() {
 }
 
 // ============================================================== attention view
-const att = { data: null, text: "", mode: "head", row: null, cache: {} };
+const att = { text: "", mode: "head", row: null, cache: {}, current: null };
 
-function keepIdx(special) {
-  const hide = $("att-hide-special").checked;
-  return special.map((s, i) => (hide && s ? -1 : i)).filter((i) => i >= 0);
-}
-function sub(m, rows, cols) { return rows.map((i) => cols.map((j) => m[i][j])); }
-
-async function fetchLayer(layer) {
-  const key = att.text + "\u0000" + layer;
-  if (!att.cache[key]) att.cache[key] = await api("attention", { text: att.text, layer });
+async function cached(path, body) {
+  const key = path + JSON.stringify(body);
+  if (!att.cache[key]) att.cache[key] = await api(path, body);
   return att.cache[key];
+}
+const attBase = () => ({ text: att.text, level: $("att-level").value, hide_special: $("att-hide-special").checked });
+
+// map row r of a heatmap back to a token position (for the neuron view)
+function rowPositions(d, level, hide) {
+  if (level === "word") return d.words.filter((w) => !(hide && w.special)).map((w) => w.tokens[0]);
+  return d.tokens.map((_, i) => i).filter((i) => !(hide && d.special[i]));
+}
+function specialOf(d, level, hide) {
+  if (level === "word") return d.words.filter((w) => !(hide && w.special)).map((w) => w.special);
+  return d.special.filter((s) => !(hide && s));
 }
 
 async function runAttention() {
   const text = $("att-text").value;
-  if (text !== att.text) { att.text = text; att.cache = {}; att.row = null; att.rollout = null; att.tour = null; }
+  if (text !== att.text) { att.text = text; att.cache = {}; att.row = null; }
   setStatus("att-status", t("att.loading"));
   try {
-    if (att.mode === "head" || att.mode === "grid") {
-      att.data = await fetchLayer(+$("att-layer").value);
-      if (att.mode === "head") drawHead(); else drawGrid();
-    } else if (att.mode === "rollout") {
-      await drawRollout();
-    } else if (att.mode === "tour") {
-      await drawTour();
-    }
+    if (att.mode === "head") await drawHead();
+    else if (att.mode === "grid") await drawGrid();
+    else if (att.mode === "rollout") await drawRollout();
+    else if (att.mode === "tour") await drawTour();
     setStatus("att-status", "");
   } catch (e) { showError("att-status", e); }
 }
 
-function drawHead() {
-  const d = att.data, h = +$("att-head").value;
-  const idx = keepIdx(d.special);
-  const labels = idx.map((i) => d.tokens[i]);
-  const spec = idx.map((i) => d.special[i]);
-  heatmap($("att-heatmap"), {
-    values: sub(d.weights[h], idx, idx), rowLabels: labels, colLabels: labels, rowSpecial: spec, colSpecial: spec,
-    readout: $("att-readout"), label: `layer ${d.layer} head ${h}`,
-    onPick: (r) => { att.row = idx[r]; drawNeuron(); },
-  });
-  if (att.row != null) drawNeuron(); else $("att-neuron").replaceChildren(el("p", { class: "hint" }, t("att.neuron.pick")));
+function hiddenNote(map) {
+  if (!map.hidden_share) return null;
+  const mean = map.hidden_share.reduce((a, b) => a + b, 0) / map.hidden_share.length;
+  return el("p", { class: "hint" }, `${t("att.hidden")} ${fmt(100 * mean, 1)}%`);
 }
 
-function drawGrid() {
-  const d = att.data, idx = keepIdx(d.special), n = idx.length;
+async function drawHead() {
+  const layer = +$("att-layer").value, head = +$("att-head").value;
+  const base = attBase();
+  const d = await cached("attention", { ...base, layer, head, kind: $("att-kind").value });
+  const map = d.maps[0];
+  const pos = rowPositions(d, base.level, base.hide_special), spec = specialOf(d, base.level, base.hide_special);
+  att.current = { d, layer, head, pos };
+  const box = $("att-heatmap");
+  heatmap(box, {
+    values: map.values, rowLabels: map.rows, colLabels: map.cols, rowSpecial: spec, colSpecial: spec,
+    readout: $("att-readout"), label: `layer ${layer} head ${head}`,
+    onPick: (r) => { att.row = pos[r]; drawNeuron(); },
+  });
+  box.prepend(el("h3", { class: "maptitle" }, map.title));
+  const note = hiddenNote(map); if (note) box.append(note);
+  if (att.row != null) await drawNeuron(); else $("att-neuron").replaceChildren(el("p", { class: "hint" }, t("att.neuron.pick")));
+}
+
+async function drawNeuron() {
+  const c = att.current; if (!c || att.row == null) return;
+  const box = $("att-neuron");
+  try {
+    const n = await cached("neuron", { text: att.text, layer: c.layer, head: c.head, query: att.row });
+    let maxAbs = 1e-9;
+    for (const v of [n.q, ...n.k, ...n.qk]) for (const x of v) maxAbs = Math.max(maxAbs, Math.abs(x));
+    let maxQk = 1e-9; for (const v of n.qk) for (const x of v) maxQk = Math.max(maxQk, Math.abs(x));
+    const strip = (v, m) => el("span", { class: "vec" }, ...v.map((x) => el("span", { style: `background:${signed(x / m)}`, title: fmt(x, 4) })));
+    const wmax = Math.max(...n.weights);
+    const rows = n.tokens.map((tok, j) => el("tr", { class: j === n.query ? "self" : null },
+      el("td", { class: n.tokens[j].startsWith("[") ? "special" : null }, tok),
+      el("td", {}, strip(n.k[j], maxAbs)),
+      el("td", {}, strip(n.qk[j], maxQk)),
+      el("td", { class: "num" }, fmt(n.scores[j], 2)),
+      el("td", { class: "num" }, fmt(n.scaled_scores[j], 2)),
+      el("td", { class: "num" }, el("span", { class: "bar-fill", style: `width:${Math.round(60 * n.weights[j] / wmax)}px` }), " ", fmt(n.weights[j], 3))));
+    box.replaceChildren(
+      el("h3", {}, `${t("att.neuron")} · ${t("att.layer")} ${n.layer} · ${t("att.head")} ${n.head} · “${n.query_token}”`),
+      el("p", {}, "q = ", strip(n.q, maxAbs), ` (${n.q.length})`),
+      el("table", { id: "neuron-table" },
+        el("thead", {}, el("tr", {}, el("th", {}, t("att.key")), el("th", {}, "k"), el("th", {}, "q × k"), el("th", {}, "q·k"), el("th", {}, "/√d"), el("th", {}, "softmax"))),
+        el("tbody", {}, ...rows)),
+      el("p", { class: "hint" }, t("att.neuron.hint")));
+    document.querySelectorAll("#att-heatmap .rowlab").forEach((x, r) => x.classList.toggle("active", c.pos[r] === att.row));
+  } catch (e) { showError("att-status", e); }
+}
+
+async function drawGrid() {
+  const layer = +$("att-layer").value, base = attBase();
+  const d = await cached("attention", { ...base, layer, grid: true, kind: $("att-kind").value });
   const box = $("att-grid");
   box.replaceChildren();
-  d.weights.forEach((w, h) => {
-    const m = sub(w, idx, idx);
+  d.maps.forEach((map, h) => {
+    const m = map.values, n = m.length;
     let max = 0; for (const r of m) for (const v of r) max = Math.max(max, v);
-    const cv = el("canvas", { width: n, height: n, tabindex: "0", role: "button", "data-head": h,
-      "aria-label": `layer ${d.layer} head ${h}` });
+    const cv = el("canvas", { width: n, height: n, tabindex: "0", role: "button", "data-head": h, "aria-label": map.title });
     const ctx = cv.getContext("2d");
     m.forEach((r, i) => r.forEach((v, j) => { ctx.fillStyle = colour(max ? v / max : 0); ctx.fillRect(j, i, 1, 1); }));
-    const pick = () => { $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]')); };
+    const pick = () => { $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]'), false); };
     cv.addEventListener("click", pick);
     cv.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { pick(); e.preventDefault(); } });
     cv.addEventListener("mousemove", (e) => {
       const r = cv.getBoundingClientRect();
       const i = Math.floor((e.clientY - r.top) / r.height * n), j = Math.floor((e.clientX - r.left) / r.width * n);
       if (i >= 0 && j >= 0 && i < n && j < n) {
-        const s = `H${h}: ${d.tokens[idx[i]]} → ${d.tokens[idx[j]]}: ${fmt(m[i][j], 4)}`;
+        const s = `H${h}: ${map.rows[i]} → ${map.cols[j]}: ${fmt(m[i][j], 4)}`;
         tip(e, s); $("att-grid-readout").textContent = s;
       }
     });
     cv.addEventListener("mouseleave", (e) => tip(e, null));
-    box.append(el("figure", {}, cv, el("figcaption", {}, `${t("att.layer")} ${d.layer} · ${t("att.head")} ${h}`)));
+    box.append(el("figure", {}, cv, el("figcaption", {}, `${t("att.layer")} ${layer} · ${t("att.head")} ${h}`)));
   });
 }
 
-// neuron view, rollout and the tour come from qkv.explain (see app.js: drawNeuron / drawRollout / drawTour)
-async function drawNeuron() { /* filled in with qkv.explain */ }
-async function drawRollout() { /* filled in with qkv.explain */ }
-async function drawTour() { /* filled in with qkv.explain */ }
+async function drawRollout() {
+  const base = attBase();
+  const d = await cached("rollout", { ...base, layer: +$("att-layer").value });
+  const map = d.maps[0], spec = specialOf(d, base.level, base.hide_special);
+  const box = $("att-rollout");
+  heatmap(box, { values: map.values, rowLabels: map.rows, colLabels: map.cols, rowSpecial: spec, colSpecial: spec,
+    readout: $("att-rollout-readout"), label: map.title });
+  box.prepend(el("h3", { class: "maptitle" }, map.title));
+  const note = hiddenNote(map); if (note) box.append(note);
+}
+
+// a small numeric table of a tour array: token rows; square maps get token columns, wide ones their first columns
+function arrayTable(name, a, labels) {
+  const n = a.length, w = n ? a[0].length : 0;
+  const square = w === n;
+  const cols = square ? w : Math.min(w, 8);
+  let maxAbs = 1e-9; for (const r of a) for (let j = 0; j < cols; j++) maxAbs = Math.max(maxAbs, Math.abs(r[j]));
+  const isWeights = /attn\.weights/.test(name);
+  const head = el("tr", {}, el("th", {}, ""), ...Array.from({ length: cols }, (_, j) => el("th", {}, square ? labels[j] : j)), square ? null : el("th", {}, w > cols ? `… ${w}` : ""));
+  const body = a.map((r, i) => el("tr", {}, el("th", {}, labels[i]),
+    ...r.slice(0, cols).map((v) => el("td", { style: `background:${isWeights ? colour(v) : signed(v / maxAbs)}`, title: String(v) }, fmt(v, square ? 2 : 3))),
+    square ? null : el("td", {}, w > cols ? "…" : "")));
+  return el("figure", { class: "arr" }, el("figcaption", {}, `${name}  [${n}×${w}]`), el("table", {}, el("thead", {}, head), el("tbody", {}, ...body)));
+}
+
+async function drawTour() {
+  const layer = +$("att-layer").value, head = +$("att-head").value;
+  const tr = await cached("tour", { text: att.text, layer, head, lang });
+  const names = Object.keys(tr.arrays);
+  const find = (n) => names.find((k) => k === n || k.startsWith(n + "["));
+  const items = tr.steps.map((s) => {
+    const parts = [el("h3", {}, s.title), el("p", {}, s.text)];
+    if (s.special_note) parts.push(el("p", { class: "hint" }, s.special_note));
+    if (s.attends) parts.push(el("ul", {}, ...s.attends.slice(0, 6).map((x) => el("li", {}, x))));
+    if (s.id === "check") {
+      parts.push(el("table", { class: "data" }, el("thead", {}, el("tr", {}, el("th", {}, "trace"), el("th", {}, "shape"), el("th", {}, "max |Δ|"), el("th", {}, ""))),
+        el("tbody", {}, ...tr.checks.map((c) => el("tr", {}, el("td", {}, c.name), el("td", {}, c.shape.join("×")), el("td", {}, Number(c.max_abs_diff).toExponential(1)), el("td", {}, c.ok ? "✓" : "✗"))))));
+    } else {
+      for (const n of s.arrays || []) { const k = find(n); if (k && !(s.id === "heads" && /context/.test(n))) parts.push(arrayTable(k, tr.arrays[k], tr.labels)); }
+    }
+    return el("li", { class: "step", "data-step": s.id }, ...parts);
+  });
+  $("att-tour").replaceChildren(el("p", { class: "hint" }, `${t("att.layer")} ${tr.layer} · ${t("att.head")} ${tr.head} · d_k = ${tr.d_k}` + (tr.ok ? " · ✓" : "")), el("ol", { class: "tour" }, ...items));
+}
 
 const PANELS = { head: "att-head-panel", grid: "att-grid-panel", rollout: "att-rollout-panel", tour: "att-tour-panel" };
+const SHOWN = { head: ["head", "kind", "level", "hide"], grid: ["kind", "level", "hide"], rollout: ["level", "hide"], tour: ["head"] };
 const selectMode = tablist($("att-modes"), (tab) => {
   att.mode = tab.dataset.mode;
   for (const [m, id] of Object.entries(PANELS)) $(id).hidden = m !== att.mode;
-  $("att-head-label").hidden = att.mode !== "head";
+  for (const c of ["head", "kind", "level", "hide"]) $(`att-${c}-label`).hidden = !SHOWN[att.mode].includes(c);
+  $("att-hint").hidden = att.mode !== "head";
   runAttention();
 });
 
 $("att-form").addEventListener("submit", (e) => { e.preventDefault(); runAttention(); });
-$("att-layer").addEventListener("change", runAttention);
-$("att-head").addEventListener("change", () => att.data && drawHead());
-$("att-hide-special").addEventListener("change", runAttention);
+for (const id of ["att-layer", "att-head", "att-kind", "att-level", "att-hide-special"]) $(id).addEventListener("change", runAttention);
 
 // ============================================================== search view
 const srch = { fields: null };
@@ -453,6 +537,7 @@ $("lang").addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
   localStorage.setItem("qkv.lang", lang);
   applyLang();
+  if (att.mode === "tour" && att.text && !$("view-attention").hidden) runAttention();
 });
 
 (async function start() {
