@@ -1,0 +1,89 @@
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from qkv.cli import app
+from qkv.search.evaluate import in_half, load_qrels, mrr, ndcg, recall, spearman
+
+
+def test_metrics_by_hand():
+    judged = {"a": 3.0, "b": 2.0, "c": 1.0}  # gain = score - 1: a=2, b=1, c=0
+    assert ndcg(["a", "b", "c"], judged, 1.0) == pytest.approx(1.0)
+    worst = ndcg(["c", "x", "b", "a"], judged, 1.0)
+    ideal = 2 + 1 / math.log2(3)
+    assert worst == pytest.approx((1 / math.log2(4) + 2 / math.log2(5)) / ideal)
+    assert mrr(["x", "c", "b"], judged, 1.0) == pytest.approx(1 / 3)
+    assert mrr(["x", "c"], judged, 1.0) == 0.0
+    assert recall(["b", "z"], judged, 1.0) == 0.5
+    assert math.isnan(ndcg(["a"], {"a": 1.0}, 1.0))
+    assert spearman([3, 2, 1], [3, 2, 1]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_halves_split_the_queries():
+    ids = [f"q{i:05d}" for i in range(400)]
+    a = {q for q in ids if in_half(q, "a")}
+    b = {q for q in ids if in_half(q, "b")}
+    assert a.isdisjoint(b) and a | b == set(ids) and 150 < len(a) < 250
+
+
+def test_qrels_header_and_errors(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2.33\n")
+    assert load_qrels(p) == {"q1": {"d1": 2.33}}
+    p.write_text("q1\td1\thigh\n")
+    with pytest.raises(ValueError, match="not a number"):
+        load_qrels(p)
+
+
+@pytest.fixture()
+def beir(tmp_path, sample_catalog):
+    import csv
+
+    rows = list(csv.DictReader(open(sample_catalog, encoding="utf-8")))[:40]
+    (tmp_path / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": r["id"], "title": r["title"], "text": ""}, ensure_ascii=False) + "\n" for r in rows))
+    qs = {"q1": "running shoes", "q2": "hiking boots waterproof", "q3": "wool sweater"}
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
+    lines = ["query-id\tcorpus-id\tscore"]
+    for r in rows:
+        t = r["title"].lower()
+        for q, words in (("q1", ["running shoes", "跑鞋"]), ("q2", ["hiking boots", "登山靴"]), ("q3", ["sweater", "毛衣"])):
+            lines.append(f"{q}\t{r['id']}\t{3 if any(w in t for w in words) else 1}")
+    (tmp_path / "qrels.tsv").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_cli_index_search_delete_eval(tmp_path, beir):
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", str(beir / "corpus.jsonl"), "--index", str(idx), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout[r.stdout.index("{"):])["count"] == 40
+    r = runner.invoke(app, ["search", "waterproof boots", "--index", str(idx), "-k", "3", "--json", "--explain"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert len(out["results"]) == 3 and "explanation" in out["results"][0]
+    e = out["results"][0]["explanation"]
+    assert abs(sum(map(sum, e["grid"])) - e["cosine"]) < 1e-4
+    r = runner.invoke(app, ["search", "boots", "--index", str(idx), "--where", "price <"])
+    assert r.exit_code != 0
+    first = out["results"][0]["id"]
+    r = runner.invoke(app, ["delete", first, "--index", str(idx)])
+    assert r.exit_code == 0 and "removed 1 of 1" in r.output
+    r = runner.invoke(app, ["eval", "search", "--corpus", str(beir / "corpus.jsonl"), "--queries",
+                            str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels.tsv"), "--index",
+                            str(tmp_path / "eval-idx"), "--json"])
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.stdout[r.stdout.index("{"):])
+    assert set(m) >= {"keyword", "dense", "hybrid"} and m["queries"] == 3
+    for mode in ("keyword", "dense", "hybrid"):
+        assert 0.3 < m[mode]["ndcg@10"] <= 1.0 and 0 <= m[mode]["recall@100"] <= 1.0
+    r = runner.invoke(app, ["eval", "search", "--corpus", str(beir / "corpus.jsonl"), "--queries",
+                            str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels.tsv"), "--index",
+                            str(tmp_path / "eval-idx"), "--json", "--rerank"])
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.stdout[r.stdout.index("{"):])
+    assert m["protocol"] == "rerank" and m["dense"]["spearman"] > 0.2
