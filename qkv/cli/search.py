@@ -151,6 +151,9 @@ def register(app: typer.Typer) -> None:
                              style="dim")
                 sp = sum(w.share for w in e.title_words if w.special)
                 extra.append(f" (special tokens {sp:+.4f})", style="dim")
+                top = sorted((w for w in e.title_words if not w.special), key=lambda w: -w.share)[:3]
+                extra.append("\nmatched: " + ", ".join(f"{w.text}←{w.best_query_word} {w.share:+.3f}" for w in top),
+                             style="green")
                 if e.keyword_terms:
                     extra.append("\nBM25: " + ", ".join(f"{t} {s:.2f}" for t, s in e.keyword_terms), style="cyan")
                 cell = Text.assemble(cell, extra)
