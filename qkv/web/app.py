@@ -29,14 +29,17 @@ STATIC = Path(str(resources.files("qkv.web") / "static"))
 _SIZE_ERRORS = {"string_too_long", "too_long", "bytes_too_long"}
 
 
-def create_app(*, index_dir: str | Path | None = None, model: str | None = None, encoder=None,
-               limits: Limits | None = None, cors_origins: list[str] | None = None,
-               threads: int | None = None, preload: bool = True) -> FastAPI:
-    """Build the app. ``index_dir``: the search index this server answers from (fixed for the
-    process). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
+def create_app(*, index_dir: str | Path | None = None, attributes_model: str | Path | None = None,
+               model: str | None = None, encoder=None, limits: Limits | None = None,
+               cors_origins: list[str] | None = None, threads: int | None = None,
+               preload: bool = True) -> FastAPI:
+    """Build the app. ``index_dir``: the search index this server answers from, and
+    ``attributes_model``: the attribute model file (both fixed for the process; no request names a
+    path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
     loaded once at start-up (``preload``) or on first use. ``cors_origins``: origins allowed to call
     the API from other pages; none by default."""
-    state = AppState(model=model, encoder=encoder, index_dir=index_dir, limits=limits, threads=threads)
+    state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
+                     limits=limits, threads=threads)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

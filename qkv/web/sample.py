@@ -14,7 +14,7 @@ STAMP = "qkv-sample.json"  # which catalog and model the cached index was built 
 
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "qkv" / "sample-index"
+    return Path(base) / "qkv"
 
 
 def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | None = None, encoder=None,
@@ -25,7 +25,7 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
 
     if not SAMPLE_CATALOG.is_file():
         raise InputError(f"the sample catalog is missing ({SAMPLE_CATALOG}); reinstall qkv")
-    path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-index"
     if encoder is None:
         import qkv
 
@@ -55,3 +55,59 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
         build_index(SAMPLE_CATALOG, path, encoder, rebuild=exists, progress=progress)
     stamp.write_text(json.dumps(want))
     return path
+
+
+def sample_attribute_examples(limit: int | None = None):
+    """Labelled titles made from the sample catalog's own fields: a field value counts as an
+    attribute of the title when the title contains it (any letter case); otherwise it is absent."""
+    import csv
+
+    from qkv.attributes import Example
+
+    out = []
+    with open(SAMPLE_CATALOG, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            title = row["title"]
+            values = {}
+            for attr in ("brand", "colour", "size"):
+                v = (row.get(attr) or "").strip()
+                at = title.lower().find(v.lower()) if v else -1
+                values[attr] = (title[at:at + len(v)],) if at >= 0 else ()
+            out.append(Example(title, values, row.get("category") or None))
+            if limit and len(out) >= limit:
+                break
+    return out
+
+
+def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encoder, console=None,
+                                  limit: int | None = None, max_iter: int = 150) -> Path:
+    """A demo attribute model (brand, colour, size) trained on the sample catalog, cached like the
+    sample index; retrained when the catalog, the model or the settings change."""
+    path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-attributes"
+    out = path / "sample.qkvattr"
+    want = {"catalog_sha256": hashlib.sha256(SAMPLE_CATALOG.read_bytes()).hexdigest(), "model": encoder.name,
+            "fingerprint": encoder.fingerprint(), "limit": limit, "max_iter": max_iter}
+    stamp = path / STAMP
+    if out.is_file() and stamp.is_file():
+        try:
+            if json.loads(stamp.read_text()) == want:
+                return out
+        except (OSError, ValueError):
+            pass
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from qkv.attributes import AttributeModel
+
+    examples = sample_attribute_examples(limit)
+    path.mkdir(parents=True, exist_ok=True)
+    with Progress(TextColumn("training the sample attribute model: {task.fields[stage]}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("train", total=None, stage="encode")
+
+        def progress(stage, done, total):
+            bar.update(task, completed=done, total=total, stage=stage)
+
+        model, _ = AttributeModel.train(examples, encoder, max_iter=max_iter, progress=progress)
+    model.save(out)
+    stamp.write_text(json.dumps(want))
+    return out

@@ -21,12 +21,14 @@ from qkv.web.limits import Limits
 
 class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
-                 limits: Limits | None = None, threads: int | None = None):
+                 attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None):
         self.model_name = model
         self.threads = threads
         self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
         self.limits = limits or Limits()
+        self.attributes_path = Path(attributes_model).expanduser().resolve() if attributes_model else None
         self._encoder = encoder
+        self._attr_model: Any = None
         self._index: Any = None
         self._index_error: str | None = None
         self._load_lock = threading.Lock()
@@ -64,6 +66,24 @@ class AppState:
         if self._index is None:
             raise Unavailable(self._index_error or "the search index is not available")
         return self._index
+
+    def attribute_model(self):
+        """The attribute model file given at start-up, loaded once and bound to the shared encoder."""
+        if self.attributes_path is None:
+            raise Unavailable("this server was started without an attribute model; restart it with "
+                              "`qkv serve --attributes MODEL` (train one with `qkv attrs train`) or `qkv serve --sample`")
+        if self._attr_model is None:
+            with self._load_lock:
+                if self._attr_model is None:
+                    try:
+                        from qkv.attributes import AttributeModel
+                    except ImportError as e:
+                        raise Unavailable(f"attribute extraction is not available in this installation ({e})") from None
+                    try:
+                        self._attr_model = AttributeModel.load(self.attributes_path, encoder=self.encoder)
+                    except QkvError as e:
+                        raise Unavailable(f"cannot use the attribute model: {e}") from None
+        return self._attr_model
 
     async def run(self, fn: Callable, *args, **kwargs):
         """Run encoder/index work in a worker thread, one at a time."""

@@ -31,10 +31,19 @@ def sample_index(encoder, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def app(encoder, sample_index):
+def sample_attributes(encoder, tmp_path_factory):
+    """A small attribute model trained on the first 60 sample titles (30 iterations: quick)."""
+    from qkv.web.sample import ensure_sample_attribute_model
+
+    return ensure_sample_attribute_model(tmp_path_factory.mktemp("sample-attributes"), encoder=encoder,
+                                         limit=60, max_iter=30)
+
+
+@pytest.fixture(scope="session")
+def app(encoder, sample_index, sample_attributes):
     from qkv.web import create_app
 
-    return create_app(encoder=encoder, index_dir=sample_index)
+    return create_app(encoder=encoder, index_dir=sample_index, attributes_model=sample_attributes)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +55,7 @@ def client(app):
 
 
 @pytest.fixture(scope="session")
-def live_server(encoder, sample_index):
+def live_server(encoder, sample_index, sample_attributes):
     """uvicorn serving the app on a free 127.0.0.1 port in a thread; yields the base URL."""
     import uvicorn
 
@@ -56,7 +65,8 @@ def live_server(encoder, sample_index):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder, index_dir=sample_index), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder, index_dir=sample_index,
+                                                      attributes_model=sample_attributes), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -131,6 +131,25 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     assert page.console_errors == []
 
 
+def test_attribute_table_with_spans(page, screenshot):
+    page.goto(page.base_url + "/#attributes")
+    page.fill("#attr-titles", "Northpeak Women's Waterproof Hiking Boots with Ankle Support - Black, US 8\n"
+                              "Velora 男士透气网面跑鞋 轻便运动鞋 橄榄绿 US 9")
+    page.click("#attr-form button[type=submit]")
+    page.wait_for_selector("#attr-table tbody tr")
+    table = page.locator("#attr-table")
+    cells = table.locator("tbody tr").all_inner_texts()
+    assert any("brand" in c and "Northpeak" in c for c in cells)
+    assert any("size" in c and "US 8" in c for c in cells)
+    # the spans are highlighted inside the title, each coloured by its attribute
+    spans = table.locator("td.title-cell .span-attr")
+    got = {(spans.nth(i).get_attribute("data-attr"), spans.nth(i).inner_text()) for i in range(spans.count())}
+    assert ("brand", "Northpeak") in got and ("size", "US 8") in got
+    assert table.locator("td.title-cell").count() == 2
+    screenshot(page, "attributes")
+    assert page.console_errors == []
+
+
 def test_summary_of_pasted_reviews(page, screenshot):
     page.goto(page.base_url + "/#summaries")
     page.locator("#sum-budget").fill("40")

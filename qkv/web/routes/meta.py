@@ -19,6 +19,7 @@ class Health(BaseModel):
     num_layers: int
     num_heads: int
     index: str | None
+    attributes_model: str | None
     features: dict[str, bool]
     limits: dict[str, int]
 
@@ -33,12 +34,13 @@ async def health(request: Request) -> Health:
         fingerprint=enc.fingerprint(),
         num_layers=enc.config.num_layers,
         num_heads=enc.config.num_heads,
-        index=st.index_dir.name if st.index_dir else None,  # the name only: no server paths to clients
+        index=st.index_dir.name if st.index_dir else None,  # names only: no server paths to clients
+        attributes_model=st.attributes_path.name if st.attributes_path else None,
         features={
             "attention": True,
             "explain": available("qkv.explain"),
             "search": st.index_dir is not None and available("qkv.search"),
-            "attributes": available("qkv.attributes"),
+            "attributes": st.attributes_path is not None and available("qkv.attributes"),
             "summaries": available("qkv.summarize"),
         },
         limits=asdict(st.limits),

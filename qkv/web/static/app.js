@@ -19,7 +19,7 @@ const I18N = {
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
     "search.none": "No results.", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
     "attr.titles": "Product titles, one per line", "attr.go": "Extract attributes", "attr.title": "Title",
-    "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.",
+    "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.used": "summary tokens", "sum.saved": "tokens saved",
@@ -41,7 +41,7 @@ const I18N = {
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
     "search.none": "没有结果。", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
     "attr.titles": "商品标题，每行一个", "attr.go": "提取属性", "attr.title": "标题",
-    "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。",
+    "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.used": "摘要词元", "sum.saved": "节省的词元",
@@ -475,6 +475,54 @@ async function runSearch() {
   } catch (e) { showError("search-status", e); }
 }
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
+
+// ============================================================== attributes view
+const PALETTE = ["#ffd8a8", "#b2f2bb", "#a5d8ff", "#eebefa", "#ffc9c9", "#c3fae8", "#ffec99", "#d0bfff"];
+
+function spansInTitle(title, attrs, colourOf) {
+  const parts = [];
+  let at = 0;
+  for (const a of [...attrs].sort((x, y) => x.start - y.start)) {
+    if (a.start < at) continue;
+    parts.push(title.slice(at, a.start));
+    parts.push(el("span", { class: "span-attr", "data-attr": a.attr, style: `background:${colourOf(a.attr)}`,
+      title: `${a.attr}: ${a.value} (${fmt(a.confidence, 3)})` }, title.slice(a.start, a.end)));
+    at = a.end;
+  }
+  parts.push(title.slice(at));
+  return parts;
+}
+
+async function runAttributes() {
+  if (!INFO.features.attributes) {
+    setStatus("attr-status", `${t("unavailable")} ${INFO.attributes_model ? "qkv.attributes" : t("attr.nomodel")}`, true);
+    return;
+  }
+  const titles = $("attr-titles").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
+  setStatus("attr-status", t("working"));
+  try {
+    const r = await api("attributes", { titles });
+    const colourOf = (a) => PALETTE[Math.max(0, r.attributes.indexOf(a)) % PALETTE.length];
+    const rows = [];
+    for (const res of r.results) {
+      const n = Math.max(1, res.attributes.length);
+      const titleCell = el("td", { rowspan: n, class: "title-cell" }, ...spansInTitle(res.title, res.attributes, colourOf));
+      if (!res.attributes.length) { rows.push(el("tr", {}, titleCell, el("td", { colspan: 3, class: "muted" }, t("attr.none")))); continue; }
+      res.attributes.forEach((a, k) => rows.push(el("tr", { "data-attr": a.attr },
+        k === 0 ? titleCell : null,
+        el("td", {}, el("span", { class: "span-attr", style: `background:${colourOf(a.attr)}` }, a.attr)),
+        el("td", {}, a.value + (a.normalized && a.normalized !== a.value ? ` → ${a.normalized}` : "")),
+        el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${Math.round(100 * a.confidence)}%` })), fmt(a.confidence, 3)))));
+    }
+    $("attr-out").replaceChildren(
+      el("p", { class: "hint" }, `${t("attr.known")}: `, ...r.attributes.map((a) => el("span", { class: "span-attr", style: `background:${colourOf(a)};margin-right:.4rem` }, a))),
+      el("table", { class: "data", id: "attr-table" },
+        el("thead", {}, el("tr", {}, el("th", {}, t("attr.title")), el("th", {}, t("attr.attribute")), el("th", {}, t("attr.value")), el("th", {}, t("attr.confidence")))),
+        el("tbody", {}, ...rows)));
+    setStatus("attr-status", `${r.results.length} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms`);
+  } catch (e) { showError("attr-status", e); }
+}
+$("attr-form").addEventListener("submit", (e) => { e.preventDefault(); runAttributes(); });
 
 // ============================================================== summaries view
 $("sum-budget").addEventListener("input", () => { $("sum-budget-out").textContent = $("sum-budget").value; });
