@@ -145,7 +145,8 @@ def register(app: typer.Typer) -> None:
         if file is not None:
             if not file.is_file():
                 raise InputError(f"--file {file} does not exist or is not a file")
-            titles = [ln.strip() for ln in file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            titles = [(no, ln.strip()) for no, ln in enumerate(file.read_text(encoding="utf-8").splitlines(), 1)
+                      if ln.strip()]
             if not titles:
                 raise InputError(f"--file {file} has no titles (one per line expected)")
         enc = load_encoder(model, threads)
@@ -178,12 +179,12 @@ def register(app: typer.Typer) -> None:
         with Progress(TextColumn("explaining"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console) as prog:
             task = prog.add_task("titles", total=len(titles))
-            for n, title in enumerate(titles, 1):
+            for n, (line_no, title) in enumerate(titles, 1):
                 stem = _slug(title, n)
                 try:
                     ex = run_explain(enc, title, layer, head, query=query, truncate=truncate)
                 except QkvError as e:  # one bad line must not stop the batch
-                    failed.append((n, title, str(e)))
+                    failed.append((line_no, title, str(e)))
                     prog.advance(task)
                     continue
                 if as_json:

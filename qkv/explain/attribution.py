@@ -31,6 +31,7 @@ def _cos_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def value_zeroing_layer(enc, layer: int, x: np.ndarray, max_batch_tokens: int = 8192) -> np.ndarray:
     """Context mixing of one layer for one text: x [n, H] entering ``layer`` -> C [n, n], rows sum to 1."""
+    x = np.asarray(x, dtype=np.float64)  # 1 − cos is small: compute it without float32 rounding
     n = x.shape[0]
     base = run_layer(enc, layer, x[None])["out"][0]
     c = np.empty((n, n), dtype=np.float64)

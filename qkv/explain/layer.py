@@ -31,6 +31,8 @@ def run_layer(enc, layer: int, x: np.ndarray, mask: np.ndarray | None = None, *,
               value_scale: np.ndarray | None = None, full: bool = True) -> dict[str, np.ndarray]:
     """Recompute ``layer`` on inputs x [B, L, H] (mask [B, L], True = real token).
 
+    float32 inputs run in float32 like the engine; float64 inputs run in float64 (the weights are
+    promoted), which value zeroing uses so tiny cosine distances are not rounding noise.
     ``value_scale`` [B, L] multiplies each token's value vector in every head (0 zeroes it: value
     zeroing). Returns arrays under the engine's names without the ``layers.{i}.`` prefix: attn.q,
     attn.k, attn.v, attn.scores, attn.scaled_scores, attn.weights, attn.context, attn.out, and with
@@ -38,17 +40,18 @@ def run_layer(enc, layer: int, x: np.ndarray, mask: np.ndarray | None = None, *,
     """
     cfg, lw = enc.config, enc.weights.layers[layer]
     H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(x)
+    x = x if x.dtype == np.float64 else x.astype(np.float32)  # float64 in, float64 through (value zeroing)
     qkv = project(x, lw.w_qkv, lw.b_qkv)
     q, k, v = (split_heads(qkv[..., j * H:(j + 1) * H], nh) for j in range(3))  # [B, nh, L, d]
     if value_scale is not None:
-        v = v * np.asarray(value_scale, dtype=np.float32)[:, None, :, None]
+        v = v * np.asarray(value_scale, dtype=x.dtype)[:, None, :, None]
     s = scores(q, k)
     ss = scale_scores(s, d)
     allowed = None if mask is None else np.asarray(mask, bool)[:, None, None, :]
     if allowed is not None:
-        ss = np.where(allowed, ss, np.float32(-np.inf))
-    w = softmax(ss, axis=-1, mask=allowed).astype(np.float32)
+        ss = np.where(allowed, ss, x.dtype.type(-np.inf))
+    w = softmax(ss, axis=-1, mask=allowed).astype(x.dtype, copy=False)
     ctx = weighted_sum(w, v)
     out = project(merge_heads(ctx), lw.w_o, lw.b_o)
     res = {"attn.q": q, "attn.k": k, "attn.v": v, "attn.scores": s, "attn.scaled_scores": ss,

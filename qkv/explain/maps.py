@@ -8,6 +8,7 @@ Q, K, V and attention weights. Everything else is computed from those arrays; re
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -282,7 +283,9 @@ def attention_maps(enc, text: str, *, truncate: bool = False) -> AttentionMaps:
     nl = enc.config.num_layers
     keep = ["embeddings", "layers.*.out", "layers.*.attn.q", "layers.*.attn.k", "layers.*.attn.v",
             "layers.*.attn.weights"]
-    tr = enc.trace([seq.text], keep=keep, truncate=truncate)
+    with warnings.catch_warnings():  # tokenize_one has already warned about a cut text
+        warnings.simplefilter("ignore")
+        tr = enc.trace([seq.text], keep=keep, truncate=truncate)
     inputs = np.stack([tr.get("embeddings", 0)] + [tr.get(f"layers.{l}.out", 0) for l in range(nl - 1)])
     return AttentionMaps(text=text, model=enc.name, seq=tr.seqs[0], inputs=inputs, q=tr.stack("attn.q"),
                          k=tr.stack("attn.k"), v=tr.stack("attn.v"), weights=tr.stack("attn.weights"), _enc=enc)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,7 +164,9 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
     head = check_head(enc, head, dh)
     seq = tokenize_one(enc, text, truncate)
     x_name = layer_input_name(layer)
-    tr = enc.trace([text], keep=[x_name, f"layers.{layer}.attn.*"], truncate=truncate)
+    with warnings.catch_warnings():  # tokenize_one has already warned about a cut text
+        warnings.simplefilter("ignore")
+        tr = enc.trace([text], keep=[x_name, f"layers.{layer}.attn.*"], truncate=truncate)
     seq = tr.seqs[0]
     x = tr.get(x_name, 0)
     cfg, lw = enc.config, enc.weights.layers[layer]
