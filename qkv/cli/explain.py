@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
             return
         from qkv.explain.tour_view import render
 
-        for r in render(t, lang):
+        for r in render(t, lang, console.width):
             console.print(r)
         if not t.ok:
             raise typer.Exit(1)

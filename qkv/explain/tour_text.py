@@ -77,7 +77,7 @@ def steps(t, lang: str = "en") -> list[dict]:
          "title": "3 · 打分：S = Q·Kᵀ" if zh else "3 · Score: S = Q·Kᵀ",
          "text": (f"每个查询与每个键做点积：S[i, j] = q_i·k_j，{n}×{n} 的矩阵，行是“看”的词元，列是“被看”的词元。"
                   f"数值越大，两者越匹配。本例分数范围 {sp['before']['min']:.1f} 到 {sp['before']['max']:.1f}。" if zh else
-                  f"Each query is dotted with each key: S[i, j] = q_i·k_j, an {n}×{n} matrix; rows are the tokens "
+                  f"Each query is dotted with each key: S[i, j] = q_i·k_j, a {n}×{n} matrix; rows are the tokens "
                   f"that look, columns the tokens looked at. Larger means a better match. Here the scores run from "
                   f"{sp['before']['min']:.1f} to {sp['before']['max']:.1f}.")},
         {"id": "scale", "arrays": [f"layers.{L}.attn.scaled_scores"],

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from qkv.explain.tour_text import notes
 
-MAX_COLS = 14  # token columns shown in n×n tables; longer texts show the first ones and say so
+
 
 
 def _vec(a, k: int = 4) -> str:
@@ -26,27 +26,38 @@ def _heat(value: float, lo: float, hi: float) -> str:
     return ["", "on grey19", "on grey27", "on grey35", "on dark_green", "on green4"][level]
 
 
-def _matrix(t, m: np.ndarray, fmt: str, title: str, row_sums: bool = False) -> Table:
-    n = min(len(t.labels), MAX_COLS)
-    tab = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
-    tab.add_column("", style="bold")
-    for j in range(n):
-        tab.add_column(escape(t.labels[j][:8]), justify="right")
+def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = False, scale: float = 1.0) -> Table:
+    """An n×n table that fits ``width`` columns: columns are token numbers (see step 1), the first
+    format whose cells fit is used, and when even the last does not fit only the first tokens are shown."""
+    n = len(t.labels)
+    label_w = min(14, max(len(f"{i} {lab}") for i, lab in enumerate(t.labels)))
+    extra = 8 if row_sums else 0
+    for fmt, mult in fmts:
+        cell = max(len(format(v * mult, fmt)) for v in m.ravel())
+        cell = max(cell, len(str(n - 1)))
+        shown = max(1, min(n, (width - label_w - extra - 2) // (cell + 1)))
+        if shown == n:
+            break
+    tab = Table(title=title + ("" if mult == 1 else f"  (×{mult:g})"), box=box.SIMPLE_HEAD, pad_edge=False,
+                padding=(0, 0, 0, 1), title_justify="left", collapse_padding=True)
+    tab.add_column("", no_wrap=True, max_width=label_w)
+    for j in range(shown):
+        tab.add_column(str(j), justify="right", no_wrap=True, min_width=cell)
     if row_sums:
-        tab.add_column("Σ", justify="right", style="bold cyan")
+        tab.add_column("Σ row", justify="right", style="bold cyan", no_wrap=True)
     lo, hi = float(m.min()), float(m.max())
     for i in range(n):
-        cells = [Text(format(m[i, j], fmt), style=_heat(m[i, j], lo, hi)) for j in range(n)]
+        cells = [Text(format(m[i, j] * mult, fmt), style=_heat(m[i, j], lo, hi)) for j in range(shown)]
         if row_sums:
             cells.append(Text(f"{m[i].sum():.4f}"))
-        tab.add_row(Text(t.labels[i][:12]), *cells)
-    if len(t.labels) > MAX_COLS:
-        tab.caption = f"first {MAX_COLS} of {len(t.labels)} tokens shown (all are in --json)"
+        tab.add_row(Text(f"{i} {t.labels[i]}"[:label_w]), *cells)
+    if shown < n:
+        tab.caption = f"first {shown} of {n} columns shown at this width (all are in --json)"
     return tab
 
 
-def render(t, lang: str = "en") -> list:
-    """Rich renderables for the whole tour."""
+def render(t, lang: str = "en", width: int = 120) -> list:
+    """Rich renderables for the whole tour, n×n tables fitted to ``width`` columns."""
     st = {s["id"]: s for s in t.steps(lang)}
     zh = lang == "zh"
     out: list = []
@@ -79,7 +90,9 @@ def render(t, lang: str = "en") -> list:
     # 3
     s = st["scores"]
     out += [Text(s["title"], style="bold underline"), Text(s["text"]),
-            _matrix(t, t.scores, ".1f", "S = Q·Kᵀ (rows look at columns)" if not zh else "S = Q·Kᵀ（行看列）")]
+            _matrix(t, t.scores, ((".1f", 1), (".0f", 1)), width=width,
+                    title="S = Q·Kᵀ (row i looks at column j; numbers as in step 1)" if not zh else
+                    "S = Q·Kᵀ（第 i 行看第 j 列；编号见第 1 步）")]
 
     # 4
     s = st["scale"]
@@ -95,8 +108,8 @@ def render(t, lang: str = "en") -> list:
     # 5
     s = st["softmax"]
     out += [Text(s["title"], style="bold underline"), Text(s["text"]),
-            _matrix(t, t.weights, ".2f", "softmax(Q·Kᵀ/√d_k), each row sums to 1" if not zh else
-                    "softmax(Q·Kᵀ/√d_k)，每行和为 1", row_sums=True)]
+            _matrix(t, t.weights, ((".2f", 1), (".0f", 100)), width=width, row_sums=True,
+                    title="softmax(Q·Kᵀ/√d_k), each row sums to 1" if not zh else "softmax(Q·Kᵀ/√d_k)，每行和为 1")]
     out.append(Text("\n".join("  " + a for a in s["attends"])))
     out.append(Text(s["special_note"], style="italic"))
     tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
@@ -130,5 +143,5 @@ def render(t, lang: str = "en") -> list:
     return out
 
 
-def render_group(t, lang: str = "en") -> Group:
-    return Group(*render(t, lang))
+def render_group(t, lang: str = "en", width: int = 120) -> Group:
+    return Group(*render(t, lang, width))
