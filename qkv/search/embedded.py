@@ -44,7 +44,9 @@ FLAT_THRESHOLD = 100_000  # "auto": exact search below this many products, HNSW 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 96
-EXACT_SUBSET = 50_000  # a filter leaving at most this many products is searched exactly
+EXACT_SUBSET = 50_000
+IVFPQ_MIN = 10_000  # IVF-PQ needs enough vectors to train its quantisers
+IVFPQ_RESCORE = 8  # IVF-PQ fetches k × this candidates and rescores them with the stored vectors  # a filter leaving at most this many products is searched exactly
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"
 
 
@@ -88,8 +90,7 @@ def _new_ann(kind: str, dim: int, dtype: str, n: int):
         m = next(m for m in (48, 32, 24, 16, 12, 8, 4, 2, 1) if dim % m == 0)
         quant = faiss.IndexFlatIP(dim)
         idx = faiss.IndexIVFPQ(quant, dim, nlist, m, 8, ip)
-        idx.nprobe = max(8, nlist // 16)
-        idx._qkv_quantizer = quant  # keep the quantizer alive with the index (SWIG ownership)
+        idx.nprobe = max(8, nlist // 16)  # faiss's wrapper keeps ``quant`` referenced by ``idx``
         return idx
     raise InputError(f"unknown ANN kind {kind!r}; use auto, flat, hnsw or ivfpq")
 
@@ -147,6 +148,7 @@ class EmbeddedStore(VectorStore):
         path.mkdir(parents=True, exist_ok=True)
         extra = dict(manifest.extra)
         extra.setdefault("flat_threshold", int(options.get("flat_threshold", FLAT_THRESHOLD)))
+        extra.setdefault("ivfpq_min", int(options.get("ivfpq_min", IVFPQ_MIN)))
         manifest = replace(manifest, backend="embedded", count=0, extra=extra)
         with _Lock(path):
             tmp = path / f".tmp-gen-000000-{os.getpid()}"
@@ -234,7 +236,7 @@ class EmbeddedStore(VectorStore):
         mask[slots] = True
         bits = np.packbits(mask, bitorder="little")
         sel = faiss.IDSelectorBitmap(self._slots, faiss.swig_ptr(bits))
-        sel._qkv_bits = bits  # keep the buffer alive as long as the selector
+        self._keep_alive = (sel, bits)  # the selector points into ``bits``: keep it alive with it
         return sel
 
     def _live_selector(self):
@@ -243,6 +245,7 @@ class EmbeddedStore(VectorStore):
         if self._selector_all is None:
             live = np.fromiter((s for (s,) in self.db.execute("SELECT slot FROM products")), dtype=np.int64)
             self._selector_all = self._bitmap(live)
+            self._live_bits = self._keep_alive
         return self._selector_all
 
     def dense_search(self, vector, k, filter=None) -> list[Hit]:
@@ -266,9 +269,19 @@ class EmbeddedStore(VectorStore):
             sel = self._bitmap(slots)
         else:
             sel = self._live_selector()
-        D, I = self.ann.search(q, min(k, self._count), params=self._params(sel))
+        import faiss
+
+        lossy = isinstance(self.ann, faiss.IndexIVFPQ)
+        want = min(k * IVFPQ_RESCORE if lossy else k, self._count)
+        D, I = self.ann.search(q, want, params=self._params(sel))
         keep = I[0] >= 0
-        return self._hits(I[0][keep], D[0][keep])
+        slots, scores = I[0][keep], D[0][keep]
+        if lossy:  # PQ scores are approximate: rescore the candidates with the stored vectors
+            scores = np.asarray(self.vectors[np.sort(slots)], dtype=np.float32) @ q[0]
+            slots = np.sort(slots)
+            order = np.argsort(-scores, kind="stable")[:k]
+            slots, scores = slots[order], scores[order]
+        return self._hits(slots, scores)
 
     def _hits(self, slots, scores) -> list[Hit]:
         slots = [int(s) for s in slots]
@@ -593,6 +606,8 @@ class _Writer(StoreWriter):
         want = m.ann
         if want == "auto":
             want = "flat" if count < int(m.extra.get("flat_threshold", FLAT_THRESHOLD)) else "hnsw"
+        elif want == "ivfpq" and count < int(m.extra.get("ivfpq_min", IVFPQ_MIN)):
+            want = "flat"  # too few vectors to train product quantisers: exact until there are enough
         rebuild = compact or self.ann_kind != want or want == "ivfpq"
         vpath = self.tmp / "vectors.npy"
         if compact:  # renumber live slots 0..count-1 and drop tombstoned vectors

@@ -1,0 +1,99 @@
+"""The embedded store on its own, with synthetic unit vectors (no encoder): ANN kinds, tombstones,
+compaction."""
+
+import numpy as np
+import pytest
+
+from qkv.errors import InputError
+from qkv.search.embedded import EmbeddedStore, title_hash
+from qkv.search.filters import parse_filter
+from qkv.search.store import Manifest, open_store
+
+DIM = 32
+
+
+def _vecs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _fill(path, n, ann="auto", dtype="float32", **opts):
+    st = EmbeddedStore.create(path, Manifest(model="m", fingerprint="f", dim=DIM, ann=ann, dtype=dtype), **opts)
+    rows = [{"id": f"p{i}", "title": f"product {i} colour {i % 5}", "shade": ["red", "blue"][i % 2], "n": float(i)}
+            for i in range(n)]
+    v = _vecs(n)
+    with st.writer() as w:
+        w.upsert(rows, v, [title_hash(r["title"]) for r in rows])
+    return open_store(path), v
+
+
+def _exact(v, q, k):
+    return [f"p{i}" for i in np.argsort(-(v @ q))[:k]]
+
+
+# random vectors are the hardest case for IVF (no clusters to find); real embeddings do better
+@pytest.mark.parametrize("ann, min_recall", [("flat", 1.0), ("hnsw", 0.95), ("ivfpq", 0.4)])
+def test_ann_kinds_against_exact(tmp_path, ann, min_recall):
+    st, v = _fill(tmp_path / ann, 2000, ann=ann, ivfpq_min=1000)
+    assert st.manifest.extra["ann_kind"] == ann
+    qs = _vecs(20, seed=1)
+    rec = np.mean([len({h.id for h in st.dense_search(q, 10)} & set(_exact(v, q, 10))) / 10 for q in qs])
+    assert rec >= min_recall
+    hits = st.dense_search(qs[0], 5)
+    assert all(abs(h.score - float(v[int(h.id[1:])] @ qs[0])) < 1e-5 for h in hits)
+
+
+def test_auto_switches_to_hnsw_above_threshold(tmp_path):
+    st, _ = _fill(tmp_path / "a", 600, flat_threshold=500)
+    assert st.manifest.extra["ann_kind"] == "hnsw"
+
+
+def test_float16_halves_the_vectors(tmp_path):
+    st32, v = _fill(tmp_path / "f32", 500)
+    st16, _ = _fill(tmp_path / "f16", 500, dtype="float16")
+    assert st16.vectors.dtype == np.float16 and st16.vectors.nbytes * 2 == st32.vectors.nbytes
+    q = _vecs(1, seed=3)[0]
+    assert [h.id for h in st16.dense_search(q, 3)] == _exact(v, q, 3)
+
+
+def test_tombstones_excluded_then_compacted(tmp_path):
+    st, v = _fill(tmp_path / "c", 3000)
+    q = v[7]
+    with st.writer() as w:
+        assert w.delete(["p7", "p8", "nope"]) == 2
+    st = open_store(tmp_path / "c")
+    assert st.count() == 2998 and st.manifest.extra["slots"] == 3000
+    assert "p7" not in {h.id for h in st.dense_search(q, 20)}
+    with st.writer() as w:
+        w.delete([f"p{i}" for i in range(100, 1100)])  # past a quarter of the slots: compact
+    st = open_store(tmp_path / "c")
+    assert st.manifest.extra["slots"] == st.count() == 1998
+    top = st.dense_search(v[2000], 1)[0]
+    assert top.id == "p2000" and abs(top.score - 1.0) < 1e-5
+    assert st.keyword_search("product 2000", 1)[0].id == "p2000"
+    np.testing.assert_allclose(st.get_vectors(["p2999"])[0], v[2999], atol=1e-6)
+
+
+def test_filtered_dense_search_is_exact_and_complete(tmp_path):
+    st, v = _fill(tmp_path / "f", 1000)
+    q = _vecs(1, seed=5)[0]
+    hits = st.dense_search(q, 10, parse_filter("shade = red and n >= 500"))
+    ok = [i for i in range(1000) if i % 2 == 0 and i >= 500]
+    want = [f"p{ok[j]}" for j in np.argsort(-(v[ok] @ q))[:10]]
+    assert [h.id for h in hits] == want
+    with pytest.raises(InputError):
+        st.dense_search(q, 0)
+    with pytest.raises(InputError, match="dimensions"):
+        st.dense_search(np.ones(5), 3)
+
+
+def test_rolled_back_writer_changes_nothing(tmp_path):
+    st, _ = _fill(tmp_path / "r", 200)
+    gen = st.manifest.extra["generation"]
+    with pytest.raises(RuntimeError):
+        with st.writer() as w:
+            w.delete(["p1"])
+            raise RuntimeError("boom")
+    st2 = open_store(tmp_path / "r")
+    assert st2.manifest.extra["generation"] == gen and st2.count() == 200
