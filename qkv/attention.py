@@ -194,7 +194,7 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
         stop = min(start + chunk_size, lk)
         if causal and start > rows[-1, 0]:
             break  # every later key is in the future of every query
-        s = qs @ np.swapaxes(k[..., start:stop, :], -1, -2)
+        s = qs @ np.swapaxes(k[..., start:stop, :], -1, -2)  # the only Lq×chunk buffer
         if bias is not None:
             s += bias[..., start:stop]
         allowed = None
@@ -204,14 +204,16 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
             cm = np.arange(start, stop)[None, :] <= rows
             allowed = cm if allowed is None else (allowed & cm)
         if allowed is not None:
-            s = np.where(allowed, s, -np.inf)
+            np.copyto(s, -np.inf, where=~allowed)
         m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
         safe = np.where(np.isfinite(m_new), m_new, 0.0)
         with np.errstate(invalid="ignore"):
             corr = np.exp(m_run - safe)  # exp(-inf) = 0 on the first chunk
-            p = np.exp(s - safe)
+            s -= safe
+            p = np.exp(s, out=s)
         l_run = l_run * corr + p.sum(axis=-1, keepdims=True)
-        acc = acc * corr + p.astype(v.dtype, copy=False) @ v[..., start:stop, :]
+        acc *= corr
+        acc += p.astype(v.dtype, copy=False) @ v[..., start:stop, :]
         m_run = m_new
     return np.divide(acc, l_run, out=np.zeros_like(acc), where=l_run > 0).astype(dtype, copy=False)
 

@@ -50,7 +50,7 @@ class Explanation:
         m = self.maps
         n = len(m.tokens)
         layers = list(range(m.num_layers)) if n <= HTML_FULL_LIMIT else [self.layer]
-        r = lambda a: np.round(np.asarray(a, dtype=float), 4).tolist()  # noqa: E731
+        r = lambda a: np.round(np.asarray(a, dtype=float), 3).tolist()  # noqa: E731  (3 decimals: page size)
         from qkv.explain.norms import row_share
 
         return {

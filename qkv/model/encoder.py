@@ -48,14 +48,14 @@ def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
     if kind == "gelu":
         from scipy.special import erf
 
-        t = np.multiply(x, np.float32(1 / math.sqrt(2)), dtype=x.dtype)
+        t = np.multiply(x, x.dtype.type(1 / math.sqrt(2)), dtype=x.dtype)
         erf(t, out=t)
     else:  # tanh approximation (gelu_new / gelu_pytorch_tanh)
         t = x * x
-        t *= np.float32(0.044715)
+        t *= x.dtype.type(0.044715)
         t += 1
         t *= x
-        t *= np.float32(math.sqrt(2 / math.pi))
+        t *= x.dtype.type(math.sqrt(2 / math.pi))
         np.tanh(t, out=t)
     t += 1
     t *= 0.5
@@ -86,7 +86,8 @@ class Encoder:
         self.name = name
         self.path = path
         self.threads = default_threads() if threads is None else max(1, int(threads))
-        self._scale = np.float32(1.0 / math.sqrt(config.head_dim))
+        self.dtype = weights.word.dtype
+        self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
 
     @classmethod
     def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
@@ -114,6 +115,11 @@ class Encoder:
             f.seek(0, 2)
             h.update(str(f.tell()).encode())
         return h.hexdigest()[:16]
+
+    def astype(self, dtype) -> "Encoder":
+        """The same model computing in ``dtype``: float64 gives reference-precision traces (about
+        twice as slow), against which float32 rounding can be judged."""
+        return Encoder(self.config, self.weights.astype(dtype), self.tokenizer, self.name, self.path, self.threads)
 
     # ------------------------------------------------------------------ tokens
     def tokenize(self, texts, *, truncate: bool = False) -> list[Tokens]:
@@ -179,7 +185,7 @@ class Encoder:
         # Padding keys get -inf before the softmax, so their weight is exactly 0.
         pad_bias = None
         if not mask.all():
-            pad_bias = np.where(mask, np.float32(0), np.float32(-np.inf))[:, None, None, :]
+            pad_bias = np.where(mask, 0, -np.inf).astype(self.dtype)[:, None, None, :]
 
         for i, lw in enumerate(w.layers):
             want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
@@ -191,13 +197,17 @@ class Encoder:
             for n, a in (("attn.q", q), ("attn.k", k), ("attn.v", v)):
                 if want(n):
                     store[f"layers.{i}.{n}"] = a.copy()
-            raw = want("attn.scores")
-            if not raw:
-                q *= self._scale  # scale Q (L·d products) instead of the scores (L·L)
+            # Scaling Q (L·d products) is cheaper than scaling the scores (L·L); when the scores or
+            # weights are traced we scale after the product instead, as the reference does, so the
+            # traced numbers round the same way.
+            late = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
+            if not late:
+                q *= self._scale
             # 2. score: Q·Kᵀ
             s = q @ k.transpose(0, 1, 3, 2)
-            if raw:
-                store[f"layers.{i}.attn.scores"] = s.copy()
+            if late:
+                if want("attn.scores"):
+                    store[f"layers.{i}.attn.scores"] = s.copy()
                 s *= self._scale  # 3. scale by 1/√d
             if pad_bias is not None:
                 s += pad_bias
@@ -210,7 +220,7 @@ class Encoder:
             if want("attn.weights"):
                 store[f"layers.{i}.attn.weights"] = s.copy()
             # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
-            ctx = np.empty((B, L, nh, d), dtype=np.float32)
+            ctx = np.empty((B, L, nh, d), dtype=self.dtype)
             np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             if want("attn.context"):
                 store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()

@@ -43,6 +43,13 @@ class EncoderWeights:
     emb_ln_b: np.ndarray
     layers: tuple[LayerWeights, ...]
 
+    def astype(self, dtype) -> "EncoderWeights":
+        """A copy with every parameter in ``dtype`` (float64 for reference-precision checks)."""
+        cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
+        layers = tuple(LayerWeights(**{k: cast(v) for k, v in vars(lw).items()}) for lw in self.layers)
+        return EncoderWeights(cast(self.word), cast(self.position), cast(self.token_type),
+                              cast(self.emb_ln_g), cast(self.emb_ln_b), layers)
+
     @property
     def nbytes(self) -> int:
         arrays = [self.word, self.position, self.token_type, self.emb_ln_g, self.emb_ln_b]

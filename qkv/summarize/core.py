@@ -17,13 +17,14 @@ memory stay bounded (see bench/summarize.py).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from qkv.errors import InputError
-from qkv.summarize.rank import importance, kmeans
+from qkv.summarize.rank import importance, kmeans, received
 from qkv.summarize.readers import Review
 from qkv.summarize.sentences import split_sentences
 from qkv.summarize.tokens import Counter, get_counter
@@ -36,8 +37,10 @@ class Params:
     """How sentences are scored and chosen. The defaults are the variant that scored best on the
     FewSum dev data (train + val); docs/summarize.md has the comparison."""
 
-    tau: float = 0.05          # softmax temperature over cosine similarities
+    score: str = "stationary"  # stationary (π = πP) | received (one step) | centroid (cosine to the mean)
+    tau: float = 0.3           # softmax temperature over cosine similarities
     lam: float = 0.6           # MMR: weight of importance against redundancy
+    personal: float = 0.5      # importance × this for first-person sentences ("I bought it for my wife")
     length_power: float = 0.0  # gain divided by tokens**length_power (0: no length preference)
     balance: bool = True       # keep positive and negative reviews' points in proportion
     min_words: float = 3       # shorter fragments are merged into a neighbour
@@ -239,7 +242,7 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 1:
         raise InputError(f"budget must be a whole number of tokens ≥ 1, got {budget!r}")
     cand = doc.cand
-    pi = importance(doc.vectors, params.tau, mass=doc.mass) if scores is None else np.asarray(scores, float)
+    pi = score_sentences(doc, params) if scores is None else np.asarray(scores, float)
     if counts is None:
         counts = np.asarray(counter.count_many([doc.texts[i] for i in cand]))
     if tokens_before is None:
@@ -298,6 +301,33 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
     return Summary(final, sents, int(budget), counter.name, int(tokens_before), int(after),
                    n_reviews=sum(1 for t in doc.reviews if t.strip()), n_sentences=doc.n, order=order,
                    cut=cut, notes=tuple(notes))
+
+
+# First-person words in English and Chinese: anecdotes ("I got this for my GF") are rarely what
+# reviewers collectively say, and summaries are written about the product, not the writer.
+_PERSONAL = re.compile(r"(?i:\b(?:i|i'm|i've|i'd|i'll|im|ive|me|my|mine|myself|we|we're|we've|our|us)\b)|我")
+
+
+def is_personal(text: str) -> bool:
+    return bool(_PERSONAL.search(text.replace("’", "'")))
+
+
+def score_sentences(doc: Document, params: Params) -> np.ndarray:
+    """Importance of each candidate sentence: attention received (sums to 1 before the
+    personal-sentence factor)."""
+    if params.score == "stationary":
+        pi = importance(doc.vectors, params.tau, mass=doc.mass)
+    elif params.score == "received":
+        pi = received(doc.vectors, params.tau, mass=doc.mass)
+    elif params.score == "centroid":
+        c = (doc.mass[:, None] * doc.vectors).sum(axis=0)
+        s = np.maximum(doc.vectors @ (c / max(np.linalg.norm(c), 1e-12)), 0) + 1e-9
+        pi = s / s.sum()
+    else:
+        raise InputError(f"unknown score {params.score!r}; choose stationary, received or centroid")
+    if params.personal != 1.0:
+        pi = pi * np.array([params.personal if is_personal(doc.texts[i]) else 1.0 for i in doc.cand])
+    return pi
 
 
 def _quotas(doc: Document, pol: np.ndarray) -> dict[int, int]:

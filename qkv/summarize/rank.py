@@ -81,6 +81,24 @@ def importance(vectors: np.ndarray, tau: float, *, mass: np.ndarray | None = Non
     return d / total
 
 
+def received(vectors: np.ndarray, tau: float, *, mass: np.ndarray | None = None) -> np.ndarray:
+    """One step of attention from a uniform start: column sums of P, Σ_i P_ij (in-degree).
+    Unlike π, every sentence hands out the same total attention, so isolated sentences vote as
+    loudly as those in dense groups. Kept for comparison; dense [n, n]."""
+    e = np.asarray(vectors, dtype=np.float64)
+    n = len(e)
+    if n <= 1:
+        return np.ones(n)
+    w = np.ones(n) if mass is None else np.asarray(mass, dtype=np.float64)
+    s = (e @ e.T - (e * e).sum(1).max()) / tau
+    k = np.exp(s)
+    np.fill_diagonal(k, 0.0)
+    k *= w[None, :]  # key j counts mass_j times
+    p = k / np.maximum(k.sum(axis=1, keepdims=True), 1e-300)
+    r = w @ p
+    return r / r.sum()
+
+
 def kmeans(x: np.ndarray, k: int, iters: int = 10, seed: int = 0, block: int = 4096):
     """Spherical k-means (cosine) on unit rows: (centroids [k, d], labels [n]). Plain Lloyd
     iterations with k-means++-lite seeding (a random sample); memory O(block × k)."""

@@ -1,0 +1,754 @@
+"""Engine benchmark: qkv's encoder and attention kernel beside the references, measured in one run.
+
+    .venv/bin/python bench/engine.py                    # everything, 1 and 2 threads (~20-30 min)
+    .venv/bin/python bench/engine.py --quick            # fewer repetitions, L up to 2048
+    .venv/bin/python bench/engine.py --sections encoder --threads 1
+
+Tables:
+  1. parity     qkv, transformers' BertModel and ONNX Runtime (exported from the same weights) give the
+                same hidden states (max |diff| over real tokens) before anything is timed.
+  2. gemm       the machine's float32 matmul peak (numpy/OpenBLAS and torch), 1024-2048 squares.
+  3. encoder    sentences/s and tokens/s on (a) batches of 32 product titles of ~24 tokens and
+                (b) batches of 8 reviews of 256 tokens; qkv's achieved GFLOP/s (matmul FLOPs counted
+                from the config) against the measured peak.
+  4. attention  qkv plain and chunked vs torch SDPA, 12 heads, d = 32: time and peak extra memory.
+Then a verdict per target of the engine issue.
+
+Every measured configuration runs in its OWN subprocess with the thread count set through the
+environment (OMP/OPENBLAS/MKL_NUM_THREADS, QKV_THREADS) and torch.set_num_threads, because torch and
+numpy in one process fight over threads. Configurations are run in interleaved rounds (all engines
+once, then all again) so drifting load on this shared machine hits every engine alike; each figure is
+the median over all timed passes of all rounds. Wall time is what the throughput figures use; the
+process CPU time is printed beside it because other people's jobs inflate wall time, not CPU time.
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left alone.
+
+Nothing here needs ../shared: the texts are generated below. Results also go to
+/tmp/qkv-cache/engine/results-<time>.json (never into the repo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CACHE = Path(os.environ.get("QKV_BENCH_CACHE", "/tmp/qkv-cache")) / "engine"
+MARK = "QKV-BENCH-RESULT "
+WORKLOADS = {
+    # name: (sentences per batch, target tokens per sentence incl. [CLS]/[SEP], batches per pass)
+    "titles": (32, 24, 8),
+    "reviews": (8, 256, 3),
+}
+HEADS, HEAD_DIM = 12, 32
+ATTN_LENGTHS = (128, 512, 2048, 4096)
+CHUNKED_MEM_LIMIT_MIB = 64.0
+
+
+def attn_batch(length: int) -> int:
+    """Batch 8 for short sequences, 1 for long ones (a plain 8×12×4096² score matrix is 6 GiB)."""
+    return 8 if length <= 512 else 1
+
+
+# ------------------------------------------------------------------------------------------ texts
+_BRANDS = ["Anker", "Samsung", "Nike", "Adidas", "Logitech", "Philips", "Bosch", "Lego", "Sony", "Dyson",
+           "Levi's", "Casio", "Braun", "Tefal", "Garmin", "JBL", "Xiaomi", "Ravensburger", "Osprey", "Makita"]
+_PRODUCTS = ["Wireless Bluetooth Headphones", "Running Shoes", "Stainless Steel Water Bottle", "Cordless Drill",
+             "Mechanical Gaming Keyboard", "Electric Toothbrush", "Portable Power Bank", "Smart Watch",
+             "Non-Stick Frying Pan", "Hiking Backpack", "Slim Fit Jeans", "LED Desk Lamp", "Jigsaw Puzzle",
+             "Robot Vacuum Cleaner", "Yoga Mat", "USB-C Charging Cable", "Insulated Rain Jacket"]
+_ATTRS = ["Noise Cancelling", "Waterproof IPX7", "Lightweight", "Breathable Mesh", "Fast Charging 65W",
+          "Ergonomic Design", "BPA Free", "Long Battery Life 40 Hours", "Rechargeable", "Anti-Slip",
+          "Dishwasher Safe", "Foldable", "with Carrying Case", "2-Pack", "for Men and Women", "Heavy Duty",
+          "Compatible with iPhone 15 and Galaxy S24", "Extra Large", "Adjustable Strap", "Eco-Friendly"]
+_COLOURS = ["Black", "Navy Blue", "Graphite Grey", "Rose Gold", "Forest Green", "White", "Burgundy Red"]
+_SIZES = ["Size 42 EU", "500 ml", "1.5 m", "10000mAh", "XL", "28 cm", "1000 Pieces", "Medium", "18V 2.0Ah"]
+_OPENERS = ["I bought this for my daughter and", "After three weeks of daily use", "Honestly,",
+            "Compared with the model I had before,", "The delivery was quick and", "At first I was sceptical, but",
+            "My husband uses it every morning and", "For the price,", "I have to say that"]
+_CLAIMS = ["the battery easily lasts a whole working week", "the sound is clear even at high volume",
+           "the fit is true to size and very comfortable", "it feels solid and well made",
+           "the instructions were confusing and a screw was missing", "the colour looks exactly like the photos",
+           "it heats up evenly without burning anything", "the app keeps disconnecting, which is annoying",
+           "customer service replaced the broken part within two days", "it is a bit heavier than I expected",
+           "the seams started to come loose after a month", "cleaning it takes less than a minute"]
+_CLOSERS = ["Would recommend.", "I would buy it again.", "Four stars because of the packaging.",
+            "Not worth the money in my opinion.", "Great value overall.", "Returned it after a week."]
+
+
+def make_titles(tokenizer, n: int, target: int, seed: int = 0) -> list[str]:
+    """Product titles of about ``target`` tokens (specials included): brand, product, attributes."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [rng.choice(_BRANDS), rng.choice(_PRODUCTS)]
+        extras = rng.sample(_ATTRS, 6) + [rng.choice(_COLOURS), rng.choice(_SIZES)]
+        goal = target - tokenizer.n_special + rng.randint(-2, 2)
+        for e in extras:
+            if tokenizer.count([" ".join(words + [e])])[0] > goal:
+                continue
+            words.append(e)
+        out.append(" ".join(words))
+    return out
+
+
+def make_reviews(tokenizer, n: int, target: int, seed: int = 1) -> list[str]:
+    """Reviews of exactly ``target`` tokens (specials included), so a batch has no padding."""
+    import random
+
+    rng = random.Random(seed)
+    goal = target - tokenizer.n_special
+    out = []
+    for _ in range(n):
+        parts: list[str] = []
+        while tokenizer.count([" ".join(parts)])[0] < goal + 10:
+            parts.append(f"{rng.choice(_OPENERS)} {rng.choice(_CLAIMS)}. {rng.choice(_CLOSERS)}")
+        words = " ".join(parts).split()
+        while tokenizer.count([" ".join(words)])[0] > goal:
+            words.pop()
+        while tokenizer.count([" ".join(words)])[0] < goal:
+            words.append("ok")  # one token each
+        out.append(" ".join(words))
+    return out
+
+
+def workload_batches(enc, name: str):
+    """The same (texts, ids, mask) batches for every engine: ids int64 [B, L], mask bool [B, L]."""
+    import numpy as np
+
+    per_batch, target, n_batches = WORKLOADS[name]
+    n = per_batch * n_batches
+    texts = (make_titles if name == "titles" else make_reviews)(enc.tokenizer, n, target)
+    items = enc.tokenize(texts)
+    batches = []
+    for s in range(0, n, per_batch):
+        chunk = items[s:s + per_batch]
+        length = max(len(t) for t in chunk)
+        ids = np.full((len(chunk), length), enc.config.pad_token_id, dtype=np.int64)
+        mask = np.zeros((len(chunk), length), dtype=bool)
+        for r, t in enumerate(chunk):
+            ids[r, :len(t)] = t.ids
+            mask[r, :len(t)] = True
+        batches.append((texts[s:s + per_batch], ids, mask))
+    return batches
+
+
+def encoder_flops(cfg, batch: int, length: int) -> int:
+    """Matmul FLOPs (2 per multiply-add) of one forward pass over a padded [batch, length] input:
+    fused QKV projection, Q·Kᵀ, weights·V, output projection and the two feed-forward products, per
+    layer. Element-wise work (softmax, LayerNorm, GELU, bias) and the embedding gather are not counted."""
+    n = batch * length
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    per_layer = (2 * n * h * 3 * h                                      # X·Wqkv
+                 + 2 * batch * cfg.num_heads * length * length * cfg.head_dim  # Q·Kᵀ
+                 + 2 * batch * cfg.num_heads * length * length * cfg.head_dim  # P·V
+                 + 2 * n * h * h                                        # context·Wo
+                 + 2 * n * h * i + 2 * n * i * h)                       # FFN up and down
+    return cfg.num_layers * per_layer
+
+
+# ---------------------------------------------------------------------------------------- workers
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's high-water mark of this process's RSS (Linux ≥ 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _timed(fn, reps: int, warmup: int = 1):
+    for _ in range(warmup):
+        fn()
+    wall, cpu = [], []
+    for _ in range(reps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return wall, cpu
+
+
+def _model_path():
+    from qkv.model.hub import resolve
+
+    return resolve(None)[1]
+
+
+def _load_torch_model(threads: int, attn: str | None = None):
+    import torch
+    from transformers import BertModel
+
+    torch.set_num_threads(threads)
+    kw = {} if attn is None else {"attn_implementation": attn}
+    return BertModel.from_pretrained(str(_model_path()), **kw).eval()
+
+
+def onnx_path(fingerprint: str) -> Path:
+    import torch
+
+    return CACHE / f"minilm-{fingerprint}-torch{torch.__version__.split('+')[0]}.onnx"
+
+
+def _ort_session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def worker_export(job: dict) -> dict:
+    """Export transformers' BertModel (same weights as qkv) to ONNX with dynamic batch and length."""
+    import torch
+
+    import qkv
+
+    enc = qkv.load()
+    out = onnx_path(enc.fingerprint())
+    if out.is_file():
+        return {"path": str(out), "cached": True}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model = _load_torch_model(1)
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.randint(1000, 2000, (2, 16))
+    mask = torch.ones((2, 16), dtype=torch.long)
+    mask[1, 9:] = 0  # trace with padding so the mask path is kept
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=enc.config.max_tokens)
+    # The TorchScript exporter (dynamo=False) bakes the trace's mask handling into the graph and gives
+    # wrong results on other inputs with transformers 5; the torch.export-based one does not.
+    t0 = time.perf_counter()
+    prog = torch.onnx.export(Hidden(model), (ids, mask), input_names=["input_ids", "attention_mask"],
+                             output_names=["last_hidden_state"], dynamo=True,
+                             dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}})
+    tmp = out.with_suffix(".tmp.onnx")
+    prog.save(str(tmp))
+    tmp.replace(out)
+    return {"path": str(out), "cached": False, "seconds": time.perf_counter() - t0}
+
+
+def worker_parity(job: dict) -> dict:
+    """Max |diff| of the last hidden states, real tokens only, between the three engines."""
+    import numpy as np
+    import torch
+
+    import qkv
+
+    enc = qkv.load(threads=1)
+    model = _load_torch_model(1)
+    sess = _ort_session(Path(job["onnx"]), 1)
+    res = {}
+    for wl in WORKLOADS:
+        _, ids, mask = workload_batches(enc, wl)[0]
+        a = enc.forward(ids, mask)
+        with torch.inference_mode():
+            b = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask.astype(np.int64))
+                      ).last_hidden_state.numpy()
+        c = sess.run(None, {"input_ids": ids, "attention_mask": mask.astype(np.int64)})[0]
+        m = mask
+        res[wl] = {"qkv vs transformers": float(np.abs(a - b)[m].max()),
+                   "onnxruntime vs transformers": float(np.abs(c - b)[m].max()),
+                   "qkv vs onnxruntime": float(np.abs(a - c)[m].max()),
+                   "shape": list(ids.shape), "real_tokens": int(m.sum())}
+    return res
+
+
+def worker_gemm(job: dict) -> dict:
+    """float32 GEMM GFLOP/s for square sizes, median of the timed repetitions."""
+    import numpy as np
+
+    lib, threads = job["lib"], job["threads"]
+    rng = np.random.default_rng(0)
+    out = {}
+    if lib == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    for n in job["sizes"]:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        if lib == "torch":
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            fn = lambda: torch.mm(ta, tb)  # noqa: E731
+        else:
+            fn = lambda: a @ b  # noqa: E731
+        wall, cpu = _timed(fn, job["reps"])
+        out[str(n)] = {"wall": wall, "cpu": cpu, "flops": 2 * n ** 3}
+    return out
+
+
+def worker_encoder(job: dict) -> dict:
+    """Time whole passes over a workload's batches (forward to the last hidden states)."""
+    import numpy as np
+
+    import qkv
+
+    engine, threads, wl = job["engine"], job["threads"], job["workload"]
+    enc = qkv.load(threads=threads)
+    batches = workload_batches(enc, wl)
+    n_sent = sum(ids.shape[0] for _, ids, _ in batches)
+    n_tok = int(sum(m.sum() for _, _, m in batches))
+    flops = sum(encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches)
+    if engine == "qkv":
+        from qkv.model.threads import blas_threads
+
+        def one_pass():
+            with blas_threads(threads):  # as encode() does: once per call, around all batches
+                for _, ids, mask in batches:
+                    enc.forward(ids, mask)
+    elif engine == "qkv-encode":
+        texts = [t for tx, _, _ in batches for t in tx]
+        per_batch = WORKLOADS[wl][0]
+
+        def one_pass():
+            enc.encode(texts, batch_size=per_batch)
+    elif engine == "transformers":
+        import torch
+
+        model = _load_torch_model(threads)
+        tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
+
+        def one_pass():
+            with torch.inference_mode():
+                for ids, mask in tb:
+                    model(input_ids=ids, attention_mask=mask)
+    elif engine == "onnxruntime":
+        sess = _ort_session(Path(job["onnx"]), threads)
+        feeds = [{"input_ids": ids, "attention_mask": mask.astype(np.int64)} for _, ids, mask in batches]
+
+        def one_pass():
+            for f in feeds:
+                sess.run(None, f)
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    wall, cpu = _timed(one_pass, job["reps"], warmup=1)
+    return {"wall": wall, "cpu": cpu, "sentences": n_sent, "tokens": n_tok, "flops": flops,
+            "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
+
+
+def _attn_inputs(length: int, seed: int = 0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    shape = (attn_batch(length), HEADS, length, HEAD_DIM)
+    return [rng.standard_normal(shape, dtype=np.float32) for _ in range(3)]
+
+
+def _attn_fn(impl: str, q, k, v):
+    if impl == "qkv-plain":
+        import qkv.attention as A
+
+        A.CHUNK_THRESHOLD = 1 << 62  # force the one-pass path at every length
+        return lambda: A.scaled_dot_product_attention(q, k, v)
+    if impl == "qkv-chunked":
+        import qkv.attention as A
+
+        return lambda: A.chunked_attention(q, k, v, chunk_size=A.DEFAULT_CHUNK)
+    if impl == "torch-sdpa":
+        import torch
+        import torch.nn.functional as F
+
+        tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+
+        def run():
+            with torch.inference_mode():
+                return F.scaled_dot_product_attention(tq, tk, tv).numpy()
+        return run
+    raise ValueError(f"unknown attention implementation {impl!r}")
+
+
+def worker_attention(job: dict) -> dict:
+    """Time one attention implementation at one length; check it against a float64 reference."""
+    import numpy as np
+
+    impl, length, threads = job["impl"], job["length"], job["threads"]
+    if impl == "torch-sdpa":
+        import torch
+
+        torch.set_num_threads(threads)
+    q, k, v = _attn_inputs(length)
+    fn = _attn_fn(impl, q, k, v)
+    out = np.asarray(fn())
+    # float64 reference on the first (batch, head): enough to catch a wrong kernel, cheap in memory
+    q0, k0, v0 = (a[0, 0].astype(np.float64) for a in (q, k, v))
+    s = q0 @ k0.T / math.sqrt(HEAD_DIM)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    ref = (s / s.sum(axis=-1, keepdims=True)) @ v0
+    err = float(np.abs(out[0, 0] - ref).max())
+    del s, ref, out
+    wall, cpu = _timed(fn, job["reps"], warmup=1)
+    return {"wall": wall, "cpu": cpu, "max_abs_err": err, "batch": attn_batch(length)}
+
+
+def worker_attention_memory(job: dict) -> dict:
+    """Peak memory of ONE call above what the inputs already hold, in a fresh process.
+
+    Two methods: tracemalloc (exact for numpy, which reports its buffers to it; blind to torch) and
+    the kernel's RSS high-water mark reset just before the call (/proc/self/clear_refs), the same
+    method for every implementation. The parent sets MALLOC_MMAP_THRESHOLD_ so large blocks are
+    mmap'd and returned on free, so RSS follows what is live. Both include the output array."""
+    import tracemalloc
+
+    impl, length = job["impl"], job["length"]
+    if impl == "torch-sdpa":
+        import torch
+
+        torch.set_num_threads(job["threads"])
+    q, k, v = _attn_inputs(length)
+    fn = _attn_fn(impl, q, k, v)
+    tracemalloc.start()
+    ok = _reset_peak_rss()
+    rss0 = _rss_kib("VmRSS")
+    out = fn()
+    hwm = _rss_kib("VmHWM")
+    _, tpeak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"tracemalloc_mib": tpeak / 2 ** 20 if impl != "torch-sdpa" else None,
+            "rss_peak_delta_mib": (hwm - rss0) / 1024 if ok else None,
+            "output_mib": out.nbytes / 2 ** 20}
+
+
+WORKERS = {"export": worker_export, "parity": worker_parity, "gemm": worker_gemm, "encoder": worker_encoder,
+           "attention": worker_attention, "attention-memory": worker_attention_memory}
+
+
+def worker_main(job_json: str) -> int:
+    job = json.loads(job_json)
+    res = WORKERS[job["kind"]](job)
+    sys.stdout.write(MARK + json.dumps(res) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+# ----------------------------------------------------------------------------------- orchestrator
+def thread_env(threads: int, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "QKV_THREADS"):
+        env[var] = str(threads)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    env["PYTHONWARNINGS"] = "ignore"
+    env.update(extra or {})
+    return env
+
+
+def run_job(job: dict, threads: int = 1, timeout: float = 1800, extra_env: dict | None = None) -> dict:
+    """Run one worker in a fresh interpreter; {"ok": bool, "result"| "error"}."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(job)]
+    try:
+        p = subprocess.run(cmd, env=thread_env(threads, extra_env), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith(MARK):
+            return {"ok": True, "result": json.loads(line[len(MARK):])}
+    tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+    return {"ok": False, "error": f"exit {p.returncode}: " + " | ".join(tail)}
+
+
+def _median(xs):
+    import statistics
+
+    return statistics.median(xs) if xs else float("nan")
+
+
+def fmt_ratio(x: float) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.2f}×"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sections", default="parity,gemm,encoder,attention",
+                    help="comma-separated: parity, gemm, encoder, attention")
+    ap.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds per configuration (default 2)")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, attention up to L=2048")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    console = Console()
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    threads_list = [int(t) for t in args.threads.split(",")]
+    rounds = 1 if args.quick else max(1, args.rounds)
+    reps_enc = 2 if args.quick else 3
+    lengths = [L for L in ATTN_LENGTHS if not args.quick or L <= 2048]
+    missing = [m for m in ("torch", "transformers", "onnxruntime", "onnx", "onnxscript")
+               if __import__("importlib.util").util.find_spec(m) is None]
+    if missing:
+        console.print(f"[red]bench/engine.py needs {', '.join(missing)}: pip install -e '.[test,bench]'[/red]")
+        return 1
+
+    results: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "threads": threads_list,
+                     "rounds": rounds, "quick": args.quick, "failures": []}
+    console.print(f"[bold]qkv engine benchmark[/bold] — threads {threads_list}, {rounds} interleaved round(s); "
+                  f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine: "
+                  "medians of repeated passes; wall and process CPU time both shown)")
+
+    # ---- plan every job up front so one progress bar covers the run
+    jobs: list[tuple[str, dict, int, dict | None]] = []  # (key, job, threads, extra env)
+    need_onnx = bool(sections & {"parity", "encoder"})
+    if "gemm" in sections:
+        for r in range(rounds):
+            for t in threads_list:
+                for lib in ("numpy", "torch"):
+                    jobs.append((f"gemm|{lib}|{t}", {"kind": "gemm", "lib": lib, "threads": t,
+                                                      "sizes": [1024, 1536, 2048], "reps": 3 if args.quick else 5}, t, None))
+    if "encoder" in sections:
+        for r in range(rounds):
+            for t in threads_list:
+                for wl in WORKLOADS:
+                    for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode"):
+                        jobs.append((f"enc|{wl}|{eng}|{t}", {"kind": "encoder", "engine": eng, "workload": wl,
+                                                             "threads": t, "reps": reps_enc}, t, None))
+    if "attention" in sections:
+        for L in lengths:
+            for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
+                jobs.append((f"mem|{impl}|{L}", {"kind": "attention-memory", "impl": impl, "length": L, "threads": 1},
+                             1, {"MALLOC_MMAP_THRESHOLD_": "65536"}))
+        for r in range(rounds):
+            for t in threads_list:
+                for L in lengths:
+                    for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
+                        reps = max(2, min(20, int(2e9 / (attn_batch(L) * L * L * HEADS * HEAD_DIM * 4))))
+                        jobs.append((f"attn|{impl}|{L}|{t}", {"kind": "attention", "impl": impl, "length": L,
+                                                              "threads": t, "reps": 2 if args.quick else reps}, t, None))
+
+    raw: dict[str, list] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as prog:
+        task = prog.add_task("setup", total=len(jobs) + need_onnx + ("parity" in sections))
+        onnx_file = None
+        if need_onnx:
+            prog.update(task, description="exporting BertModel to ONNX (cached under /tmp/qkv-cache)")
+            r = run_job({"kind": "export"})
+            prog.advance(task)
+            if r["ok"]:
+                onnx_file = r["result"]["path"]
+                results["onnx"] = r["result"]
+            else:
+                results["failures"].append(("onnx export", r["error"]))
+        if "parity" in sections:
+            prog.update(task, description="parity: qkv vs transformers vs onnxruntime")
+            r = run_job({"kind": "parity", "onnx": onnx_file}) if onnx_file else {"ok": False, "error": "no ONNX file"}
+            prog.advance(task)
+            if r["ok"]:
+                results["parity"] = r["result"]
+            else:
+                results["failures"].append(("parity", r["error"]))
+        for key, job, t, extra in jobs:
+            prog.update(task, description=key.replace("|", " "))
+            if job.get("engine") == "onnxruntime":
+                if not onnx_file:
+                    prog.advance(task)
+                    continue
+                job = {**job, "onnx": onnx_file}
+            r = run_job(job, t, extra_env=extra)
+            prog.advance(task)
+            if r["ok"]:
+                raw.setdefault(key, []).append(r["result"])
+            else:
+                results["failures"].append((key, r["error"]))
+    results["raw"] = raw
+
+    verdicts: list[tuple[str, bool | None, str]] = []
+
+    # ---- parity
+    if "parity" in results:
+        tb = Table(title="1. Parity before timing: max |diff| of last hidden states (real tokens)")
+        tb.add_column("workload")
+        tb.add_column("batch [B, L]")
+        for c in ("qkv vs transformers", "onnxruntime vs transformers", "qkv vs onnxruntime"):
+            tb.add_column(c, justify="right")
+        for wl, d in results["parity"].items():
+            tb.add_row(wl, str(d["shape"]), *(f"{d[c]:.1e}" for c in
+                                              ("qkv vs transformers", "onnxruntime vs transformers", "qkv vs onnxruntime")))
+        console.print(tb)
+        worst = max(d["qkv vs transformers"] for d in results["parity"].values())
+        verdicts.append(("qkv hidden states match transformers (max |diff| < 1e-4)", worst < 1e-4, f"{worst:.1e}"))
+
+    # ---- gemm peak
+    peak: dict[tuple[str, int], float] = {}
+    if "gemm" in sections:
+        tb = Table(title="2. Machine float32 matmul peak, GFLOP/s (median of repetitions; wall / CPU time)")
+        tb.add_column("library")
+        tb.add_column("threads", justify="right")
+        sizes = [1024, 1536, 2048]
+        for n in sizes:
+            tb.add_column(f"{n}³", justify="right")
+        tb.add_column("peak (wall)", justify="right")
+        for t in threads_list:
+            for lib in ("numpy", "torch"):
+                runs = raw.get(f"gemm|{lib}|{t}", [])
+                if not runs:
+                    continue
+                cells, best = [], 0.0
+                for n in sizes:
+                    wall = [x for r in runs for x in r[str(n)]["wall"]]
+                    cpu = [x for r in runs for x in r[str(n)]["cpu"]]
+                    f = runs[0][str(n)]["flops"]
+                    gw, gc = f / _median(wall) / 1e9, f / _median(cpu) / 1e9
+                    best = max(best, gw)
+                    cells.append(f"{gw:.0f} / {gc:.0f}")
+                peak[(lib, t)] = best
+                tb.add_row(lib, str(t), *cells, f"[bold]{best:.0f}[/bold]")
+        console.print(tb)
+    results["gemm_peak"] = {f"{k[0]}|{k[1]}": v for k, v in peak.items()}
+
+    # ---- encoder throughput
+    enc_summary: dict = {}
+    if "encoder" in sections:
+        for wl, (bs, target, nb) in WORKLOADS.items():
+            tb = Table(title=f"3{'ab'[list(WORKLOADS).index(wl)]}. Encoder throughput — {wl}: {nb} batches of {bs}, "
+                             f"~{target} tokens (median over passes; ratio = qkv / reference at the same threads)")
+            for c in ("engine", "threads", "ms/batch wall", "ms/batch CPU", "sentences/s", "tokens/s",
+                      "GFLOP/s", "% of peak", "qkv / this"):
+                tb.add_column(c, justify="left" if c == "engine" else "right")
+            for t in threads_list:
+                stats = {}
+                for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode"):
+                    runs = raw.get(f"enc|{wl}|{eng}|{t}", [])
+                    if not runs:
+                        continue
+                    wall = _median([x for r in runs for x in r["wall"]])
+                    cpu = _median([x for r in runs for x in r["cpu"]])
+                    r0 = runs[0]
+                    stats[eng] = dict(wall=wall, cpu=cpu, sps=r0["sentences"] / wall, tps=r0["tokens"] / wall,
+                                      gflops=r0["flops"] / wall / 1e9, nb=len(r0["batch_shapes"]),
+                                      shapes=r0["batch_shapes"])
+                p = peak.get(("numpy", t)) or max(peak.values(), default=0)
+                for eng, s in stats.items():
+                    ratio = stats["qkv"]["sps"] / s["sps"] if "qkv" in stats and eng != "qkv" else None
+                    tb.add_row(eng + (" (tokenize+forward+pool)" if eng == "qkv-encode" else ""), str(t),
+                               f"{s['wall'] / s['nb'] * 1e3:.0f}", f"{s['cpu'] / s['nb'] * 1e3:.0f}",
+                               f"{s['sps']:.1f}", f"{s['tps']:.0f}", f"{s['gflops']:.1f}",
+                               f"{100 * s['gflops'] / p:.0f}%" if p else "—",
+                               "" if eng in ("qkv", "qkv-encode") else fmt_ratio(ratio))
+                enc_summary[(wl, t)] = stats
+            console.print(tb)
+            shapes = next(iter(enc_summary.get((wl, threads_list[0]), {}).values()), {}).get("shapes")
+            if shapes:
+                console.print(f"   batch shapes [B, L]: {shapes}; GFLOP/s counts matmul FLOPs of the padded batch "
+                              "(QKV, QKᵀ, PV, output, FFN); % of peak uses numpy's GEMM peak at the same threads.")
+        for wl in WORKLOADS:
+            for t in threads_list[:1] if 1 not in threads_list else [1]:
+                s = enc_summary.get((wl, t), {})
+                if "qkv" in s and "transformers" in s:
+                    r = s["qkv"]["sps"] / s["transformers"]["sps"]
+                    verdicts.append((f"qkv ≥ 1.0× transformers, {wl}, {t} thread", r >= 1.0, fmt_ratio(r)))
+                if "qkv" in s and "onnxruntime" in s:
+                    r = s["qkv"]["sps"] / s["onnxruntime"]["sps"]
+                    verdicts.append((f"qkv ≥ 0.85× onnxruntime, {wl}, {t} thread (aim 1.0×)", r >= 0.85, fmt_ratio(r)))
+            if 1 in threads_list and 2 in threads_list and (wl, 1) in enc_summary and (wl, 2) in enc_summary:
+                a, b = enc_summary[(wl, 1)].get("qkv"), enc_summary[(wl, 2)].get("qkv")
+                if a and b:
+                    verdicts.append((f"qkv 2 threads vs 1 thread, {wl} (info)", None, fmt_ratio(b["sps"] / a["sps"])))
+
+    # ---- attention
+    if "attention" in sections:
+        tb = Table(title=f"4. Attention kernel: {HEADS} heads, d = {HEAD_DIM}, float32, no mask "
+                         "(ratio = qkv / torch SDPA time at the same threads)")
+        for c in ("L", "batch", "impl", "threads", "ms wall", "ms CPU", "/ SDPA", "max |err|",
+                  "extra MiB tracemalloc", "extra MiB RSS peak"):
+            tb.add_column(c, justify="left" if c == "impl" else "right")
+        attn_stats: dict = {}
+        for L in lengths:
+            for t in threads_list:
+                for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
+                    runs = raw.get(f"attn|{impl}|{L}|{t}", [])
+                    if runs:
+                        attn_stats[(L, t, impl)] = dict(
+                            wall=_median([x for r in runs for x in r["wall"]]),
+                            cpu=_median([x for r in runs for x in r["cpu"]]),
+                            err=max(r["max_abs_err"] for r in runs))
+                ref = attn_stats.get((L, t, "torch-sdpa"))
+                for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
+                    s = attn_stats.get((L, t, impl))
+                    if s is None:
+                        continue
+                    mem = raw.get(f"mem|{impl}|{L}", [{}])[0]
+                    tm, rss = mem.get("tracemalloc_mib"), mem.get("rss_peak_delta_mib")
+                    tb.add_row(str(L), str(attn_batch(L)), impl, str(t), f"{s['wall'] * 1e3:.1f}", f"{s['cpu'] * 1e3:.1f}",
+                               "" if impl == "torch-sdpa" or not ref else fmt_ratio(s["wall"] / ref["wall"]),
+                               f"{s['err']:.0e}", "—" if tm is None else f"{tm:.1f}",
+                               "—" if rss is None else f"{rss:.1f}")
+            tb.add_section()
+        console.print(tb)
+        console.print("   Memory: one call in a fresh 1-thread process, above the inputs, output included. "
+                      "tracemalloc sees numpy buffers only; 'RSS peak' is the kernel's high-water mark reset "
+                      "just before the call (same method for all, MALLOC_MMAP_THRESHOLD_=64 KiB).")
+        t = 1 if 1 in threads_list else threads_list[0]
+        from qkv.attention import CHUNK_THRESHOLD
+
+        for L in lengths:
+            if L < 512:
+                continue
+            ref = attn_stats.get((L, t, "torch-sdpa"))
+            default = "qkv-plain" if L <= CHUNK_THRESHOLD else "qkv-chunked"
+            for impl in ("qkv-plain", "qkv-chunked"):
+                s = attn_stats.get((L, t, impl))
+                if s and ref:
+                    r = s["wall"] / ref["wall"]
+                    tag = " (default path)" if impl == default else ""
+                    verdicts.append((f"attention {impl}{tag} ≤ 1.5× SDPA, L={L}, {t} thread",
+                                     r <= 1.5 if impl == default else None, fmt_ratio(r)))
+        mem = raw.get(f"mem|qkv-chunked|{max(lengths)}", [{}])[0]
+        if mem:
+            m = max(x for x in (mem.get("tracemalloc_mib"), mem.get("rss_peak_delta_mib")) if x is not None)
+            verdicts.append((f"chunked extra memory < {CHUNKED_MEM_LIMIT_MIB:.0f} MiB at L={max(lengths)}",
+                             m < CHUNKED_MEM_LIMIT_MIB, f"{m:.1f} MiB"))
+
+    # ---- verdicts
+    if verdicts:
+        tb = Table(title="Targets (engine issue)")
+        tb.add_column("target")
+        tb.add_column("measured", justify="right")
+        tb.add_column("verdict")
+        for name, ok, val in verdicts:
+            tb.add_row(name, val, "[green]met[/green]" if ok else ("[red]NOT met[/red]" if ok is False else "info"))
+        console.print(tb)
+    for key, err in results["failures"]:
+        console.print(f"[red]failed: {key}: {err}[/red]")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = CACHE / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    results["verdicts"] = verdicts
+    out.write_text(json.dumps(results, indent=1, default=str))
+    console.print(f"raw results: {out}   (load average at the end: {os.getloadavg()[0]:.1f})")
+    return 1 if results["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

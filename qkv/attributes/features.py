@@ -1,0 +1,271 @@
+"""What the tagger sees for each token of a title.
+
+Units are the encoder's own word-piece tokens (not whitespace words): gold values sometimes end
+inside a whitespace word ("12cm/22G" holds the length "12cm"), and Chinese titles have no spaces at
+all (each character is a token), so tokens are the finest grain whose offsets point back into the
+title. Each token gets
+
+* dense features: the encoder's contextual vectors from chosen layers, concatenated, plus the mean
+  vector of the word the token belongs to (``Tokens.words()``), so a piece knows its whole word;
+* sparse features: the token and its word (lower-cased), word shape, digits and unit suffixes,
+  position in the title, neighbouring words, the offer's category, and gazetteer hits — whether the
+  token lies in a value seen for some attribute in training (leave-one-out while training, so the
+  learner does not learn to trust the gazetteer more than it deserves on unseen titles).
+
+Titles longer than the encoder's window are cut into overlapping windows; each token takes its
+vector from the window where it sits farthest from an edge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qkv.errors import InputError
+
+
+@dataclass(frozen=True)
+class TitleTokens:
+    """A title's content tokens (no specials): character offsets, texts, and word membership."""
+
+    title: str
+    offsets: np.ndarray  # int64 [n, 2], title[s:e] is the token's text
+    pieces: tuple[str, ...]  # the tokenizer's token strings
+    word_of: np.ndarray  # int64 [n] index of the word each token belongs to
+    words: tuple[tuple[int, int], ...]  # (start, end) of each word
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def tokenize_titles(enc, titles: list[str]) -> list[TitleTokens]:
+    """Tokens and words of each title, with no length limit (vectors are windowed later)."""
+    out = []
+    for title, e in zip(titles, enc.tokenizer.content(titles)):
+        full = enc.tokenizer.wrap(title, e)  # the whole title, no limit checked here
+        offsets, pieces, word_of, words = [], [], [], []
+        pos = {}
+        for w in full.words():
+            if w.special:
+                continue
+            for t in w.tokens:
+                pos[t] = len(words)
+            words.append((w.start, w.end))
+        for t, ((s, e2), sp) in enumerate(zip(full.offsets, full.special)):
+            if sp or e2 <= s:
+                continue
+            offsets.append((s, e2))
+            pieces.append(full.tokens[t])
+            word_of.append(pos.get(t, len(words) - 1))
+        out.append(TitleTokens(title, np.asarray(offsets, dtype=np.int64).reshape(-1, 2), tuple(pieces),
+                               np.asarray(word_of, dtype=np.int64), tuple(words)))
+    return out
+
+
+def _windows(n: int, width: int) -> list[tuple[int, int]]:
+    if n <= width:
+        return [(0, n)]
+    stride = max(1, width // 2)
+    starts = list(range(0, n - width, stride)) + [n - width]
+    return [(s, s + width) for s in starts]
+
+
+def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: int = 64,
+                  progress=None) -> list[np.ndarray]:
+    """Contextual vectors [n_content_tokens, hidden·len(layers)] of each title, in input order.
+
+    Uses the encoder's forward pass with a trace selector for the chosen layers' outputs; long
+    titles are windowed (see module doc). ``progress(k)`` is called after each batch of k titles.
+    """
+    from qkv.model.threads import blas_threads
+    from qkv.model.trace import Selector
+
+    nl = enc.config.num_layers
+    if any(not -nl <= l < nl for l in layers):
+        raise InputError(f"layers {list(layers)} out of range for a {nl}-layer model")
+    chosen = [l % nl for l in layers]
+    tok = enc.tokenizer
+    width = enc.config.window_tokens - tok.n_special
+    contents = tok.content(titles)
+    items = []  # (title index, start, stop) windows
+    for i, e in enumerate(contents):
+        for s, t in _windows(len(e.ids), width):
+            if t > s:
+                items.append((i, s, t))
+    dim = enc.config.hidden_size * len(chosen)
+    out = [np.zeros((len(e.ids), dim), dtype=np.float32) for e in contents]
+    best = [np.full(len(e.ids), -1, dtype=np.int64) for e in contents]  # distance to window edge
+    selector = Selector([f"layers.{l}.out" for l in chosen], nl)
+    order = sorted(range(len(items)), key=lambda j: items[j][2] - items[j][1])
+    pre = len(tok.prefix_ids)
+    done_titles = set()
+    with blas_threads(enc.threads):
+        for b0 in range(0, len(order), batch_size):
+            idx = order[b0:b0 + batch_size]
+            seqs = [tok.prefix_ids + list(contents[items[j][0]].ids[items[j][1]:items[j][2]]) + tok.suffix_ids
+                    for j in idx]
+            L = max(len(s) for s in seqs)
+            ids = np.full((len(seqs), L), enc.config.pad_token_id, dtype=np.int64)
+            mask = np.zeros((len(seqs), L), dtype=bool)
+            for r, s in enumerate(seqs):
+                ids[r, :len(s)] = s
+                mask[r, :len(s)] = True
+            store: dict = {}
+            enc.forward(ids, mask, selector, store)
+            feats = np.concatenate([store[f"layers.{l}.out"] for l in chosen], axis=-1)
+            for r, j in enumerate(idx):
+                i, s, t = items[j]
+                rows = np.arange(s, t)
+                edge = np.minimum(rows - s, t - 1 - rows)
+                edge[rows == s] += (s == 0) * 10**6  # a window's edge that is the title's edge is fine
+                edge[rows == t - 1] += (t == len(contents[i].ids)) * 10**6
+                take = edge > best[i][s:t]
+                out[i][rows[take]] = feats[r, pre + np.nonzero(take)[0]]
+                best[i][s:t] = np.maximum(best[i][s:t], edge)
+                if i not in done_titles:
+                    done_titles.add(i)
+            if progress is not None:
+                progress(len(idx))
+    return out
+
+
+def cached_token_vectors(enc, titles: list[str], layers: tuple[int, ...], cache_dir: str | Path | None,
+                         progress=None) -> list[np.ndarray]:
+    """``token_vectors`` with an optional on-disk cache keyed by encoder fingerprint, layers and
+    the exact titles (so repeated experiments on a data set encode it once)."""
+    if cache_dir is None:
+        return token_vectors(enc, titles, layers, progress=progress)
+    h = hashlib.sha1()
+    h.update(f"{enc.name}|{enc.fingerprint()}|{list(layers)}|{enc.config.window_tokens}".encode())
+    for t in titles:
+        h.update(t.encode("utf-8") + b"\0")
+    path = Path(cache_dir) / f"vectors-{h.hexdigest()[:20]}.npz"
+    if path.is_file():
+        z = np.load(path)
+        flat, lens = z["flat"], z["lens"]
+        if progress is not None:
+            progress(len(titles))
+        return np.split(flat, np.cumsum(lens)[:-1]) if len(lens) else []
+    vecs = token_vectors(enc, titles, layers, progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    lens = np.asarray([len(v) for v in vecs], dtype=np.int64)
+    flat = np.concatenate(vecs) if vecs else np.zeros((0, 0), np.float32)
+    np.savez(tmp, flat=flat, lens=lens)
+    tmp.replace(path)
+    return vecs
+
+
+def dense_features(tt: TitleTokens, vecs: np.ndarray) -> np.ndarray:
+    """Token vectors next to the mean vector of each token's word: [n, 2·D]."""
+    if len(tt) == 0:
+        return np.zeros((0, 2 * vecs.shape[1] if vecs.ndim == 2 else 0), dtype=np.float32)
+    nw = int(tt.word_of.max()) + 1
+    sums = np.zeros((nw, vecs.shape[1]), dtype=np.float32)
+    np.add.at(sums, tt.word_of, vecs)
+    counts = np.bincount(tt.word_of, minlength=nw).astype(np.float32)
+    word_mean = sums / np.maximum(counts, 1)[:, None]
+    return np.concatenate([vecs, word_mean[tt.word_of]], axis=1)
+
+
+# ---------------------------------------------------------------------------- sparse features
+_UNIT = re.compile(r"^[\d.,/x×*+-]*\d([a-z\"'#%]+)", re.I)
+
+
+def shape(s: str) -> str:
+    """Word shape with runs collapsed: "YA180" -> "Xd", "Men's" -> "Xx'x", "85mm" -> "dx"."""
+    out = []
+    for c in s:
+        k = "X" if c.isupper() else "x" if c.islower() else "d" if c.isdigit() else c
+        if not out or out[-1] != k:
+            out.append(k)
+    return "".join(out)[:8]
+
+
+class Gazetteer:
+    """Values seen in training, lower-cased, with how many titles labelled each (attr, value)."""
+
+    def __init__(self, counts: dict[str, dict[str, int]] | None = None, max_tokens: int = 8):
+        self.counts: dict[str, dict[str, int]] = counts or {}  # value_lower -> {attr: n}
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def build(cls, examples) -> "Gazetteer":
+        counts: dict[str, Counter] = {}
+        for ex in examples:
+            seen = {(v.lower(), a) for a, vs in ex.values.items() for v in vs if v.strip()}
+            for v, a in seen:
+                counts.setdefault(v, Counter())[a] += 1
+        return cls({v: dict(c) for v, c in counts.items()})
+
+    def matches(self, tt: TitleTokens, exclude=frozenset()) -> list[tuple[int, int, str, int]]:
+        """(first token, last token, attr, count) of every token-aligned match in the title.
+        ``exclude``: (value_lower, attr) pairs not to count once (leave-one-out in training)."""
+        out = []
+        n, t, off = len(tt), tt.title, tt.offsets
+        for i in range(n):
+            s = off[i, 0]
+            for j in range(i, min(n, i + self.max_tokens)):
+                key = t[s:off[j, 1]].lower()
+                hit = self.counts.get(key)
+                if hit:
+                    for a, c in hit.items():
+                        c -= (key, a) in exclude
+                        if c > 0:
+                            out.append((i, j, a, c))
+        return out
+
+
+def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None,
+                    exclude=frozenset()) -> list[list[str]]:
+    """String features of each token (all binary)."""
+    n = len(tt)
+    if n == 0:
+        return []
+    t = tt.title
+    words = [t[s:e] for s, e in tt.words]
+    lw = [w.lower() for w in words]
+    nw = len(words)
+    feats: list[list[str]] = []
+    for i in range(n):
+        s, e = tt.offsets[i]
+        piece = t[s:e]
+        wi = int(tt.word_of[i])
+        ws, we = tt.words[wi]
+        w = words[wi]
+        f = ["t=" + piece.lower(), "w=" + lw[wi], "sh=" + shape(w), "tsh=" + shape(piece),
+             "wpos=" + (str(wi) if wi < 3 else "L" if wi == nw - 1 else "M"),
+             "rel=" + str(min(4, 5 * wi // max(1, nw))),
+             "wstart" if s == ws else "wcont", "wend" if e == we else "wmid"]
+        if any(c.isdigit() for c in w):
+            f.append("digit")
+            m = _UNIT.match(w)
+            if m:
+                f.append("unit=" + m.group(1).lower())
+        if w.isupper() and len(w) > 1:
+            f.append("allcaps")
+        f.append("p1=" + (lw[wi - 1] if wi > 0 else "<s>"))
+        f.append("n1=" + (lw[wi + 1] if wi + 1 < nw else "</s>"))
+        f.append("p2=" + (lw[wi - 2] if wi > 1 else "<s>"))
+        f.append("n2=" + (lw[wi + 2] if wi + 2 < nw else "</s>"))
+        f.append("pt=" + (t[tt.offsets[i - 1, 0]:tt.offsets[i - 1, 1]].lower() if i > 0 else "<s>"))
+        f.append("nt=" + (t[tt.offsets[i + 1, 0]:tt.offsets[i + 1, 1]].lower() if i + 1 < n else "</s>"))
+        if category:
+            f.append("cat=" + category)
+        feats.append(f)
+    if gaz is not None:
+        for i, j, a, c in gaz.matches(tt, exclude):
+            feats[i].append("gB=" + a)
+            for k in range(i + 1, j + 1):
+                feats[k].append("gI=" + a)
+            if j == i:
+                feats[i].append("gU=" + a)
+            feats[i].append("gB*")
+            if c > 1:
+                feats[i].append("gB2=" + a)
+    return feats

@@ -1,0 +1,379 @@
+"""The attribute model: train on labelled titles, extract (attribute, value, span, confidence).
+
+    >>> model = AttributeModel.train(read_jsonl("train.jsonl"), qkv.load())
+    >>> model.save("lures.qkvattr")
+    >>> AttributeModel.load("lures.qkvattr").extract(["SEAPESCA Metal VIB 55mm 11g Lure"])
+    [[Attribute(attr='Brand Name', value='SEAPESCA', start=0, end=8, confidence=0.97), ...]]
+
+A model file is a safetensors file: the CRF weights as tensors, and in its metadata the format
+version, the encoder's name and weight fingerprint, the layers used, the labels, the sparse
+feature vocabulary and the gazetteer. A file made with another encoder is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from qkv.attributes.align import AlignStats, attr_frequency, bio_labels_for, label_spans
+from qkv.attributes.crf import CRF, Batch
+from qkv.attributes.data import Example
+from qkv.attributes.features import (Gazetteer, TitleTokens, cached_token_vectors, dense_features,
+                                     sparse_features, tokenize_titles)
+from qkv.errors import InputError, ModelError
+
+FORMAT = "qkv-attributes"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One extracted value: ``title[start:end] == value``."""
+
+    attr: str
+    value: str
+    start: int
+    end: int
+    confidence: float
+    normalized: str | None = None
+
+    def as_dict(self) -> dict:
+        d = {"attr": self.attr, "value": self.value, "start": self.start, "end": self.end,
+             "confidence": round(self.confidence, 4)}
+        if self.normalized is not None:
+            d["normalized"] = self.normalized
+        return d
+
+
+@dataclass
+class TrainReport:
+    titles: int
+    tokens: int
+    attributes: int
+    features: int
+    seconds: float
+    optimiser: dict
+    alignment: AlignStats
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["alignment"] = self.alignment.as_dict()
+        return d
+
+
+class AttributeModel:
+    def __init__(self, crf: CRF, attrs: list[str], vocab: dict[str, int], gazetteer: Gazetteer,
+                 settings: dict, encoder_name: str, encoder_fingerprint: str,
+                 mean: np.ndarray, scale: np.ndarray, category_attrs: dict[str, list[str]],
+                 info: dict | None = None, trims: dict | None = None, aliases: dict | None = None):
+        self.crf = crf
+        self.attrs = attrs
+        self.vocab = vocab
+        self.gazetteer = gazetteer
+        self.settings = settings
+        self.encoder_name = encoder_name
+        self.encoder_fingerprint = encoder_fingerprint
+        self.mean, self.scale = mean, scale
+        self.category_attrs = category_attrs
+        self.info = info or {}
+        self.trims: dict[tuple[str, str], tuple[int, int]] = trims or {}  # (attr, text lower) -> (ds, de)
+        self.aliases: dict[str, dict[str, list[str]]] = aliases or {}  # category or "*" -> attr -> also-attrs
+        self._encoder = None
+
+    # ------------------------------------------------------------------ encoder
+    def bind(self, encoder) -> "AttributeModel":
+        """Use ``encoder``; refused unless it is the one the model was trained with."""
+        fp = encoder.fingerprint()
+        if fp != self.encoder_fingerprint:
+            raise ModelError(
+                f"this attribute model was trained with encoder {self.encoder_name!r} (weights "
+                f"{self.encoder_fingerprint}); the encoder given is {encoder.name!r} (weights {fp}). "
+                "Load the model's own encoder, or retrain the attribute model with this one")
+        self._encoder = encoder
+        return self
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            import qkv
+
+            self.bind(qkv.load(self.encoder_name))
+        return self._encoder
+
+    # ------------------------------------------------------------------ features
+    @staticmethod
+    def _featurize(enc, titles, categories, gaz, layers, cache_dir, excludes=None, progress=None,
+                   use_dense=True):
+        tts = tokenize_titles(enc, titles)
+        nonempty = [i for i, t in enumerate(tts) if len(t)]
+        if use_dense:
+            vecs = cached_token_vectors(enc, [titles[i] for i in nonempty], tuple(layers), cache_dir,
+                                        progress=progress)
+            dense = {i: dense_features(tts[i], v) for i, v in zip(nonempty, vecs)}
+        else:
+            dense = {i: np.zeros((len(tts[i]), 0), np.float32) for i in nonempty}
+        sparse = {i: sparse_features(tts[i], categories[i] if categories else None, gaz,
+                                     excludes[i] if excludes else frozenset()) for i in nonempty}
+        return tts, nonempty, dense, sparse
+
+    def _batch(self, nonempty, tts, dense, sparse, labels=None) -> Batch:
+        return _make_batch(nonempty, tts, dense, sparse, self.vocab, self.mean, self.scale, labels)
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def train(cls, examples: list[Example], encoder, *, layers=(-3, -1), mode: str = "crf",
+              use_dense: bool = True, use_sparse: bool = True, use_gazetteer: bool = True,
+              l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 150, min_count: int = 1,
+              cache_dir: str | Path | None = None, progress=None) -> tuple["AttributeModel", TrainReport]:
+        """Learn a tagger from labelled titles. ``progress(stage, done, total)`` is called as the
+        work goes on (stage "encode" counts titles, "fit" counts optimiser iterations)."""
+        t0 = time.perf_counter()
+        examples = list(examples)
+        if not examples:
+            raise InputError("no training examples")
+        freq = attr_frequency(examples)
+        attrs = sorted(freq, key=lambda a: (-freq[a], a))
+        if not attrs:
+            raise InputError("the training data has no attribute values at all; nothing to learn")
+        attr_index = {a: k for k, a in enumerate(attrs)}
+        order = {a: k for k, a in enumerate(attrs)}
+        titles = [ex.title for ex in examples]
+        cats = [ex.category for ex in examples]
+        has_cat = any(c for c in cats)
+        gaz = Gazetteer.build(examples) if use_gazetteer else None
+        excludes = [frozenset((v.lower(), a) for a, vs in ex.values.items() for v in vs) for ex in examples]
+        enc_prog = (lambda k: progress("encode", k, len(titles))) if progress else None
+        tts, nonempty, dense, sparse = cls._featurize(encoder, titles, cats if has_cat else None, gaz, layers,
+                                                      cache_dir, excludes, enc_prog, use_dense)
+        stats = AlignStats()
+        labels = {i: bio_labels_for(examples[i], tts[i], attr_index, stats, order) for i in range(len(examples))}
+        if not nonempty:
+            raise InputError("every training title is empty; nothing to learn")
+        # sparse vocabulary from the training tokens
+        counts = Counter(f for i in nonempty for fs in sparse[i] for f in fs) if use_sparse else Counter()
+        vocab = {f: k for k, f in enumerate(sorted(f for f, c in counts.items() if c >= min_count))}
+        D = next(iter(dense.values())).shape[1]
+        if D:
+            allv = np.concatenate([dense[i] for i in nonempty])
+            mean = allv.mean(0)
+            scale = 1.0 / np.maximum(allv.std(0), 1e-6)
+            del allv
+        else:
+            mean = np.zeros(0, np.float32)
+            scale = np.zeros(0, np.float32)
+        cat_attrs: dict[str, set] = {}
+        for ex in examples:
+            if ex.category:
+                cat_attrs.setdefault(ex.category, set()).update(a for a, vs in ex.values.items() if vs)
+        model = cls(CRF(1 + 2 * len(attrs), D, len(vocab), mode), attrs, vocab, gaz,
+                    {"layers": list(layers), "mode": mode, "use_dense": use_dense, "use_sparse": use_sparse,
+                     "use_gazetteer": use_gazetteer, "use_category": has_cat, "l2": l2,
+                     "l2_sparse": l2_sparse, "max_iter": max_iter, "min_count": min_count},
+                    encoder.name, encoder.fingerprint(), mean.astype(np.float32), scale.astype(np.float32),
+                    {c: sorted(s) for c, s in cat_attrs.items()})
+        model.trims, model.aliases = _learn_snaps(stats)
+        batch = model._batch(nonempty, tts, dense, sparse, labels)
+        fit_prog = (lambda k, n=[0]: (n.__setitem__(0, n[0] + k), progress("fit", n[0], max_iter))) if progress else None
+        opt = model.crf.fit(batch, l2=l2, l2_sparse=l2_sparse, max_iter=max_iter, progress=fit_prog)
+        model._encoder = encoder
+        report = TrainReport(len(examples), int(batch.lengths.sum()), len(attrs), len(vocab),
+                             round(time.perf_counter() - t0, 2), opt, stats)
+        model.info = {"trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "train": {k: v for k, v in report.as_dict().items() if k != "extra"}}
+        return model, report
+
+    # ------------------------------------------------------------------ extraction
+    def extract(self, titles, categories=None, *, all_spans: bool = False, normalize: bool = False,
+                min_confidence: float = 0.0, batch_size: int = 256, progress=None,
+                cache_dir=None) -> list[list[Attribute]]:
+        """Attributes found in each title (absent attributes are simply not listed).
+
+        One value per attribute (the most confident span) unless ``all_spans``. ``categories``
+        (one per title, or None) adds the category feature and keeps to attributes seen with that
+        category in training. ``normalize`` fills ``Attribute.normalized`` (see
+        ``qkv.attributes.normalize``)."""
+        if isinstance(titles, str):
+            raise InputError("extract takes a list of titles; wrap a single title in a list")
+        titles = list(titles)
+        for i, t in enumerate(titles):
+            if not isinstance(t, str):
+                raise InputError(f"title {i} is {type(t).__name__}, not a string")
+        if categories is not None:
+            categories = list(categories)
+            if len(categories) != len(titles):
+                raise InputError(f"{len(categories)} categories for {len(titles)} titles; give one per title or none")
+        enc = self.encoder
+        out: list[list[Attribute]] = []
+        for b0 in range(0, len(titles), batch_size):
+            chunk = titles[b0:b0 + batch_size]
+            cats = categories[b0:b0 + batch_size] if categories is not None and self.settings.get("use_category") else None
+            out.extend(self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir))
+            if progress is not None:
+                progress(len(chunk))
+        return out
+
+    def _extract_chunk(self, enc, titles, cats, all_spans, normalize, min_confidence, cache_dir):
+        tts, nonempty, dense, sparse = self._featurize(enc, titles, cats, self.gazetteer,
+                                                       self.settings["layers"], cache_dir,
+                                                       use_dense=self.settings.get("use_dense", True))
+        results: list[list[Attribute]] = [[] for _ in titles]
+        if not nonempty:
+            return results
+        batch = self._batch(nonempty, tts, dense, sparse)
+        labels, conf = self.crf.decode(batch)
+        if normalize:
+            from qkv.attributes.normalize import normalize_value
+        for i, lab, cf in zip(nonempty, labels, conf):
+            allowed = None
+            if cats is not None and cats[i] in self.category_attrs:
+                allowed = set(self.category_attrs[cats[i]])
+            t = titles[i]
+            spans = []
+            for attr, s, e, c in label_spans(tts[i], lab, cf, self.attrs):
+                d = self.trims.get((attr, t[s:e].lower()))
+                if d is not None and 0 <= s + d[0] < e + d[1] <= len(t):
+                    s, e = s + d[0], e + d[1]
+                spans.append((attr, s, e, c))
+            alias = self.aliases.get(cats[i] if cats is not None and cats[i] in self.aliases else "*", {})
+            have = {sp[0] for sp in spans}
+            for attr, s, e, c in list(spans):
+                for other in alias.get(attr, ()):
+                    if other not in have:
+                        spans.append((other, s, e, c))
+                        have.add(other)
+            best: dict[str, tuple] = {}
+            keep = []
+            for attr, s, e, c in spans:
+                if c < min_confidence or (allowed is not None and attr not in allowed):
+                    continue
+                if all_spans:
+                    keep.append((attr, s, e, c))
+                elif attr not in best or c > best[attr][3]:
+                    best[attr] = (attr, s, e, c)
+            if not all_spans:
+                keep = sorted(best.values(), key=lambda x: x[1])
+            results[i] = [Attribute(a, t[s:e], s, e, c, normalize_value(a, t[s:e]) if normalize else None)
+                          for a, s, e, c in keep]
+        return results
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        from safetensors.numpy import save_file
+
+        path = Path(path)
+        meta = {"format": FORMAT, "version": VERSION, "encoder": self.encoder_name,
+                "encoder_fingerprint": self.encoder_fingerprint, "attrs": self.attrs,
+                "settings": self.settings, "mode": self.crf.mode,
+                "vocab": sorted(self.vocab, key=self.vocab.get),
+                "gazetteer": self.gazetteer.counts if self.gazetteer is not None else None,
+                "category_attrs": self.category_attrs, "info": self.info,
+                "trims": [[a, t, ds, de] for (a, t), (ds, de) in self.trims.items()], "aliases": self.aliases}
+        tensors = {"Wd": self.crf.Wd, "Ws": self.crf.Ws.astype(np.float16), "b": self.crf.b,
+                   "T": self.crf.T, "start": self.crf.start, "end": self.crf.end,
+                   "mean": self.mean, "scale": self.scale}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp),
+                  metadata={"qkv_attributes": json.dumps(meta, ensure_ascii=False)})
+        tmp.replace(path)  # never leave a half-written model behind
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, encoder=None) -> "AttributeModel":
+        """Read a model file. With ``encoder``, check now that it is the model's encoder;
+        otherwise the model's own encoder is loaded (and checked) on first use."""
+        from safetensors import safe_open
+
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"no attribute model at {path}; train one with `qkv attrs train --data FILE --out {path}`")
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                raw = (f.metadata() or {}).get("qkv_attributes")
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:  # safetensors raises its own error types for foreign files
+            raise ModelError(f"{path} is not a qkv attribute model ({type(e).__name__}: {e})") from None
+        if raw is None:
+            raise ModelError(f"{path} is a safetensors file but not a qkv attribute model (no qkv_attributes metadata)")
+        meta = json.loads(raw)
+        if meta.get("format") != FORMAT:
+            raise ModelError(f"{path} is not a qkv attribute model (format {meta.get('format')!r})")
+        if meta.get("version") != VERSION:
+            raise ModelError(f"{path} is attribute-model version {meta.get('version')}; this qkv reads version "
+                             f"{VERSION}. Retrain it with `qkv attrs train`")
+        attrs = meta["attrs"]
+        vocab = {f: k for k, f in enumerate(meta["vocab"])}
+        K = 1 + 2 * len(attrs)
+        D = tensors["Wd"].shape[0]
+        crf = CRF(K, D, len(vocab), meta["mode"])
+        crf.Wd, crf.Ws = tensors["Wd"], tensors["Ws"].astype(np.float32)
+        crf.b, crf.T, crf.start, crf.end = tensors["b"], tensors["T"], tensors["start"], tensors["end"]
+        gaz = Gazetteer(meta["gazetteer"]) if meta.get("gazetteer") is not None else None
+        model = cls(crf, attrs, vocab, gaz, meta["settings"], meta["encoder"], meta["encoder_fingerprint"],
+                    tensors["mean"], tensors["scale"], meta.get("category_attrs", {}), meta.get("info", {}),
+                    {(a, t): (ds, de) for a, t, ds, de in meta.get("trims", [])}, meta.get("aliases", {}))
+        if encoder is not None:
+            model.bind(encoder)
+        return model
+
+    def __repr__(self) -> str:
+        return (f"AttributeModel({len(self.attrs)} attributes, encoder={self.encoder_name!r}, "
+                f"mode={self.crf.mode}, features={len(self.vocab)} sparse + {self.crf.D} dense)")
+
+
+def _learn_snaps(stats: AlignStats, min_count: int = 2, min_ratio: float = 0.5):
+    """Span cuts and co-labels seen often enough in training to repeat at extraction."""
+    by_text: dict[tuple[str, str], Counter] = {}
+    for (a, t, ds, de), n in stats.snaps.items():
+        by_text.setdefault((a, t), Counter())[(ds, de)] += n
+    trims = {}
+    for key, c in by_text.items():
+        (ds, de), n = c.most_common(1)[0]
+        if (ds, de) != (0, 0) and n > c.get((0, 0), 0):
+            trims[key] = (ds, de)
+    aliases: dict[str, dict[str, list[str]]] = {}
+    pooled: Counter = Counter()
+    pooled_labels: Counter = Counter()
+    for (cat, a), n in stats.labels_by_cat.items():
+        pooled_labels[a] += n
+    for (cat, a, b), n in stats.colabels.items():
+        pooled[(a, b)] += n
+        if n >= min_count and n >= min_ratio * stats.labels_by_cat.get((cat, a), 0):
+            aliases.setdefault(cat or "*", {}).setdefault(a, []).append(b)
+    for (a, b), n in pooled.items():
+        if n >= min_count and n >= min_ratio * pooled_labels.get(a, 0):
+            aliases.setdefault("*", {}).setdefault(a, []).append(b)
+    return trims, aliases
+
+
+def _make_batch(nonempty, tts: list[TitleTokens], dense, sparse, vocab, mean, scale, labels=None) -> Batch:
+    lengths = np.asarray([len(tts[i]) for i in nonempty], dtype=np.int64)
+    D = len(mean)
+    if D:
+        Xd = np.concatenate([dense[i] for i in nonempty]).astype(np.float32)
+        Xd -= mean
+        Xd *= scale
+    else:
+        Xd = np.zeros((int(lengths.sum()), 0), np.float32)
+    rows, cols = [], []
+    r = 0
+    for i in nonempty:
+        for fs in sparse[i]:
+            for f in fs:
+                k = vocab.get(f)
+                if k is not None:
+                    rows.append(r)
+                    cols.append(k)
+            r += 1
+    Xs = sp.csr_matrix((np.ones(len(rows), np.float64), (rows, cols)), shape=(r, len(vocab)))
+    Xs.sum_duplicates()
+    Xs.data[:] = 1.0
+    y = np.concatenate([labels[i] for i in nonempty]) if labels is not None else None
+    return Batch(Xd, Xs, lengths, y)

@@ -1,0 +1,542 @@
+"""A ``VectorStore`` served by Milvus through ``pymilvus``: Milvus Lite for a local ``.db`` file,
+or a Milvus standalone/cluster server — the same code, only the URI differs.
+
+    milvus://PATH.db[#collection]        Milvus Lite (embedded; ``pymilvus`` starts it in-process)
+    http://HOST:19530[#collection]       a Milvus server (token from $QKV_MILVUS_TOKEN, never stored)
+
+Like every qkv index, a Milvus-backed index is a *directory* holding ``manifest.json`` (backend
+``"milvus"``, the model fingerprint, the URI and the live collection), so ``Index.open(DIR)``,
+``qkv search --index DIR`` and evaluation work unchanged; the rows and vectors live in Milvus.
+
+Collection layout: ``id`` (VARCHAR primary key), ``title``, ``ktext`` (the keyword text normalised
+by ``qkv.search.text.normalize`` — CJK split into characters, units unified — analysed by Milvus'
+``standard`` tokenizer and turned into a sparse BM25 vector by a Milvus BM25 function), ``title_hash``,
+``vec`` (FLOAT_VECTOR, inner product) and the product's extra fields as dynamic fields: ``f<i>`` holds
+the value, ``l<i>`` a lower-cased copy of text values so that text equality ignores case exactly as
+the embedded store's ``COLLATE NOCASE`` does. The field catalogue (name → column, kind) is kept in
+the manifest.
+
+Writes: ``writer(reset=True)`` (a build or rebuild) streams into a *new* collection and switches the
+manifest to it when the block succeeds (the old one is then dropped), so a failed rebuild leaves the
+previous index searchable. ``writer()`` (upsert/delete) buffers its changes and applies them to Milvus
+when the block exits normally; Milvus has no multi-row transactions, so a process killed *during* that
+final apply can leave part of it applied — re-running the same upsert repairs it (upserts are by id).
+The single-writer lock is a flock on DIR/.lock: it protects writers on one machine only.
+
+Differences from the embedded store, measured or read from Milvus Lite 3.2 (docs/scale.md):
+* no Porter stemming ("shirts" does not match "shirt"), no typo correction of unknown terms;
+* Milvus Lite computes BM25 statistics over the rows a filter leaves, so a *filtered* keyword search
+  ranks by BM25 of that subset (unfiltered scores and per-term shares are over the whole catalog);
+* vectors are kept as float32 whatever ``--float16`` asks (the manifest says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Sequence
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from qkv.errors import InputError
+from qkv.search import text as textmod
+from qkv.search.store import (FieldInfo, Hit, IndexError_, Manifest, Row, StoreWriter, VectorStore, WriterBusy,
+                              read_manifest)
+
+DEFAULT_COLLECTION = "qkv_products"
+BATCH = 1000  # rows per insert/upsert call
+MAX_LIMIT = 16384  # Milvus' cap on topk / query limit
+HNSW_PARAMS = {"M": 32, "efConstruction": 80}
+HNSW_EF = 96
+MAX_TITLE = 65535
+ANN_TO_MILVUS = {"auto": "HNSW", "hnsw": "HNSW", "flat": "FLAT", "ivfpq": "IVF_PQ"}
+
+
+class MilvusUnavailable(InputError):
+    """pymilvus / milvus-lite is not installed, or the server cannot be reached."""
+
+
+def parse_uri(uri: str) -> tuple[str, str]:
+    """``(connection uri for MilvusClient, collection name)`` from a qkv store URI."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise InputError("the Milvus URI is empty; use milvus://PATH.db or http://HOST:19530")
+    uri = uri.strip()
+    base, _, coll = uri.partition("#")
+    coll = coll or DEFAULT_COLLECTION
+    if not coll.replace("_", "a").isalnum() or not (coll[0].isalpha() or coll[0] == "_"):
+        raise InputError(f"collection name {coll!r} must be letters, digits and _ (starting with a letter)")
+    if base.startswith("milvus://"):
+        path = base[len("milvus://"):]
+        if not path.endswith(".db"):
+            raise InputError(f"a Milvus Lite URI names a file ending in .db, e.g. milvus://./products.db (got {uri!r})")
+        return str(Path(path).expanduser().resolve()), coll
+    scheme = urlsplit(base).scheme
+    if scheme in ("http", "https", "tcp", "grpc"):
+        return base, coll
+    raise InputError(f"unknown store URI {uri!r}: use milvus://PATH.db (Milvus Lite) or http://HOST:19530 (a server)")
+
+
+_CLIENTS: dict[str, object] = {}
+
+
+def connect(conn_uri: str):
+    """One ``MilvusClient`` per connection URI and process (Milvus Lite allows one server per file)."""
+    if conn_uri in _CLIENTS:
+        return _CLIENTS[conn_uri]
+    try:
+        from pymilvus import MilvusClient
+    except ImportError:  # pragma: no cover - depends on the install
+        raise MilvusUnavailable("the Milvus store needs pymilvus and milvus-lite: pip install 'qkv[milvus]'") from None
+    try:
+        if conn_uri.startswith("/"):
+            Path(conn_uri).parent.mkdir(parents=True, exist_ok=True)
+            client = MilvusClient(conn_uri)
+        else:
+            client = MilvusClient(uri=conn_uri, token=os.environ.get("QKV_MILVUS_TOKEN", ""))
+    except Exception as e:  # pymilvus raises several kinds; one clear message
+        raise MilvusUnavailable(f"cannot open Milvus at {conn_uri}: {e}") from None
+    _CLIENTS[conn_uri] = client
+    return client
+
+
+def _write_manifest(path: Path, manifest: Manifest) -> None:
+    tmp = path / f".manifest-{os.getpid()}.json"
+    tmp.write_text(json.dumps(manifest.to_json(), indent=2), encoding="utf-8")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path / "manifest.json")
+
+
+def _quote(s: str) -> str:
+    """A Milvus expression string literal (JSON escaping is what Milvus' parser reads)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _num_text(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class MilvusStore(VectorStore):
+    """Products and vectors in a Milvus collection; the manifest in a local directory."""
+
+    def __init__(self, path: Path, manifest: Manifest):
+        self.path = path
+        self._manifest = manifest
+        extra = manifest.extra
+        if "uri" not in extra or "collection" not in extra:
+            raise IndexError_(f"{path}/manifest.json is a Milvus index without uri/collection; rebuild it")
+        self.conn_uri = extra["uri"]
+        self.collection = extra["collection"]
+        self.client = connect(self.conn_uri)
+        if not self.client.has_collection(self.collection):
+            raise IndexError_(f"{path}: the Milvus collection {self.collection!r} at {self.conn_uri} is missing; "
+                              "rebuild the index or migrate it again")
+        self.client.load_collection(self.collection)
+        self._fields = dict(extra.get("fields", {}))  # name -> [col, kind]
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path) -> "MilvusStore":
+        path = Path(path)
+        return cls(path, read_manifest(path))
+
+    @classmethod
+    def create(cls, path, manifest: Manifest, uri: str | None = None, **options) -> "MilvusStore":
+        """A new Milvus-backed index at directory ``path`` whose data lives at ``uri``."""
+        path = Path(path)
+        if uri is None:
+            raise InputError("a Milvus index needs a store URI: --store milvus://PATH.db or http://HOST:19530")
+        conn, coll = parse_uri(uri)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            if (path / "manifest.json").is_file():
+                read_manifest(path)
+                raise InputError(f"{path} already holds an index; use --upsert to change it or --rebuild")
+            raise IndexError_(f"{path} exists and is not a qkv index; choose a new or empty directory")
+        client = connect(conn)
+        if client.has_collection(coll):
+            raise InputError(f"the Milvus collection {coll!r} at {conn} already exists; choose another name "
+                             f"(URI#name) or drop it first")
+        path.mkdir(parents=True, exist_ok=True)
+        m = replace(manifest, backend="milvus", dtype="float32", count=0,
+                    extra={**manifest.extra, "uri": conn, "collection": coll, "base_collection": coll,
+                           "generation": 0, "fields": {}, "index_type": ANN_TO_MILVUS.get(manifest.ann, "HNSW")})
+        _create_collection(client, coll, m)
+        _write_manifest(path, m)
+        return cls(path, m)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    def count(self) -> int:
+        r = self.client.query(self.collection, filter="", output_fields=["count(*)"])
+        return int(r[0]["count(*)"])
+
+    def fields(self) -> list[FieldInfo]:
+        return [FieldInfo(n, k) for n, (_, k) in sorted(self._fields.items(), key=lambda x: int(x[1][0][1:]))]
+
+    # ------------------------------------------------------------------ filters
+    def filter_expr(self, flt) -> str:
+        """The Milvus boolean expression for a parsed ``Filter`` (values quoted, never spliced raw)."""
+        from qkv.search.filters import And, Compare, Not, Or
+
+        kinds = {"id": "text", "title": "text", **{n: k for n, (_, k) in self._fields.items()}}
+        flt.check(kinds)
+
+        def col(name):  # (column to compare, kind)
+            if name in ("id", "title"):
+                return name, "text"
+            c, kind = self._fields[name]
+            return (("l" + c[1:]) if kind == "text" else c), kind
+
+        def lit(v, kind):
+            if kind == "text":
+                s = _num_text(v) if isinstance(v, float) else str(v)
+                return _quote(s)
+            if isinstance(v, float):
+                return repr(v)
+            try:
+                return repr(float(v))
+            except ValueError:
+                return None  # a word compared with a number field never matches
+
+        def walk(n) -> str:
+            if isinstance(n, Compare):
+                c, kind = col(n.field)
+                if kind == "text" and n.field in ("id", "title"):
+                    # id/title are real fields without a lower-case copy: compare as stored
+                    def lv(v):
+                        return _quote(_num_text(v) if isinstance(v, float) else str(v))
+                else:
+                    def lv(v):
+                        q = lit(v, kind)
+                        return q.lower() if (q is not None and kind == "text") else q
+                if n.op == "in":
+                    vals = [x for x in (lv(v) for v in n.value) if x is not None]
+                    e = f"{c} in [{', '.join(vals)}]" if vals else "false"
+                elif n.op == "contains":
+                    v = n.value if not isinstance(n.value, float) else _num_text(n.value)
+                    if kind != "text":
+                        return "false"
+                    s = str(v).lower() if n.field not in ("id", "title") else str(v)
+                    e = f"{c} like {_quote('%' + _like_escape(s) + '%')}"
+                else:
+                    q = lv(n.value)
+                    if q is None:
+                        return "false"
+                    e = f"{c} {'==' if n.op == '=' else n.op} {q}"
+                return f"({e})"
+            if isinstance(n, And):
+                return "(" + " and ".join(walk(i) for i in n.items) + ")"
+            if isinstance(n, Or):
+                return "(" + " or ".join(walk(i) for i in n.items) + ")"
+            return f"(not {walk(n.item)})"
+
+        return walk(flt.root)
+
+    # ------------------------------------------------------------------ reading
+    def dense_search(self, vector, k, filter=None) -> list[Hit]:
+        if k <= 0:
+            raise InputError(f"k must be at least 1, got {k}")
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self._manifest.dim:
+            raise InputError(f"query vector has {q.shape[0]} dimensions, the index {self._manifest.dim}")
+        expr = self.filter_expr(filter) if filter is not None else ""
+        params = {"metric_type": "IP", "params": {"ef": max(HNSW_EF, min(k, MAX_LIMIT))}}
+        res = self.client.search(self.collection, data=[q.tolist()], anns_field="vec", limit=min(k, MAX_LIMIT),
+                                 filter=expr, search_params=params, output_fields=[])
+        return [Hit(str(h["id"]), float(h["distance"])) for h in res[0]]
+
+    def query_terms(self, query: str) -> list[str]:
+        return textmod.terms(query)
+
+    def _bm25(self, text: str, k: int, expr: str = "") -> list[Hit]:
+        res = self.client.search(self.collection, data=[text], anns_field="sparse", limit=min(k, MAX_LIMIT),
+                                 filter=expr, search_params={"metric_type": "BM25"}, output_fields=[])
+        # Milvus Lite reports BM25 as a distance (negated score); a server reports the score itself
+        return [Hit(str(h["id"]), abs(float(h["distance"]))) for h in res[0]]
+
+    def keyword_search(self, query, k, filter=None) -> list[Hit]:
+        if k <= 0:
+            raise InputError(f"k must be at least 1, got {k}")
+        terms = self.query_terms(query)
+        if not terms:
+            return []
+        expr = self.filter_expr(filter) if filter is not None else ""
+        hits = self._bm25(" ".join(terms), k, expr)
+        return sorted(hits, key=lambda h: -h.score)
+
+    def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
+        """Each term's BM25 share, from one single-term search per term (BM25 adds up over terms).
+        Only ids among a term's top 16,384 matches get that term's share."""
+        want = set(ids)
+        out: dict[str, list[tuple[str, float]]] = {i: [] for i in ids}
+        for t in self.query_terms(query):
+            for h in self._bm25(t, MAX_LIMIT):
+                if h.id in want:
+                    out[h.id].append((t, h.score))
+        return out
+
+    def _get(self, ids: Sequence[str], fields: list[str]) -> dict[str, dict]:
+        found: dict[str, dict] = {}
+        ids = [str(i) for i in ids]
+        for a in range(0, len(ids), BATCH):
+            for r in self.client.get(self.collection, ids=ids[a:a + BATCH], output_fields=fields):
+                found[str(r["id"])] = r
+        return found
+
+    def _row(self, r: dict) -> Row:
+        row = {"id": str(r["id"]), "title": r.get("title", "")}
+        for name, (c, _) in self._fields.items():
+            row[name] = r.get(c)
+        return row
+
+    def get_rows(self, ids: Sequence[str]) -> list[Row | None]:
+        found = self._get(ids, ["title", "$meta"] if self._fields else ["title"])
+        return [self._row(found[i]) if i in found else None for i in map(str, ids)]
+
+    def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        found = self._get(ids, ["vec"])
+        missing = [i for i in map(str, ids) if i not in found]
+        if missing:
+            raise InputError(f"unknown product id(s): {', '.join(missing[:5])}")
+        return np.asarray([found[str(i)]["vec"] for i in ids], dtype=np.float32).reshape(len(ids), -1)
+
+    def iter_rows(self, batch: int = BATCH, vectors: bool = True):
+        """(rows, float32 vectors or None) batches over the whole collection (for migration/export)."""
+        out = ["title", "title_hash"] + (["vec"] if vectors else []) + (["$meta"] if self._fields else [])
+        it = self.client.query_iterator(self.collection, batch_size=batch, filter="", output_fields=out)
+        try:
+            while True:
+                b = it.next()
+                if not b:
+                    break
+                rows = [self._row(r) for r in b]
+                vecs = np.asarray([r["vec"] for r in b], dtype=np.float32) if vectors else None
+                yield rows, vecs, [r.get("title_hash", "") for r in b]
+        finally:
+            it.close()
+
+    def all_ids(self) -> list[str]:
+        out: list[str] = []
+        it = self.client.query_iterator(self.collection, batch_size=5000, filter="", output_fields=["id"])
+        try:
+            while True:
+                b = it.next()
+                if not b:
+                    break
+                out.extend(str(r["id"]) for r in b)
+        finally:
+            it.close()
+        return out
+
+    # ------------------------------------------------------------------ writing
+    def writer(self, reset: bool = False):
+        return _Writer(self, reset)
+
+
+def _create_collection(client, name: str, m: Manifest) -> None:
+    from pymilvus import DataType, Function, FunctionType
+
+    s = client.create_schema(auto_id=False, enable_dynamic_field=True)
+    s.add_field("id", DataType.VARCHAR, max_length=1024, is_primary=True)
+    s.add_field("title", DataType.VARCHAR, max_length=MAX_TITLE)
+    s.add_field("ktext", DataType.VARCHAR, max_length=MAX_TITLE, enable_analyzer=True,
+                analyzer_params={"tokenizer": "standard"})
+    s.add_field("title_hash", DataType.VARCHAR, max_length=64)
+    s.add_field("vec", DataType.FLOAT_VECTOR, dim=int(m.dim))
+    s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    s.add_function(Function(name="ktext_bm25", function_type=FunctionType.BM25, input_field_names=["ktext"],
+                            output_field_names=["sparse"]))
+    ip = client.prepare_index_params()
+    kind = m.extra.get("index_type", "HNSW")
+    params = HNSW_PARAMS if kind == "HNSW" else ({"nlist": 256, "m": 16, "nbits": 8} if kind == "IVF_PQ" else {})
+    ip.add_index(field_name="vec", index_type=kind, metric_type="IP", params=params)
+    ip.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    client.create_collection(name, schema=s, index_params=ip)
+
+
+class _Lock:
+    def __init__(self, root: Path):
+        self.file = root / ".lock"
+
+    def __enter__(self):
+        self.fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(self.fd)
+            raise WriterBusy(f"the index at {self.file.parent} is being written by {holder}; "
+                             "wait for it to finish") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"pid {os.getpid()}".encode(), 0)
+        return self
+
+    def __exit__(self, *exc):
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+        return False
+
+
+class _Writer(StoreWriter):
+    """See the module docstring: reset → a new collection switched in at the end; else buffered."""
+
+    def __init__(self, store: MilvusStore, reset: bool):
+        self.store = store
+        self.reset = reset
+        self.client = store.client
+
+    def __enter__(self):
+        self.lock = _Lock(self.store.path).__enter__()
+        try:
+            # re-read: another writer may have committed since this store was opened
+            self.manifest = read_manifest(self.store.path)
+            self.fields = {k: list(v) for k, v in self.manifest.extra.get("fields", {}).items()}
+            self.ops: list[tuple] = []
+            self.staged: dict[str, str | None] = {}  # id -> title hash (None: deleted) in this block
+            if self.reset:
+                gen = int(self.manifest.extra.get("generation", 0)) + 1
+                self.target = f"{self.manifest.extra['base_collection']}_g{gen}"
+                if self.client.has_collection(self.target):  # leftover of a failed rebuild
+                    self.client.drop_collection(self.target)
+                _create_collection(self.client, self.target, self.manifest)
+                self.fields = {}
+                self.gen = gen
+            else:
+                self.target = self.manifest.extra["collection"]
+        except BaseException:
+            self.lock.__exit__()
+            raise
+        return self
+
+    def _col(self, name: str, v) -> list:
+        kind = "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text"
+        if name not in self.fields:
+            self.fields[name] = [f"f{len(self.fields)}", kind if v is not None else "number"]
+        elif v is not None and kind == "text" and self.fields[name][1] == "number":
+            self.fields[name][1] = "text"
+        return self.fields[name]
+
+    def _entity(self, row: Row, vec: np.ndarray, h: str) -> dict:
+        e = {"id": str(row["id"]), "title": row["title"], "ktext": textmod.normalize(row["title"]) or " ",
+             "title_hash": h, "vec": np.asarray(vec, dtype=np.float32).tolist()}
+        for name, v in row.items():
+            if name in ("id", "title"):
+                continue
+            col, _ = self._col(name, v)
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                v = float(v)
+            e[col] = float(v) if isinstance(v, (int, float)) else str(v)
+            if not isinstance(v, (int, float)):
+                e["l" + col[1:]] = str(v).lower()
+        return e
+
+    # -- the StoreWriter interface
+    def title_hashes(self, ids):
+        if self.reset:
+            return {i: h for i, h in self.staged.items() if h is not None and i in set(map(str, ids))}
+        ids = [str(i) for i in ids]
+        out = {i: r.get("title_hash") for i, r in self.store._get(ids, ["title_hash"]).items()}
+        for i in ids:
+            if i in self.staged:
+                if self.staged[i] is None:
+                    out.pop(i, None)
+                else:
+                    out[i] = self.staged[i]
+        return out
+
+    def upsert(self, rows, vectors, title_hashes) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(rows) != len(vectors) or len(rows) != len(title_hashes):
+            raise InputError("upsert needs one vector and one title hash per row")
+        if len(rows) and (vectors.ndim != 2 or vectors.shape[1] != self.manifest.dim):
+            raise InputError(f"vectors must be [n, {self.manifest.dim}]")
+        ids = [str(r["id"]) for r in rows]
+        if len(set(ids)) != len(ids):
+            raise InputError("upsert rows must have distinct ids")
+        ents = [self._entity(r, v, h) for r, v, h in zip(rows, vectors, title_hashes)]
+        for i, h in zip(ids, title_hashes):
+            self.staged[i] = h
+        if self.reset:  # the new collection is invisible until the switch: write straight away
+            for a in range(0, len(ents), BATCH):
+                self.client.upsert(self.target, ents[a:a + BATCH])
+        else:
+            self.ops.append(("upsert", ents))
+
+    def update_fields(self, rows) -> None:
+        if not rows:
+            return
+        ids = [str(r["id"]) for r in rows]
+        if self.reset:
+            raise InputError("update_fields needs existing products; a rebuild re-embeds every row")
+        cur = self.store._get(ids, ["title", "title_hash", "vec", "$meta"] if self.fields else
+                              ["title", "title_hash", "vec"])
+        ents = []
+        for row, pid in zip(rows, ids):
+            if pid not in cur or self.staged.get(pid, "") is None:
+                raise InputError(f"update_fields: unknown id {row['id']!r}")
+            old = self.store._row(cur[pid])
+            new = {**old, **row}
+            ents.append(self._entity(new, cur[pid]["vec"], cur[pid]["title_hash"]))
+        self.ops.append(("upsert", ents))
+
+    def delete(self, ids: Iterable[str]) -> int:
+        ids = [str(i) for i in ids]
+        existing = set(self.title_hashes(ids))
+        for i in ids:
+            self.staged[i] = None
+        if existing:
+            if self.reset:
+                self.client.delete(self.target, ids=sorted(existing))
+            else:
+                self.ops.append(("delete", sorted(existing)))
+        return len(existing)
+
+    # -- publishing
+    def __exit__(self, et, ev, tb):
+        try:
+            if et is None:
+                self._finish()
+            elif self.reset:
+                with contextlib.suppress(Exception):
+                    self.client.drop_collection(self.target)
+        finally:
+            self.lock.__exit__()
+        return False
+
+    def _finish(self) -> None:
+        for op, data in self.ops:
+            if op == "upsert":
+                for a in range(0, len(data), BATCH):
+                    self.client.upsert(self.target, data[a:a + BATCH])
+            else:
+                self.client.delete(self.target, ids=data)
+        self.client.load_collection(self.target)
+        count = int(self.client.query(self.target, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        extra = {**self.manifest.extra, "fields": self.fields, "collection": self.target}
+        if self.reset:
+            extra["generation"] = self.gen
+        old = self.manifest.extra["collection"]
+        m = replace(self.manifest, count=count, extra=extra)
+        _write_manifest(self.store.path, m)
+        if self.reset and old != self.target and self.client.has_collection(old):
+            self.client.drop_collection(old)
+        self.store._manifest = m
+        self.store._fields = dict(self.fields)
+        self.store.collection = self.target
+        time.sleep(0)  # visible now

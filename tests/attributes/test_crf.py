@@ -1,0 +1,101 @@
+"""The CRF's maths against brute force on problems small enough to enumerate."""
+
+import itertools
+
+import numpy as np
+import scipy.sparse as sp
+
+from qkv.attributes.crf import CRF, Batch
+
+
+def _problem(seed=0, lengths=(3, 1, 4), D=5, F=7, K=5):
+    rng = np.random.default_rng(seed)
+    N = sum(lengths)
+    dense = rng.normal(size=(N, D))  # float64: finite differences need the precision
+    sparse = sp.csr_matrix((rng.random((N, F)) < 0.3).astype(np.float64))
+    crf = CRF(K, D, F)
+    # a labelling that respects BIO: O or B-x anywhere
+    labels = rng.choice([0, 1, 3], size=N)
+    batch = Batch(dense, sparse, np.asarray(lengths), labels)
+    crf.Wd = rng.normal(size=(D, K)).astype(np.float32) * 0.5
+    crf.Ws = rng.normal(size=(F, K)).astype(np.float32) * 0.5
+    crf.T = rng.normal(size=(K, K)).astype(np.float32)
+    crf.start = rng.normal(size=K).astype(np.float32)
+    crf.end = rng.normal(size=K).astype(np.float32)
+    return crf, batch
+
+
+def _brute(crf, batch):
+    E = crf.emissions(batch)
+    out, k = [], 0
+    for n in batch.lengths:
+        e = E[k:k + n]
+        k += n
+        best, scores = None, {}
+        for ys in itertools.product(range(crf.K), repeat=int(n)):
+            if not crf.Mstart[ys[0]] or any(not crf.M[a, b] for a, b in zip(ys, ys[1:])):
+                continue
+            s = crf.start[ys[0]] + crf.end[ys[-1]] + sum(e[t, y] for t, y in enumerate(ys))
+            s += sum(crf.T[a, b] for a, b in zip(ys, ys[1:]))
+            scores[ys] = s
+        vals = np.array(list(scores.values()))
+        logZ = np.log(np.exp(vals - vals.max()).sum()) + vals.max()
+        marg = np.zeros((int(n), crf.K))
+        for ys, s in scores.items():
+            for t, y in enumerate(ys):
+                marg[t, y] += np.exp(s - logZ)
+        out.append((logZ, marg, max(scores, key=scores.get)))
+    return out
+
+
+def test_forward_backward_and_viterbi_match_enumeration():
+    crf, batch = _problem()
+    logZ, P, _ = crf.forward_backward(batch, crf.emissions(batch), crf.T.astype(np.float64),
+                                      crf.start.astype(np.float64), crf.end.astype(np.float64))
+    labels, conf = crf.decode(batch)
+    k = 0
+    for i, (z, marg, best) in enumerate(_brute(crf, batch)):
+        n = len(marg)
+        assert np.isclose(logZ[i], z, atol=1e-6)
+        assert np.allclose(P[k:k + n], marg, atol=1e-6)
+        assert tuple(labels[i]) == best
+        assert np.allclose(conf[i], marg[np.arange(n), list(best)], atol=1e-6)
+        k += n
+
+
+def test_gradient_matches_finite_differences():
+    for mode in ("crf", "softmax"):
+        crf, batch = _problem(1)
+        crf.mode = mode
+        theta = crf._pack() * 0.3
+        loss, grad = crf._objective(theta, batch, 0.5, 0.2)
+        rng = np.random.default_rng(2)
+        for j in rng.choice(len(theta), size=25, replace=False):
+            h = 1e-5
+            tp, tm = theta.copy(), theta.copy()
+            tp[j] += h
+            tm[j] -= h
+            num = (crf._objective(tp, batch, 0.5, 0.2)[0] - crf._objective(tm, batch, 0.5, 0.2)[0]) / (2 * h)
+            assert abs(num - grad[j]) < 1e-3 * max(1.0, abs(num)), (mode, j, num, grad[j])
+
+
+def test_fit_learns_a_separable_problem():
+    rng = np.random.default_rng(3)
+    lengths = np.full(40, 6)
+    N = lengths.sum()
+    labels = []
+    for n in lengths:  # valid BIO: I only after B or I
+        prev = 0
+        for _ in range(n):
+            y = int(rng.choice([0, 1, 2])) if prev else int(rng.choice([0, 1]))
+            labels.append(y)
+            prev = y
+    labels = np.asarray(labels)
+    onehot = np.eye(3)[labels].astype(np.float32)
+    dense = onehot + 0.1 * rng.normal(size=onehot.shape).astype(np.float32)
+    batch = Batch(dense, sp.csr_matrix((N, 0)), lengths, labels)
+    crf = CRF(3, 3, 0)
+    facts = crf.fit(batch, l2=0.01, max_iter=100)
+    pred, _ = crf.decode(Batch(dense, sp.csr_matrix((N, 0)), lengths))
+    assert facts["iterations"] > 0
+    assert (np.concatenate(pred) == labels).mean() > 0.97
