@@ -1,0 +1,133 @@
+"""Encoder behaviour that needs no reference model: trace names, long inputs, tokens and words."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from qkv.errors import InputError
+from qkv.model import all_names
+from qkv.model.trace import LAYER_NAMES
+
+
+def test_trace_keeps_only_what_is_asked(encoder):
+    tr = encoder.trace(["red shoes"], keep=["layers.2.attn.*"])
+    assert set(tr) == {f"layers.2.{n}" for n in LAYER_NAMES if n.startswith("attn.")}
+    assert len(encoder.trace(["red shoes"], keep=[])) == 0
+
+
+def test_trace_shapes_and_names(encoder):
+    texts = ["red running shoes", "a blue cotton t-shirt for men"]
+    tr = encoder.trace(texts, keep=["*"])
+    assert sorted(tr) == sorted(all_names(6))
+    b, length = tr.input_ids.shape
+    c = encoder.config
+    assert tr["embeddings"].shape == (b, length, c.hidden_size)
+    for n in ("q", "k", "v", "context"):
+        assert tr[f"layers.0.attn.{n}"].shape == (b, c.num_heads, length, c.head_dim)
+    for n in ("scores", "scaled_scores", "weights"):
+        assert tr[f"layers.3.attn.{n}"].shape == (b, c.num_heads, length, length)
+    assert tr["layers.1.ffn.hidden"].shape == (b, length, c.intermediate_size)
+    # padding sliced off per text
+    n0 = len(tr.seqs[0])
+    assert tr.get("layers.0.attn.weights", 0).shape == (c.num_heads, n0, n0)
+    assert tr.stack("attn.weights", 0).shape == (6, c.num_heads, n0, n0)
+
+
+def test_trace_steps_are_consistent(encoder):
+    tr = encoder.trace(["breathable lightweight running shoes"], keep=["*"])
+    d = encoder.config.head_dim
+    q, k = tr["layers.4.attn.q"], tr["layers.4.attn.k"]
+    np.testing.assert_allclose(tr["layers.4.attn.scores"], q @ k.swapaxes(-1, -2), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tr["layers.4.attn.scaled_scores"], tr["layers.4.attn.scores"] / np.sqrt(d), rtol=1e-6)
+    w = tr["layers.4.attn.weights"]
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(tr["layers.4.attn.context"], w @ tr["layers.4.attn.v"], atol=1e-5)
+    np.testing.assert_array_equal(tr["layers.4.out"], tr["layers.4.out"])
+    lw = encoder.weights.layers[4]
+    x = tr["layers.3.out"][0]
+    qkv_ = x @ lw.w_qkv + lw.b_qkv
+    np.testing.assert_allclose(qkv_[:, :384].reshape(-1, 12, 32).transpose(1, 0, 2), q[0], atol=1e-4)
+
+
+def test_padding_gets_zero_weight_and_does_not_change_results(encoder):
+    alone = encoder.trace(["red shoes"], keep=["layers.5.attn.weights", "layers.5.out"])
+    padded = encoder.trace(["red shoes", "a much longer product title with many more words in it"],
+                           keep=["layers.5.attn.weights", "layers.5.out"])
+    n = len(alone.seqs[0])
+    w = padded["layers.5.attn.weights"][0]
+    assert np.all(w[:, :, n:] == 0)
+    np.testing.assert_allclose(padded.get("layers.5.out", 0), alone.get("layers.5.out", 0), atol=1e-5)
+
+
+def test_bad_trace_pattern(encoder):
+    with pytest.raises(InputError, match="matches no name"):
+        encoder.trace(["x"], keep=["layers.9.attn.weights"])
+
+
+def test_long_text_refused_in_trace_unless_truncated(encoder):
+    long = "shoes " * 600
+    with pytest.raises(InputError, match="more than this model's limit of 512.*truncate"):
+        encoder.trace([long])
+    with pytest.warns(UserWarning, match="cut from 602 to 512"):
+        tr = encoder.trace([long], truncate=True)
+    assert tr.input_ids.shape == (1, 512)
+
+
+def test_long_text_encoded_as_windows(encoder):
+    """Default: overlapping windows averaged, not cut. The result differs from the first window
+    alone, is unit-norm, and for repetitive text stays close to it."""
+    long = " ".join(f"word{i % 50}" for i in range(900))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        full = encoder.encode([long])[0]
+    with pytest.warns(UserWarning):
+        first = encoder.encode([long], truncate=True)[0]
+    assert abs(np.linalg.norm(full) - 1) < 1e-5
+    assert not np.allclose(full, first) and float(full @ first) > 0.9
+    content = encoder.tokenizer.content([long])[0]
+    wins = encoder._windows(long, content)
+    assert len(wins) > 2 and all(len(w) <= 256 for w in wins)
+    covered = set()
+    for w in wins:
+        covered.update(o for o, sp in zip(w.offsets, w.special) if not sp)
+    assert covered == {tuple(o) for o in content.offsets}
+
+
+def test_encode_order_batches_and_empty(encoder):
+    texts = ["a", "a much longer title with many words " * 3, "", "blue"]
+    one = np.stack([encoder.encode([t])[0] for t in texts])
+    np.testing.assert_allclose(encoder.encode(texts, batch_size=2), one, atol=1e-5)
+    assert encoder.encode([]).shape == (0, 384)
+    with pytest.raises(InputError):
+        encoder.encode(["x"], batch_size=0)
+
+
+def test_token_vectors_mean_is_the_embedding(encoder):
+    texts = ["red running shoes", "stainless steel bottle"]
+    vecs = encoder.encode(texts, normalize=False)
+    for (tokens, tv), v in zip(encoder.token_vectors(texts), vecs):
+        assert tv.shape == (len(tokens), 384)
+        np.testing.assert_allclose(tv.mean(0), v, atol=1e-5)
+    (_, both), = encoder.token_vectors(["red shoes"], layers=[-2, -1])
+    assert both.shape == (4, 768)
+
+
+def test_offsets_point_into_the_text(encoder):
+    text = "Nike Air Max 270 Men's Running-Shoes, 运动鞋 😀"
+    (t,) = encoder.tokenize([text])
+    for tok, (s, e), sp in zip(t.tokens, t.offsets, t.special):
+        if not sp and tok != "[UNK]":
+            assert text[s:e].lower() == tok.removeprefix("##").lower()
+
+
+def test_words_merge_pieces_and_split_edge_punctuation(encoder):
+    text = "Men's ultralightweight shoes, (blue) 运动鞋 跑步 😀!"
+    (t,) = encoder.tokenize([text])
+    words = [w for w in t.words() if not w.special]
+    assert [w.text for w in words] == ["Men's", "ultralightweight", "shoes", ",", "(", "blue", ")", "运动鞋",
+                                       "跑步", "😀", "!"]
+    ultra = words[1]
+    assert len(ultra.tokens) > 1 and all(t.tokens[i].startswith("##") for i in ultra.tokens[1:])
+    for w in words:
+        assert text[w.start:w.end] == w.text
