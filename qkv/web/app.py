@@ -121,6 +121,10 @@ def _describe(errors) -> str:
     """One readable line from pydantic's errors: where and what."""
     parts = []
     for e in errors[:3]:
+        if e.get("type") == "json_invalid":
+            why = (e.get("ctx") or {}).get("error", "")
+            parts.append(f"the body is not valid JSON{f' ({why})' if why else ''}")
+            continue
         loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
         parts.append(f"{loc}: {e.get('msg', 'invalid')}")
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""

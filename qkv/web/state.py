@@ -31,6 +31,7 @@ class AppState:
         self._attr_model: Any = None
         self._index: Any = None
         self._index_error: str | None = None
+        self.fields_cache: Any = None  # the index's filterable fields, described once
         self._load_lock = threading.Lock()
         self.compute_lock = threading.Lock()
         self._maps_cache: OrderedDict = OrderedDict()

@@ -131,7 +131,8 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     assert page.console_errors == []
 
 
-def test_attribute_table_with_spans(page, screenshot):
+def test_attribute_table_with_spans(page, screenshot, sample_attributes):
+    assert sample_attributes is not None, "qkv.attributes cannot be imported: the attributes view has no model"
     page.goto(page.base_url + "/#attributes")
     page.fill("#attr-titles", "Northpeak Women's Waterproof Hiking Boots with Ankle Support - Black, US 8\n"
                               "Velora 男士透气网面跑鞋 轻便运动鞋 橄榄绿 US 9")

@@ -105,9 +105,8 @@ async def fields(request: Request) -> FieldsResponse:
 
 
 def _describe_fields(st, index) -> FieldsResponse:
-    cached = getattr(st, "_fields_cache", None)
-    if cached is not None:
-        return cached
+    if st.fields_cache is not None:
+        return st.fields_cache
     store = index.store
     infos = store.fields()
     rows = []
@@ -126,5 +125,5 @@ def _describe_fields(st, index) -> FieldsResponse:
             described.append(FieldDescription(name=f.name, kind="text",
                                               values=distinct if 0 < len(distinct) <= _MAX_CHOICES else None))
     out = FieldsResponse(index=st.index_dir.name, count=store.count(), model=index.manifest.model, fields=described)
-    st._fields_cache = out
+    st.fields_cache = out
     return out
