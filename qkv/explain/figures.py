@@ -68,8 +68,9 @@ def heatmap_figure(hm, caveat: bool = True):
         title += f"   ([CLS]/[SEP] hidden: {float(np.mean(hm.hidden_share)):.0%} of each row went to them)"
     ax.set_title(title, fontsize=9)
     if caveat:
-        fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))  # room below for the caveat
-        fig.text(0.01, 0.005, textwrap.fill(CAVEAT["en"], 150), fontsize=6, color="#6b5800", va="bottom")
+        fig.get_layout_engine().set(rect=(0, 0.08, 1, 0.90))  # room below for the caveat
+        fig.text(0.01, 0.005, textwrap.fill(CAVEAT["en"], int(fig.get_figwidth() * 21)), fontsize=6,
+                 color="#6b5800", va="bottom")
     return fig
 
 
@@ -151,8 +152,9 @@ def compare_figure(maps, layer: int, head: int | None = None, hide_special: bool
         ax.set_ylabel("")
     fig.suptitle(f"“{maps.text}” — layer {layer}: what the weights say vs. what moves", fontsize=10,
                  fontfamily=_font_for([maps.text]))
-    fig.get_layout_engine().set(rect=(0, 0.08, 1, 0.92))
-    fig.text(0.01, 0.005, textwrap.fill(CAVEAT["en"], 190), fontsize=7, color="#6b5800", va="bottom")
+    fig.get_layout_engine().set(rect=(0, 0.08, 1, 0.90))
+    fig.text(0.01, 0.005, textwrap.fill(CAVEAT["en"], int(fig.get_figwidth() * 18)), fontsize=7, color="#6b5800",
+             va="bottom")
     return fig
 
 

@@ -1,9 +1,9 @@
 """Offline HTML: a self-contained report page with hand-written SVG and a little JavaScript, and
 small fragments for notebooks (``_repr_html_``).
 
-Why not plotly: its JavaScript bundle is ~4.6 MB, which every offline page would have to inline
-(no CDN allowed) — a batch of 100 titles would weigh half a gigabyte — while what we draw is a
-grid of coloured squares with tooltips and a few selectors. A few hundred lines of SVG/JS do that,
+Why not plotly: its JavaScript bundle weighs several megabytes, which every offline page would
+have to inline (no CDN allowed), once per report in a batch — while what we draw is a
+grid of coloured squares with tooltips and a few selectors. About forty lines of JavaScript and some SVG do that,
 load instantly, and keep the page free of any network reference. SVG is written as markup
 strings (no XML namespace URL is needed inside HTML), so the page contains no http(s) address.
 """
