@@ -116,7 +116,12 @@ class EmbeddedStore(VectorStore):
             self._count = self.db.execute("SELECT count(*) FROM products").fetchone()[0]
         except sqlite3.DatabaseError as e:
             raise IndexError_(f"{db} is corrupt ({e}); rebuild the index") from None
-        self._vectors = None
+        try:  # mapped now, so a later writer removing this generation cannot pull it away
+            self._vectors = np.load(self.gen_dir / "vectors.npy", mmap_mode="r")
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as e:
+            raise IndexError_(f"{self.gen_dir / 'vectors.npy'} is corrupt ({e}); rebuild the index") from None
         self._ann = None
         self._selector_all = None
         self._vocab = None
@@ -199,8 +204,6 @@ class EmbeddedStore(VectorStore):
     # ------------------------------------------------------------------ vectors / ANN
     @property
     def vectors(self) -> np.ndarray:
-        if self._vectors is None:
-            self._vectors = np.load(self.gen_dir / "vectors.npy", mmap_mode="r")
         return self._vectors
 
     @property
@@ -208,7 +211,12 @@ class EmbeddedStore(VectorStore):
         if self._ann is None and self._slots:
             import faiss
 
-            self._ann = faiss.read_index(str(self.gen_dir / "ann.faiss"))
+            try:
+                self._ann = faiss.read_index(str(self.gen_dir / "ann.faiss"))
+            except RuntimeError as e:  # faiss reports missing/corrupt files as RuntimeError
+                raise IndexError_(f"cannot read {self.gen_dir / 'ann.faiss'} ({str(e).splitlines()[0][:120]}); "
+                                  "if the index was updated since it was opened, open it again; "
+                                  "otherwise rebuild it") from None
             if isinstance(self._ann, faiss.IndexHNSW):
                 self._ann.hnsw.efSearch = int(self._manifest.extra.get("ef_search", HNSW_EF_SEARCH))
         return self._ann
