@@ -95,6 +95,11 @@ def connect(conn_uri: str):
         raise MilvusUnavailable("the Milvus store needs pymilvus and milvus-lite: pip install 'qkv[milvus]'") from None
     try:
         if conn_uri.startswith("/"):
+            import logging
+
+            # Milvus Lite's in-process gRPC server logs a traceback for each RPC it does not implement
+            # (AllocTimestamp, asked by pymilvus' query iterator, which then falls back by itself)
+            logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
             Path(conn_uri).parent.mkdir(parents=True, exist_ok=True)
             client = MilvusClient(conn_uri)
         else:
@@ -196,7 +201,7 @@ class MilvusStore(VectorStore):
 
         def col(name):  # (column to compare, kind)
             if name in ("id", "title"):
-                return name, "text"
+                return "l_" + name, "text"  # lower-cased copies, as for every text field
             c, kind = self._fields[name]
             return (("l" + c[1:]) if kind == "text" else c), kind
 
@@ -214,14 +219,9 @@ class MilvusStore(VectorStore):
         def walk(n) -> str:
             if isinstance(n, Compare):
                 c, kind = col(n.field)
-                if kind == "text" and n.field in ("id", "title"):
-                    # id/title are real fields without a lower-case copy: compare as stored
-                    def lv(v):
-                        return _quote(_num_text(v) if isinstance(v, float) else str(v))
-                else:
-                    def lv(v):
-                        q = lit(v, kind)
-                        return q.lower() if (q is not None and kind == "text") else q
+                def lv(v):
+                    q = lit(v, kind)
+                    return q.lower() if (q is not None and kind == "text") else q
                 if n.op == "in":
                     vals = [x for x in (lv(v) for v in n.value) if x is not None]
                     e = f"{c} in [{', '.join(vals)}]" if vals else "false"
@@ -229,8 +229,7 @@ class MilvusStore(VectorStore):
                     v = n.value if not isinstance(n.value, float) else _num_text(n.value)
                     if kind != "text":
                         return "false"
-                    s = str(v).lower() if n.field not in ("id", "title") else str(v)
-                    e = f"{c} like {_quote('%' + _like_escape(s) + '%')}"
+                    e = f"{c} like {_quote('%' + _like_escape(str(v).lower()) + '%')}"
                 else:
                     q = lv(n.value)
                     if q is None:
@@ -432,7 +431,8 @@ class _Writer(StoreWriter):
 
     def _entity(self, row: Row, vec: np.ndarray, h: str) -> dict:
         e = {"id": str(row["id"]), "title": row["title"], "ktext": textmod.normalize(row["title"]) or " ",
-             "title_hash": h, "vec": np.asarray(vec, dtype=np.float32).tolist()}
+             "title_hash": h, "vec": np.asarray(vec, dtype=np.float32).tolist(),
+             "l_id": str(row["id"]).lower(), "l_title": str(row["title"]).lower()}
         for name, v in row.items():
             if name in ("id", "title"):
                 continue

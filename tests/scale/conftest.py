@@ -1,0 +1,45 @@
+"""Fixtures for scale tests: the shipped sample catalog indexed once in the embedded store, and the
+same index migrated into Milvus Lite (a .db file under pytest's tmp dir; no server, no network)."""
+
+from pathlib import Path
+
+import pytest
+
+SAMPLE = Path(__file__).resolve().parents[2] / "qkv" / "data" / "sample_catalog.csv"
+
+
+@pytest.fixture(scope="session")
+def sample_catalog() -> Path:
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def embedded_index(tmp_path_factory, encoder):
+    from qkv.search import build_index
+
+    path = tmp_path_factory.mktemp("scale") / "embedded"
+    build_index(SAMPLE, path, encoder)
+    return path
+
+
+@pytest.fixture(scope="session")
+def milvus_index(tmp_path_factory, embedded_index):
+    """The embedded sample index copied into Milvus Lite with ``migrate`` (checked in test_migrate)."""
+    from qkv.scale.migrate import migrate
+
+    root = tmp_path_factory.mktemp("milvus")
+    report = migrate(embedded_index, f"milvus://{root}/sample.db", root / "handle", sample=50)
+    return root / "handle", report
+
+
+@pytest.fixture(scope="session", params=["embedded", "milvus"])
+def any_index(request, embedded_index, milvus_index):
+    return embedded_index if request.param == "embedded" else milvus_index[0]
+
+
+@pytest.fixture()
+def small_csv(tmp_path) -> Path:
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    p = tmp_path / "small.csv"
+    p.write_text("\n".join(lines[:1] + lines[1:277:23]) + "\n", encoding="utf-8")
+    return p
