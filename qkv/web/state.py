@@ -31,6 +31,7 @@ class AppState:
         self._attr_model: Any = None
         self._index: Any = None
         self._index_error: str | None = None
+        self._fingerprint: str | None = None
         self.fields_cache: Any = None  # the index's filterable fields, described once
         self._load_lock = threading.Lock()
         self.compute_lock = threading.Lock()
@@ -47,6 +48,12 @@ class AppState:
 
                     self._encoder = load(self.model_name, threads=self.threads)
         return self._encoder
+
+    def fingerprint(self) -> str:
+        """The encoder's weight hash, read once (it reads the weights file)."""
+        if self._fingerprint is None:
+            self._fingerprint = self.encoder.fingerprint()
+        return self._fingerprint
 
     def index(self):
         """The search index opened from the directory given at start-up (never one a client names)."""

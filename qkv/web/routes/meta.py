@@ -31,7 +31,7 @@ async def health(request: Request) -> Health:
     return Health(
         status="ok",
         model=enc.name,
-        fingerprint=enc.fingerprint(),
+        fingerprint=st.fingerprint(),
         num_layers=enc.config.num_layers,
         num_heads=enc.config.num_heads,
         index=st.index_dir.name if st.index_dir else None,  # names only: no server paths to clients

@@ -413,9 +413,11 @@ function markedTitle(title, hl) {
     const word = title.slice(h.start, h.end);
     const tipText = `${word}: ${t("search.score")} share ${fmt(h.share, 4)}` + (h.answers ? ` ← "${h.answers}"` : "") +
       (h.keyword.length ? ` · BM25: ${h.keyword.join(", ")}` : "");
+    // tint in proportion to the word's share of the cosine (as `qkv search --explain` shades it)
+    const level = Math.max(0, h.share / maxShare);
+    const tint = level > 0.3 ? `background-color: rgba(31, 95, 191, ${(0.35 * level).toFixed(2)})` : null;
     if (h.keyword.length) parts.push(el("mark", { title: tipText }, word));
-    else if (h.share >= 0.6 * maxShare) parts.push(el("mark", { class: "dense", title: tipText, style: `opacity:${0.45 + 0.55 * h.share / maxShare}` }, word));
-    else parts.push(el("span", { title: tipText }, word));
+    else parts.push(el("span", { class: tint ? "dense" : null, title: tipText, style: tint }, word));
     at = h.end;
   }
   parts.push(title.slice(at));
