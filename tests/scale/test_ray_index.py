@@ -1,0 +1,103 @@
+"""Indexing on a local Ray cluster started by the test (``ray.init(num_cpus=2)``): the vectors equal a
+local encode, an interrupted run resumes from its shards, and a worker killed with SIGKILL mid-run is
+replaced by Ray while every product still lands in the index exactly once."""
+
+import csv
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from qkv.errors import InputError
+from qkv.scale.ray_index import index_with_ray
+from qkv.search import Index
+from qkv.search.store import open_store
+
+import ray  # the ray extra; missing it is a failure, not a skip
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+class Stop(Exception):
+    pass
+
+
+def _catalog(path, n, sample_catalog):
+    """n products of our own: the sample titles with a running number (distinct ids and titles)."""
+    src = list(csv.DictReader(open(sample_catalog, encoding="utf-8")))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["id", "title", "price"])
+        w.writeheader()
+        for i in range(n):
+            r = src[i % len(src)]
+            w.writerow({"id": f"x{i:05d}", "title": f"{r['title']} #{i}", "price": r["price"]})
+    return path
+
+
+def test_interrupted_run_resumes_and_vectors_equal_local(tmp_path, local_ray, sample_catalog, encoder):
+    cat = _catalog(tmp_path / "cat.csv", 200, sample_catalog)
+    work = tmp_path / "shards"
+
+    def stop_after_first(done, total):
+        if done:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        index_with_ray(cat, tmp_path / "idx", workers=1, encoder=encoder, block_rows=40, work_dir=work,
+                       progress=stop_after_first)
+    assert not (tmp_path / "idx").exists()  # nothing published by the failed run
+    kept = len(list(work.glob("shard-*.npz")))
+    assert kept >= 1
+    rep = index_with_ray(cat, tmp_path / "idx", workers=1, encoder=encoder, block_rows=40, work_dir=work)
+    assert rep.reused >= 40 and rep.reused + rep.embedded == rep.count == 200
+    assert not work.exists()  # shards removed after a successful build
+    st = open_store(tmp_path / "idx")
+    ids = st.all_ids()
+    assert sorted(ids) == [f"x{i:05d}" for i in range(200)]
+    rows = st.get_rows(ids)
+    local = encoder.encode([r["title"] for r in rows])
+    np.testing.assert_allclose(st.get_vectors(ids), local, atol=1e-6)  # the Ray path gives the same vectors
+    assert rows[0]["price"] is not None and st.manifest.fingerprint == encoder.fingerprint()
+    with Index.open(tmp_path / "idx", encoder) as idx:  # and it is the same kind of index the local path builds
+        assert idx.search("waterproof hiking boots", k=3, mode="hybrid")
+    with pytest.raises(InputError, match="--rebuild"):
+        index_with_ray(cat, tmp_path / "idx", workers=1, encoder=encoder)
+
+
+def test_killed_worker_is_replaced_and_every_product_lands_once(tmp_path, local_ray, sample_catalog, encoder):
+    cat = _catalog(tmp_path / "cat.csv", 400, sample_catalog)
+    pids = tmp_path / "pids"
+    killed = []
+
+    def kill_a_worker(done, total):
+        if done and not killed:
+            pid = int(sorted(pids.iterdir())[0].name)
+            os.kill(pid, signal.SIGKILL)
+            killed.append((pid, done, total))
+
+    rep = index_with_ray(cat, tmp_path / "idx", workers=1, encoder=encoder, block_rows=20,
+                         work_dir=tmp_path / "shards", progress=kill_a_worker, _pid_dir=pids)
+    assert killed and killed[0][1] < 400  # killed mid-run, with batches still to go
+    assert len(list(pids.iterdir())) >= 2  # Ray started a new worker process after the kill
+    assert rep.count == 400
+    st = open_store(tmp_path / "idx")
+    ids = st.all_ids()
+    assert len(ids) == len(set(ids)) == 400 and set(ids) == {f"x{i:05d}" for i in range(400)}
+    pick = ids[::37]
+    rows = st.get_rows(pick)
+    np.testing.assert_allclose(st.get_vectors(pick), encoder.encode([r["title"] for r in rows]), atol=1e-6)
+
+
+def test_bad_arguments_are_refused(tmp_path, sample_catalog):
+    with pytest.raises(InputError, match="workers"):
+        index_with_ray(sample_catalog, tmp_path / "i", workers=0)
+    with pytest.raises(InputError, match="no catalog file"):
+        index_with_ray(tmp_path / "missing.csv", tmp_path / "i")
+    with pytest.raises(InputError, match="no catalog file"):
+        index_with_ray("s3://bucket/catalog.parquet", tmp_path / "i")
