@@ -41,11 +41,46 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
     return x
 
 
+# Abramowitz & Stegun 7.1.26: erf(u) = 1 - (a1·t + … + a5·t⁵)·exp(-u²), t = 1/(1 + p·u), u ≥ 0,
+# absolute error ≤ 1.5e-7 — the resolution of float32 near 1. SciPy's erf evaluates element by
+# element (about 20 ms per call on a 32-title batch here, a quarter of the whole forward pass);
+# this vectorised form takes about half that, and float64 runs keep SciPy's exact erf.
+_AS_P = 0.3275911
+_AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def _erf_gelu_f32(x: np.ndarray) -> np.ndarray:
+    """x·½(1 + erf(x/√2)) in place for float32, with ±erf folded in by copysign (no masks)."""
+    f = np.float32
+    u = np.abs(x)
+    u *= f(1 / math.sqrt(2))
+    np.minimum(u, f(6.0), out=u)  # erf(6) is 1 in float32; also keeps exp(-u²) out of denormals
+    t = u * f(_AS_P)
+    t += 1
+    np.reciprocal(t, out=t)
+    u *= u
+    np.negative(u, out=u)
+    np.exp(u, out=u)  # u is now exp(-u²)
+    p = t * f(_AS_A[0])
+    for a in _AS_A[1:]:
+        p += f(a)
+        p *= t
+    p *= u  # 1 - erf(|x|/√2)
+    np.subtract(f(1), p, out=p)  # erf(|x|/√2)
+    np.copysign(p, x, out=p)  # erf(x/√2)
+    p += 1
+    p *= f(0.5)
+    x *= p
+    return x
+
+
 def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
     """The activation, in place. "gelu" is the exact x·Φ(x) = x·½(1 + erf(x/√2)) BERT uses."""
     if kind == "relu":
         return np.maximum(x, 0, out=x)
     if kind == "gelu":
+        if x.dtype == np.float32:
+            return _erf_gelu_f32(x)
         from scipy.special import erf
 
         t = np.multiply(x, x.dtype.type(1 / math.sqrt(2)), dtype=x.dtype)
