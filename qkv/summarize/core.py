@@ -38,9 +38,11 @@ class Params:
     FewSum dev data (train + val); docs/summarize.md has the comparison."""
 
     score: str = "stationary"  # stationary (π = πP) | received (one step) | centroid (cosine to the mean)
-    tau: float = 0.3           # softmax temperature over cosine similarities
-    lam: float = 0.6           # MMR: weight of importance against redundancy
+    tau: float = 0.2           # softmax temperature over cosine similarities
+    lam: float = 0.7           # MMR: weight of importance against redundancy
     personal: float = 0.5      # importance × this for first-person sentences ("I bought it for my wife")
+    relevance: str = "log"     # MMR's importance term: linear (π / max π) or log (τ·log π, cosine units)
+    duplicate: float = 0.85    # a sentence this similar (cosine) to a chosen one is never added
     length_power: float = 0.0  # gain divided by tokens**length_power (0: no length preference)
     balance: bool = True       # keep positive and negative reviews' points in proportion
     min_words: float = 3       # shorter fragments are merged into a neighbour
@@ -248,7 +250,11 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
     if tokens_before is None:
         tokens_before = counter.count("\n".join(t for t in doc.reviews if t.strip()))
     notes = list(doc.notes)
-    rel = pi / pi.max() if pi.max() > 0 else np.ones(len(pi))
+    if params.relevance == "log":
+        # τ·log π is in cosine units (a log-sum-exp of the similarities), like the redundancy term.
+        rel = params.tau * (np.log(np.maximum(pi, 1e-300)) - np.log(max(pi.max(), 1e-300)))
+    else:
+        rel = pi / pi.max() if pi.max() > 0 else np.ones(len(pi))
     pol = np.array([polarity(doc.ratings[doc.review_of[i]], doc.scale) for i in cand])
     quota = _quotas(doc, pol) if params.balance else {}
 
@@ -270,6 +276,7 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
             chosen.append(j)
             used[int(pol[j])] += 1
             max_sim = np.maximum(max_sim, doc.vectors @ doc.vectors[j])
+            alive &= max_sim < params.duplicate
         alive[j] = False
         # Only sentences that could still fit next to the chosen ones stay alive.
         room = budget - sum(int(counts[c]) for c in chosen)
@@ -293,7 +300,9 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
     shown = _ordered(doc, chosen, cand, pi, order)
     sents = tuple(SummarySentence(
         text=(final if cut else doc.texts[cand[j]]), review=int(doc.review_of[cand[j]]),
-        start=doc.spans[cand[j]][0], end=doc.spans[cand[j]][1], score=float(pi[j]),
+        start=doc.spans[cand[j]][0],
+        end=(min(doc.spans[cand[j]][1], doc.spans[cand[j]][0] + len(final)) if cut else doc.spans[cand[j]][1]),
+        score=float(pi[j]),
         tokens=(counter.count(final) if cut else int(counts[j])),
         rating=doc.ratings[doc.review_of[cand[j]]], rank=rank_of[j]) for j in shown)
     after = counter.count(final)

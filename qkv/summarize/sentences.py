@@ -135,4 +135,5 @@ def split_sentences(text: str, min_words: float = 3) -> list[Span]:
             merged[-1][1] = e
         else:
             merged.append([s, e, piece])
-    return [Span(t, s, e) for s, e, t in merged]
+    # A review of punctuation or emoji alone ("!!!", "👍") has nothing to summarise.
+    return [Span(t, s, e) for s, e, t in merged if _weight(t) > 0]
