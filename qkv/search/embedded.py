@@ -72,8 +72,26 @@ def _fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def _new_ann(kind: str, dim: int, dtype: str, n: int):
+_faiss_threads_set = False
+
+
+def _faiss():
+    """faiss, with its OpenMP threads set once to qkv's thread count (QKV_THREADS, default 1): on
+    these shared 2-vCPU machines a one-query search is ~3x faster on one thread than on two
+    (measured: 54k × 384 exact search 48 ms vs 141 ms under load)."""
+    global _faiss_threads_set
     import faiss
+
+    if not _faiss_threads_set:
+        from qkv.model.threads import default_threads
+
+        faiss.omp_set_num_threads(default_threads())
+        _faiss_threads_set = True
+    return faiss
+
+
+def _new_ann(kind: str, dim: int, dtype: str, n: int):
+    faiss = _faiss()
 
     ip = faiss.METRIC_INNER_PRODUCT
     if kind == "flat":
@@ -209,7 +227,7 @@ class EmbeddedStore(VectorStore):
     @property
     def ann(self):
         if self._ann is None and self._slots:
-            import faiss
+            faiss = _faiss()
 
             try:
                 self._ann = faiss.read_index(str(self.gen_dir / "ann.faiss"))
@@ -604,7 +622,7 @@ class _Writer(StoreWriter):
         return False
 
     def _finish(self) -> None:
-        import faiss
+        faiss = _faiss()
 
         m = self.manifest
         count = self.con.execute("SELECT count(*) FROM products").fetchone()[0]
