@@ -13,6 +13,7 @@ from qkv.cli._common import console, load_encoder, print_json
 MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
 LAYER_OPT = typer.Option("--layer", "-l", help="Layer (default: the tour's instructive one; negative counts from the end).")
 HEAD_OPT = typer.Option("--head", help="Head within the layer (default: the tour's instructive one).")
+TOP = 25  # rows of word tables printed (everything is in --json)
 THREADS_OPT = typer.Option(help="BLAS threads (default QKV_THREADS or 1).")
 TRUNC_OPT = typer.Option(help="Explain only the first 512 tokens of a longer text instead of refusing it.")
 
@@ -36,13 +37,14 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
     for c, j in (("#", "right"), ("word", "left"), ("salience", "right"), ("", "left"),
                  ("occlusion", "right"), ("value zeroing", "right")):
         t.add_column(c, justify=j)
-    occ = dict(zip(ex.occlusion.words, ex.occlusion.scores))
-    vz = dict(zip(ex.value_zeroing.words, ex.value_zeroing.scores))
-    top = max(s for _, s in sp.ranked())
-    for r, (w, s) in enumerate(sp.ranked(), 1):
+    occ = {} if ex.occlusion is None else dict(zip(ex.occlusion.words, ex.occlusion.scores))
+    vz = {} if ex.value_zeroing is None else dict(zip(ex.value_zeroing.words, ex.value_zeroing.scores))
+    top = max([s for _, s in sp.ranked()] + [1e-12])
+    for r, (w, s) in enumerate(sp.ranked()[:TOP], 1):
         t.add_row(str(r), Text(w), f"{s:.3f}", "█" * max(1, round(20 * s / top)), f"{occ.get(w, float('nan')):.4f}",
                   f"{vz.get(w, float('nan')):.4f}")
-    t.caption = (f"salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
+    t.caption = ((f"top {TOP} of {len(sp.words)} words; " if len(sp.words) > TOP else "")
+                 + "salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
                  f"words ([CLS]/[SEP] took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
                  "value zeroing = 1 − cos(title, title with the word's values zeroed)")
     console.print(t)
@@ -70,6 +72,8 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
                 for w, s in ws.ranked():
                     t.add_row(side, Text(w), Text(f"{s:+.4f}", style="green" if s > 0 else "red"))
             console.print(t)
+    if ex.note:
+        console.print(Text(ex.note, style="yellow"))
     console.print(Text("Caveat: " + CAVEAT["en"], style="yellow"))
 
 

@@ -44,4 +44,8 @@ def tokenize_one(enc, text: str, truncate: bool = False):
                          "attention maps cover one window of the model, so shorten the text or pass "
                          "--truncate (truncate=True) to explain its first "
                          f"{limit} tokens")
-    return enc.tokenize([text], truncate=truncate)[0]
+    seq = enc.tokenize([text], truncate=truncate)[0]
+    if all(seq.special):
+        raise InputError(f"the text {text!r} has no tokens the model can read (only invisible or control "
+                         "characters); give a product title or a sentence")
+    return seq

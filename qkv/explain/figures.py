@@ -223,9 +223,10 @@ def write_all(ex, out_dir: str | Path, fmt: str = "png", hide_special: bool = Fa
         save(heatmap_figure(m.heatmap(m.num_layers - 1, kind="rollout", hide_special=hide_special, level=level)),
              out / "rollout", fmt),
         save(selling_points_figure(ex.selling_points), out / "selling_points", fmt),
-        save(bars_figure(ex.occlusion.ranked(), "leave-one-word-out occlusion", ex.occlusion.measure),
-             out / "occlusion", fmt),
     ]
+    if ex.occlusion is not None:
+        files.append(save(bars_figure(ex.occlusion.ranked(), "leave-one-word-out occlusion", ex.occlusion.measure),
+                          out / "occlusion", fmt))
     if ex.pair is not None:
         files.append(save(pair_figure(ex.pair), out / "pair_occlusion", fmt))
         files.append(save(pair_figure(ex.pair_value_zeroing), out / "pair_value_zeroing", fmt))

@@ -114,11 +114,13 @@ def _highlight(text: str, spans, values, signed: bool = False) -> str:
     return "".join(out)
 
 
-def _bars(pairs, signed: bool = False) -> str:
+def _bars(pairs, signed: bool = False, top: int = 25) -> str:
+    more = len(pairs) - top
+    pairs = pairs[:top]
     vmax = max([abs(v) for _, v in pairs] + [1e-12])
     rows = [f"<tr><td class='l'>{esc(w)}</td><td class='l'><span class='bar{' neg' if v < 0 else ''}' "
             f"style='width:{120 * abs(v) / vmax:.0f}px'></span></td><td>{v:+.4f}</td></tr>" for w, v in pairs]
-    return "<table>" + "".join(rows) + "</table>"
+    return "<table>" + "".join(rows) + "</table>" + (f"<p class='muted'>… and {more} more</p>" if more > 0 else "")
 
 
 def selling_points_fragment(sp) -> str:
@@ -172,9 +174,8 @@ const D=JSON.parse(root.querySelector('script.qkv-data').textContent);
 const st={kind:'attention',layer:D.layer,head:D.head,level:'token',hide:false,query:Math.min(1,D.tokens.length-1)};
 const $=s=>root.querySelector(s);
 const esc=s=>String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
-function mean(hs){const n=hs[0].length;return hs[0].map((r,i)=>r.map((_,j)=>hs.reduce((a,h)=>a+h[i][j],0)/hs.length));}
 function matrix(kind,layer,head){
-  if(kind==='attention')return head<0?mean(D.attention[layer]):D.attention[layer][head];
+  if(kind==='attention')return head<0?D.attention_all[layer]:D.attention[layer][head];
   if(kind==='norm')return head<0?D.norm_all[layer]:D.norm[layer][head];
   return D[kind][layer];}
 function view(m){
@@ -209,7 +210,7 @@ function drawMain(){
   drawGrid();drawNeuron();}
 function drawGrid(){
   const g=$('.qkv-grid');if(!(st.kind==='attention'||st.kind==='norm')){g.innerHTML='<span class="muted">rollout and value zeroing combine the heads of a layer</span>';return;}
-  let s='';for(let h=0;h<D.num_heads;h++){const v=view(matrix(st.kind,st.layer,h));const cell=Math.max(2,Math.floor(84/v.labels.length));
+  let s='';for(const h of D.heads){const v=view(matrix(st.kind,st.layer,h));const cell=Math.max(2,Math.floor(84/v.labels.length));
     s+=`<figure data-h="${h}" class="${h===st.head?'sel':''}">${svg(v,cell,false,0)}<figcaption>head ${h}</figcaption></figure>`;}
   g.innerHTML=s;g.querySelectorAll('figure').forEach(f=>f.onclick=()=>{st.head=+f.dataset.h;$('.qkv-head').value=st.head;drawMain();});}
 function drawNeuron(){
@@ -234,11 +235,13 @@ drawMain();
 
 def _controls(d: dict) -> str:
     kinds = [("attention", "attention weights"), ("norm", "norm-weighted ‖α·f(x)‖ (Kobayashi 2020)"),
-             ("rollout", "rollout (Abnar & Zuidema 2020)"), ("value_zeroing", "value zeroing (Mohebbi 2023)")]
+             ("rollout", "rollout (Abnar & Zuidema 2020)")]
+    if d["value_zeroing"]:
+        kinds.append(("value_zeroing", "value zeroing (Mohebbi 2023)"))
     k = "".join(f'<option value="{v}">{esc(t)}</option>' for v, t in kinds)
     layers = "".join(f'<option value="{l}"{" selected" if l == d["layer"] else ""}>{l}</option>' for l in d["layers"])
     heads = "".join(f'<option value="{h}"{" selected" if h == d["head"] else ""}>{h}</option>'
-                    for h in range(d["num_heads"]))
+                    for h in d["heads"])
     return ('<div class="controls">'
             f'<label>map <select class="qkv-kind">{k}</select></label>'
             f'<label>layer <select class="qkv-layer">{layers}</select></label>'
@@ -267,10 +270,11 @@ def report_fragment(ex) -> str:
              "<div class='info qkv-info'>hover a square to read its value</div><div class='muted qkv-hidden'></div></div>"
              "<div class='qkv-neuron'></div></div>",
              "<h2>All heads of the layer</h2><div class='grid qkv-grid'></div>",
-             "<h2>Which words matter: checks that need no attention weights</h2><div class='row'>",
-             f"<div><b>occlusion</b><br><span class='muted'>{esc(ex.occlusion.measure)}</span>{_bars(ex.occlusion.ranked())}</div>",
-             f"<div><b>value zeroing</b><br><span class='muted'>{esc(ex.value_zeroing.measure)}</span>"
-             f"{_bars(ex.value_zeroing.ranked())}</div></div>"]
+             "<h2>Which words matter: checks that need no attention weights</h2><div class='row'>"]
+    for name, ws in (("occlusion", ex.occlusion), ("value zeroing", ex.value_zeroing)):
+        if ws is not None:
+            body.append(f"<div><b>{name}</b><br><span class='muted'>{esc(ws.measure)}</span>{_bars(ws.ranked())}</div>")
+    body.append("</div>")
     if ex.pair is not None:
         body.append("<h2>Query / title similarity</h2>")
         body.append(pair_fragment(ex.pair))

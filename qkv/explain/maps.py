@@ -168,13 +168,20 @@ class AttentionMaps:
             self._cache["rollout"] = _rollout.rollout(self.weights)
         return self._cache["rollout"]
 
-    def value_zeroing(self) -> np.ndarray:
-        """Value-zeroing context-mixing maps per layer, [layers, n, n] (see ``attribution``)."""
-        if "value_zeroing" not in self._cache:
-            from qkv.explain.attribution import value_zeroing
+    def value_zeroing_layer(self, layer: int) -> np.ndarray:
+        """Value-zeroing context-mixing map of one layer, [n, n] (see ``attribution``); cached."""
+        key = ("value_zeroing", layer)
+        if key not in self._cache:
+            from qkv.explain.attribution import value_zeroing_layer
+            from qkv.model.threads import blas_threads
 
-            self._cache["value_zeroing"] = value_zeroing(self._enc, self)
-        return self._cache["value_zeroing"]
+            with blas_threads(getattr(self._enc, "threads", None)):
+                self._cache[key] = value_zeroing_layer(self._enc, layer, self.inputs[layer])
+        return self._cache[key]
+
+    def value_zeroing(self) -> np.ndarray:
+        """Value-zeroing maps of every layer, [layers, n, n]."""
+        return np.stack([self.value_zeroing_layer(l) for l in range(self.num_layers)])
 
     # ---------------------------------------------------------------- heatmaps
     def _check(self, layer, head=None):
@@ -194,7 +201,7 @@ class AttentionMaps:
         if kind == "rollout":
             return self.rollout()[layer], f"rollout.{layer}"
         if kind == "value_zeroing":
-            return self.value_zeroing()[layer], f"layers.{layer}.value_zeroing"
+            return self.value_zeroing_layer(layer), f"layers.{layer}.value_zeroing"
         raise ValueError(f"unknown map kind {kind!r}; one of {', '.join(KINDS)}")
 
     def heatmap(self, layer: int | None = None, head: int | None = None, *, kind: str = "attention",

@@ -22,7 +22,8 @@ def test_report_offline_and_complete(nike_explanation):
     d = _data(page)
     assert d["tokens"][0] == "[CLS]" and len(d["tokens"]) == 14
     assert d["layers"] == list(range(6)) and d["layer"] == 5 and d["head"] == 11
-    assert len(d["attention"]["5"][11]) == 14
+    assert len(d["attention"]["5"]["11"]) == 14 and d["heads"] == list(range(12))
+    assert abs(sum(d["attention_all"]["2"][3]) - 1) < 0.01 and d["value_zeroing"]["4"]
     assert d["selling_points"]["ranked"][0]["word"] in d["text"]
     assert "not an explanation" in page  # the caveat beside the maps
     for cls in ("qkv-kind", "qkv-layer", "qkv-head", "qkv-hide", "qkv-neuron", "qkv-grid"):
@@ -41,3 +42,15 @@ def test_fragments(nike_maps, nike_explanation):
 def test_index_page():
     page = index_page([{"n": 1, "text": "A <b>", "href": "001-a.html", "tokens": 4, "top": ["A"]}], "m")
     assert "001-a.html" in page and "&lt;b&gt;" in page and not NET.search(page)
+
+
+def test_long_text_page_is_bounded(encoder):
+    from qkv.explain.report import ATTRIBUTION_LIMIT, explain
+
+    e = explain(encoder, "red running shoes for men with laces " * 20, layer=2, head=3)
+    assert len(e.maps.tokens) > ATTRIBUTION_LIMIT and e.occlusion is None and "skipped" in e.note
+    page = e.to_html()
+    d = _data(page)
+    assert d["layers"] == [2] and d["heads"] == [3] and d["value_zeroing"] == {}
+    assert "value_zeroing" not in page.split('class="qkv-kind"')[1].split("</select>")[0]
+    assert not NET.search(page)
