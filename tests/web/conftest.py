@@ -32,7 +32,7 @@ def sample_index(encoder, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sample_attributes(encoder, tmp_path_factory):
-    """A small attribute model trained on the first 60 sample titles (30 iterations: quick); None
+    """A small attribute model trained on the first 40 sample titles (15 iterations: quick); None
     when qkv.attributes is missing, so the other views' tests still run (the attributes tests then
     fail, saying so)."""
     from qkv.web.sample import ensure_sample_attribute_model
@@ -42,7 +42,7 @@ def sample_attributes(encoder, tmp_path_factory):
     except ImportError:
         return None
     return ensure_sample_attribute_model(tmp_path_factory.mktemp("sample-attributes"), encoder=encoder,
-                                         limit=60, max_iter=30)
+                                         limit=40, max_iter=15)
 
 
 @pytest.fixture(scope="session")

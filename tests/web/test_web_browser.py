@@ -37,7 +37,7 @@ def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     page.wait_for_function("document.querySelectorAll('#att-heatmap .cell').length === 196")
     page.select_option("#att-layer", "2")
     page.select_option("#att-head", "5")
-    page.wait_for_selector('#att-heatmap .heatmap[aria-label="layer 2 head 5"]')
+    page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 2 head 5"]')
 
     # neuron view of a clicked row token: one row per key, weights = that heatmap row
     page.locator("#att-heatmap .rowlab").nth(2).click()
@@ -53,7 +53,7 @@ def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     page.wait_for_selector("#att-grid canvas")
     assert page.locator("#att-grid canvas").count() == 12
     page.locator('#att-grid canvas[data-head="7"]').click()
-    page.wait_for_selector('#att-heatmap .heatmap[aria-label="layer 2 head 7"]')
+    page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 2 head 7"]')
     page.click('#att-modes [data-mode="grid"]')
     page.wait_for_selector("#att-grid canvas")
     screenshot(page, "attention-grid")

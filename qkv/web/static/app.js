@@ -129,7 +129,7 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   let max = 0;
   for (const r of values) for (const v of r) if (v > max) max = v;
   const cell = Math.max(12, Math.min(30, Math.floor(640 / Math.max(nc, 1))));
-  const g = el("div", { class: "heatmap", tabindex: "0", role: "grid", "aria-label": label || "heatmap",
+  const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": (label || "heatmap") + " (arrow keys move, Enter opens the row)",
     style: `grid-template-columns: auto repeat(${nc}, ${cell}px); --cell: ${cell}px` });
   g.append(el("div"));
   colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : ""), title: c }, c)));
