@@ -24,6 +24,7 @@ def _slug(text: str, n: int) -> str:
 
 
 def _print_explanation(ex, hide_special: bool, level: str) -> None:
+    import numpy as np
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
@@ -37,15 +38,17 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
     for c, j in (("#", "right"), ("word", "left"), ("salience", "right"), ("", "left"),
                  ("occlusion", "right"), ("value zeroing", "right")):
         t.add_column(c, justify=j)
-    occ = {} if ex.occlusion is None else dict(zip(ex.occlusion.words, ex.occlusion.scores))
-    vz = {} if ex.value_zeroing is None else dict(zip(ex.value_zeroing.words, ex.value_zeroing.scores))
-    top = max([s for _, s in sp.ranked()] + [1e-12])
-    for r, (w, s) in enumerate(sp.ranked()[:TOP], 1):
-        t.add_row(str(r), Text(w), f"{s:.3f}", "█" * max(1, round(20 * s / top)), f"{occ.get(w, float('nan')):.4f}",
-                  f"{vz.get(w, float('nan')):.4f}")
+    # the same word in the three methods is found by its first character in the text
+    occ = None if ex.occlusion is None else dict(zip(ex.occlusion.starts, ex.occlusion.scores))
+    vz = None if ex.value_zeroing is None else dict(zip(ex.value_zeroing.starts, ex.value_zeroing.scores))
+    top = max([float(sp.salience.max()) if len(sp.salience) else 0.0, 1e-12])
+    for r, i in enumerate(np.argsort(-sp.salience, kind="stable")[:TOP], 1):
+        s = float(sp.salience[i])
+        t.add_row(str(r), Text(sp.words[i]), f"{s:.3f}", "█" * max(1, round(20 * s / top)),
+                  "—" if occ is None else f"{occ[sp.starts[i]]:.4f}", "—" if vz is None else f"{vz[sp.starts[i]]:.4f}")
     t.caption = ((f"top {TOP} of {len(sp.words)} words; " if len(sp.words) > TOP else "")
                  + "salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
-                 f"words ([CLS]/[SEP] took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
+                 f"words ([CLS]/[SEP]/punctuation took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
                  "value zeroing = 1 − cos(title, title with the word's values zeroed)")
     console.print(t)
 

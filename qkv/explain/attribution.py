@@ -62,14 +62,17 @@ class WordScores:
     scores: np.ndarray
     method: str  # occlusion | value_zeroing | rollout
     measure: str  # what the score is, in words
+    starts: tuple[int, ...] = ()  # each word's first character in ``text``
 
     def ranked(self) -> list[tuple[str, float]]:
         order = np.argsort(-self.scores, kind="stable")
         return [(self.words[i], float(self.scores[i])) for i in order]
 
     def to_dict(self) -> dict:
+        starts = self.starts or (None,) * len(self.words)
         return {"text": self.text, "method": self.method, "measure": self.measure,
-                "words": [{"word": w, "score": round(float(s), 6)} for w, s in zip(self.words, self.scores)]}
+                "words": [{"word": w, "start": st, "score": round(float(s), 6)}
+                          for w, st, s in zip(self.words, starts, self.scores)]}
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def occlusion(enc, text: str, *, truncate: bool = False) -> WordScores:
     e = enc.encode(variants, normalize=True, truncate=truncate)
     scores = 1.0 - e[1:] @ e[0]
     return WordScores(text, tuple(w.text for w in words), scores.astype(np.float64), "occlusion",
-                      "1 − cosine(title, title without the word)")
+                      "1 − cosine(title, title without the word)", tuple(w.start for w in words))
 
 
 def pair_occlusion(enc, query: str, title: str, *, truncate: bool = False) -> PairAttribution:
@@ -127,8 +130,10 @@ def pair_occlusion(enc, query: str, title: str, *, truncate: bool = False) -> Pa
     dq = sim - e[2:2 + len(qw)] @ t
     dt = sim - e[2 + len(qw):] @ q
     m = "similarity − similarity without the word"
-    return PairAttribution(query, title, sim, WordScores(query, tuple(w.text for w in qw), dq, "occlusion", m),
-                           WordScores(title, tuple(w.text for w in tw), dt, "occlusion", m), "occlusion")
+    return PairAttribution(query, title, sim,
+                           WordScores(query, tuple(w.text for w in qw), dq, "occlusion", m, tuple(w.start for w in qw)),
+                           WordScores(title, tuple(w.text for w in tw), dt, "occlusion", m, tuple(w.start for w in tw)),
+                           "occlusion")
 
 
 def _zeroed_vectors(enc, seq, words) -> tuple[np.ndarray, np.ndarray]:
@@ -161,8 +166,10 @@ def pair_value_zeroing(enc, query: str, title: str, *, truncate: bool = False) -
     sim = float(q0 @ t0)
     m = "similarity − similarity with the word's values zeroed in every layer"
     return PairAttribution(query, title, sim,
-                           WordScores(query, tuple(w.text for w in qw), sim - qz @ t0, "value_zeroing", m),
-                           WordScores(title, tuple(w.text for w in tw), sim - tz @ q0, "value_zeroing", m),
+                           WordScores(query, tuple(w.text for w in qw), sim - qz @ t0, "value_zeroing", m,
+                                      tuple(w.start for w in qw)),
+                           WordScores(title, tuple(w.text for w in tw), sim - tz @ q0, "value_zeroing", m,
+                                      tuple(w.start for w in tw)),
                            "value_zeroing")
 
 
@@ -172,4 +179,5 @@ def title_value_zeroing(enc, text: str, *, truncate: bool = False) -> WordScores
     words = _content_words(seq)
     v0, vz = _zeroed_vectors(enc, seq, words)
     return WordScores(text, tuple(w.text for w in words), 1.0 - vz @ v0, "value_zeroing",
-                      "1 − cosine(title, title with the word's values zeroed in every layer)")
+                      "1 − cosine(title, title with the word's values zeroed in every layer)",
+                      tuple(w.start for w in words))

@@ -125,7 +125,7 @@ def _bars(pairs, signed: bool = False, top: int = 25) -> str:
 
 def selling_points_fragment(sp) -> str:
     return _wrap(f"<p>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>"
-                 f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP] took "
+                 f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP]/punctuation took "
                  f"{sp.special_share:.0%} before rescaling</p>")
 
 
@@ -141,8 +141,13 @@ def _word_spans(text: str, words):
 
 
 def pair_fragment(pa) -> str:
-    q = _highlight(pa.query, _word_spans(pa.query, pa.query_words.words), pa.query_words.scores, signed=True)
-    t = _highlight(pa.title, _word_spans(pa.title, pa.title_words.words), pa.title_words.scores, signed=True)
+    def spans(ws):
+        if ws.starts:
+            return [(s, s + len(w)) for s, w in zip(ws.starts, ws.words)]
+        return _word_spans(ws.text, ws.words)
+
+    q = _highlight(pa.query, spans(pa.query_words), pa.query_words.scores, signed=True)
+    t = _highlight(pa.title, spans(pa.title_words), pa.title_words.scores, signed=True)
     return _wrap(f"<p>similarity <b>{pa.similarity:.3f}</b> · {esc(pa.method)} "
                  f"<span class='muted'>({esc(pa.title_words.measure)}; blue helped, red hurt)</span></p>"
                  f"<p>query: {q}</p><p>title: {t}</p>")
@@ -263,7 +268,7 @@ def report_fragment(ex) -> str:
              f"<p style='font-size:16px'>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>",
              _bars(sp.ranked()),
              "<p class='muted'>salience s_j = mean over output tokens i of the last layer's rollout R[i, j], "
-             f"summed over a word's pieces, rescaled to 1 over content words ([CLS]/[SEP] took "
+             f"summed over a word's pieces, rescaled to 1 over the other words ([CLS]/[SEP]/punctuation took "
              f"{sp.special_share:.0%})</p>",
              "<h2>Attention maps</h2>", _controls(d),
              "<div class='info qkv-name'></div><div class='row'><div><div class='qkv-main'></div>"

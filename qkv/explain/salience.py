@@ -6,8 +6,9 @@ input token j, so the share of the sentence vector that comes from token j is th
 
     s_j = (1/n) Σ_i R[i, j]          (for a [CLS]-pooled model: s_j = R[0, j])
 
-A word's salience is the sum over its pieces; [CLS] and [SEP] are left out and the content words'
-salience rescaled to sum to 1 (the specials' share is reported beside it). The same formula runs on
+A word's salience is the sum over its pieces; [CLS], [SEP] and words made only of punctuation
+("," "(") are left out — they soak up rollout much as [SEP] does and are no selling point — and the
+remaining words' salience is rescaled to sum to 1 (the left-out share is reported beside it). The same formula runs on
 the value-zeroing rollout with ``source="value_zeroing"``.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+import unicodedata
 
 from qkv.explain.rollout import rollout
 from qkv.explain.words import merge_scores
@@ -28,7 +31,7 @@ class SellingPoints:
     starts: tuple[int, ...]  # character spans, for highlighting
     ends: tuple[int, ...]
     salience: np.ndarray  # sums to 1 over the content words
-    special_share: float  # the share [CLS]/[SEP] took before rescaling
+    special_share: float  # the share [CLS]/[SEP] and punctuation took before rescaling
     source: str
 
     def ranked(self) -> list[tuple[str, float]]:
@@ -38,7 +41,7 @@ class SellingPoints:
     def to_dict(self) -> dict:
         return {"text": self.text, "source": self.source, "special_share": round(self.special_share, 6),
                 "formula": "s_j = mean_i rollout[last][i, j], summed over a word's pieces, "
-                           "rescaled to 1 over content words",
+                           "rescaled to 1 over words other than [CLS]/[SEP]/punctuation",
                 "ranked": [{"word": w, "salience": round(s, 6)} for w, s in self.ranked()],
                 "words": [{"word": w, "start": s, "end": e, "salience": round(float(v), 6)}
                           for w, s, e, v in zip(self.words, self.starts, self.ends, self.salience)]}
@@ -47,6 +50,10 @@ class SellingPoints:
         from qkv.explain.html import selling_points_fragment
 
         return selling_points_fragment(self)
+
+
+def _punct(text: str) -> bool:
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 
 
 def token_salience(r_last: np.ndarray, pooling: str = "mean") -> np.ndarray:
@@ -65,10 +72,10 @@ def selling_points(maps, source: str = "rollout") -> SellingPoints:
     s = token_salience(r, pooling)
     words = maps.words
     ws = merge_scores(s, words)
-    content = np.array([not w.special for w in words])
+    content = np.array([not w.special and not _punct(w.text) for w in words])
     special_share = float(ws[~content].sum())
     cs = ws[content]
     cs = cs / max(cs.sum(), 1e-12)
-    cw = [w for w in words if not w.special]
+    cw = [w for w, c in zip(words, content) if c]
     return SellingPoints(maps.text, tuple(w.text for w in cw), tuple(w.start for w in cw),
                          tuple(w.end for w in cw), cs, special_share, source)

@@ -25,3 +25,12 @@ def test_formula(nike_maps):
 def test_value_zeroing_source(nike_maps):
     sp = selling_points(nike_maps, source="value_zeroing")
     assert abs(sp.salience.sum() - 1) < 1e-9 and sp.source == "value_zeroing"
+
+
+def test_punctuation_is_no_selling_point(encoder):
+    from qkv.explain import attention_maps
+
+    m = attention_maps(encoder, "Red shoes, blue shoes (size 42)")
+    sp = selling_points(m)
+    assert sp.words == ("Red", "shoes", "blue", "shoes", "size", "42")
+    assert abs(sp.salience.sum() - 1) < 1e-12 and 0 < sp.special_share < 1
