@@ -38,6 +38,15 @@ def test_attention_head_is_the_engines_weights(client, encoder):
     assert (body["num_layers"], body["num_heads"]) == (6, 12)
 
 
+def test_unknown_tokens_are_labelled_with_their_characters(client):
+    body = client.post("/api/attention", json={"text": "Velora 男士跑鞋", "layer": 0, "head": 0}).json()
+    assert "[UNK]" in body["tokens"]
+    shown = [l for t, l in zip(body["tokens"], body["labels"]) if t == "[UNK]"]
+    assert shown and all(l.endswith("→[UNK]") and len(l) > len("→[UNK]") for l in shown)
+    assert [l for t, l in zip(body["tokens"], body["labels"]) if t != "[UNK]"] == \
+           [t for t in body["tokens"] if t != "[UNK]"]
+
+
 def test_attention_grid_hidden_specials_and_words(client, encoder):
     import qkv.explain as ex
 

@@ -58,8 +58,14 @@ def _text(text: str) -> str:
     return text
 
 
+def _labels(seq) -> list[str]:
+    """Tokens as shown: an [UNK] token (most Chinese characters for MiniLM's vocabulary) carries
+    the characters it stands for, as the tour labels them."""
+    return [f"{seq.text[s:e]}→{t}" if t == "[UNK]" and e > s else t for t, (s, e) in zip(seq.tokens, seq.offsets)]
+
+
 def _header(m) -> dict:
-    return {"text": m.text, "tokens": list(m.tokens), "special": [bool(s) for s in m.special],
+    return {"text": m.text, "tokens": list(m.tokens), "labels": _labels(m.seq), "special": [bool(s) for s in m.special],
             "words": [{"text": w.text, "tokens": list(w.tokens), "special": w.special} for w in m.words],
             "num_layers": m.num_layers, "num_heads": m.num_heads}
 

@@ -212,6 +212,10 @@ function rowPositions(d, level, hide) {
   if (level === "word") return d.words.filter((w) => !(hide && w.special)).map((w) => w.tokens[0]);
   return d.tokens.map((_, i) => i).filter((i) => !(hide && d.special[i]));
 }
+// token-level maps show [UNK] tokens with the characters they stand for (labels from the API)
+function shownLabels(d, map, pos, level) {
+  return level === "word" || !d.labels ? map.rows : pos.map((i) => d.labels[i]);
+}
 function specialOf(d, level, hide) {
   if (level === "word") return d.words.filter((w) => !(hide && w.special)).map((w) => w.special);
   return d.special.filter((s) => !(hide && s));
@@ -244,8 +248,9 @@ async function drawHead() {
   const pos = rowPositions(d, base.level, base.hide_special), spec = specialOf(d, base.level, base.hide_special);
   att.current = { d, layer, head, pos };
   const box = $("att-heatmap");
+  const lab = shownLabels(d, map, pos, base.level);
   heatmap(box, {
-    values: map.values, rowLabels: map.rows, colLabels: map.cols, rowSpecial: spec, colSpecial: spec,
+    values: map.values, rowLabels: lab, colLabels: lab, rowSpecial: spec, colSpecial: spec,
     readout: $("att-readout"), label: `layer ${layer} head ${head}`,
     onPick: (r) => { att.row = pos[r]; drawNeuron(); },
   });
@@ -264,15 +269,16 @@ async function drawNeuron() {
     let maxQk = 1e-9; for (const v of n.qk) for (const x of v) maxQk = Math.max(maxQk, Math.abs(x));
     const strip = (v, m) => el("span", { class: "vec" }, ...v.map((x) => el("span", { style: `background:${signed(x / m)}`, title: fmt(x, 4) })));
     const wmax = Math.max(...n.weights);
+    const labels = c.d.labels || n.tokens;
     const rows = n.tokens.map((tok, j) => el("tr", { class: j === n.query ? "self" : null },
-      el("td", { class: n.tokens[j].startsWith("[") ? "special" : null }, tok),
+      el("td", { class: c.d.special[j] ? "special" : null }, labels[j]),
       el("td", {}, strip(n.k[j], maxAbs)),
       el("td", {}, strip(n.qk[j], maxQk)),
       el("td", { class: "num" }, fmt(n.scores[j], 2)),
       el("td", { class: "num" }, fmt(n.scaled_scores[j], 2)),
       el("td", { class: "num" }, el("span", { class: "bar-fill", style: `width:${Math.round(60 * n.weights[j] / wmax)}px` }), " ", fmt(n.weights[j], 3))));
     box.replaceChildren(
-      el("h3", {}, `${t("att.neuron")} · ${t("att.layer")} ${n.layer} · ${t("att.head")} ${n.head} · “${n.query_token}”`),
+      el("h3", {}, `${t("att.neuron")} · ${t("att.layer")} ${n.layer} · ${t("att.head")} ${n.head} · “${labels[n.query]}”`),
       el("p", {}, "q = ", strip(n.q, maxAbs), ` (${n.q.length})`),
       el("table", { id: "neuron-table" },
         el("thead", {}, el("tr", {}, el("th", {}, t("att.key")), el("th", {}, "k"), el("th", {}, "q × k"), el("th", {}, "q·k"), el("th", {}, "/√d"), el("th", {}, "softmax"))),
@@ -287,6 +293,7 @@ async function drawGrid() {
   const d = await cached("attention", { ...base, layer, grid: true, kind: $("att-kind").value });
   const box = $("att-grid");
   box.replaceChildren();
+  const lab = shownLabels(d, d.maps[0], rowPositions(d, base.level, base.hide_special), base.level);
   d.maps.forEach((map, h) => {
     const m = map.values, n = m.length;
     let max = 0; for (const r of m) for (const v of r) max = Math.max(max, v);
@@ -300,7 +307,7 @@ async function drawGrid() {
       const r = cv.getBoundingClientRect();
       const i = Math.floor((e.clientY - r.top) / r.height * n), j = Math.floor((e.clientX - r.left) / r.width * n);
       if (i >= 0 && j >= 0 && i < n && j < n) {
-        const s = `H${h}: ${map.rows[i]} → ${map.cols[j]}: ${fmt(m[i][j], 4)}`;
+        const s = `H${h}: ${lab[i]} → ${lab[j]}: ${fmt(m[i][j], 4)}`;
         tip(e, s); $("att-grid-readout").textContent = s;
       }
     });
@@ -313,8 +320,9 @@ async function drawRollout() {
   const base = attBase();
   const d = await cached("rollout", { ...base, layer: +$("att-layer").value });
   const map = d.maps[0], spec = specialOf(d, base.level, base.hide_special);
+  const lab = shownLabels(d, map, rowPositions(d, base.level, base.hide_special), base.level);
   const box = $("att-rollout");
-  heatmap(box, { values: map.values, rowLabels: map.rows, colLabels: map.cols, rowSpecial: spec, colSpecial: spec,
+  heatmap(box, { values: map.values, rowLabels: lab, colLabels: lab, rowSpecial: spec, colSpecial: spec,
     readout: $("att-rollout-readout"), label: map.title });
   box.prepend(el("h3", { class: "maptitle" }, map.title));
   const note = hiddenNote(map); if (note) box.append(note);
