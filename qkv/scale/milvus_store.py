@@ -470,11 +470,13 @@ class _Writer(StoreWriter):
         if len(set(ids)) != len(ids):
             raise InputError("upsert rows must have distinct ids")
         ents = [self._entity(r, v, h) for r, v, h in zip(rows, vectors, title_hashes)]
+        again = any(i in self.staged for i in ids)
         for i, h in zip(ids, title_hashes):
             self.staged[i] = h
         if self.reset:  # the new collection is invisible until the switch: write straight away
+            write = self.client.upsert if again else self.client.insert  # insert: new ids, cheaper
             for a in range(0, len(ents), BATCH):
-                self.client.upsert(self.target, ents[a:a + BATCH])
+                write(self.target, ents[a:a + BATCH])
         else:
             self.ops.append(("upsert", ents))
 

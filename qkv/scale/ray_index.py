@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from qkv.errors import InputError
+from qkv.errors import InputError, ModelError
 from qkv.search.catalog import _sniff_format, read_catalog
 from qkv.search.embedded import title_hash
 from qkv.search.store import Manifest, store_class
@@ -65,6 +65,7 @@ class _Embedder:
         import qkv
 
         self.enc = qkv.load(model, threads=1)
+        self.fp = self.enc.fingerprint()
         self.id_col, self.title_col, self.batch_size = id_col, title_col, batch_size
         self.done = done  # frozenset of "id\thash" already in shards
         if pid_dir:  # which processes embed (operators watch them; the kill test uses it)
@@ -87,7 +88,8 @@ class _Embedder:
         dim = self.enc.dim
         vecs = self.enc.encode(titles, batch_size=self.batch_size) if titles else np.zeros((0, dim), np.float32)
         return {"id": np.asarray(ids, dtype=object), "title_hash": np.asarray(hashes, dtype=object),
-                "vector": np.asarray(vecs, dtype=np.float32).reshape(len(ids), dim)}
+                "vector": np.asarray(vecs, dtype=np.float32).reshape(len(ids), dim),
+                "fingerprint": np.asarray([self.fp] * len(ids), dtype=object)}
 
 
 def _read_dataset(ray_data, path: Path, fmt: str, id_col: str, title_col: str):
@@ -188,7 +190,8 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
     enc = encoder or qkv.load(model)
     model_name = model or enc.name
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")
-    _check_work_dir(work, model_name, enc.fingerprint())
+    fp = enc.fingerprint()
+    _check_work_dir(work, model_name, fp)
     report = RayIndexReport(str(path), workers=workers, catalog=cat.summary())
 
     done = _load_shards(work)
@@ -203,7 +206,7 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
             te = time.perf_counter()
             ds = _read_dataset(ray.data, src, fmt, cat.id_column, cat.title_column)
             ds = ds.map_batches(
-                _Embedder, fn_constructor_args=(model_name if model else None, cat.id_column, cat.title_column,
+                _Embedder, fn_constructor_args=(model_name, cat.id_column, cat.title_column,
                                                 frozenset(done) & frozenset(want), batch_size,
                                                 str(_pid_dir) if _pid_dir else None),
                 batch_size=block_rows, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
@@ -215,6 +218,10 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
             for b in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 if not len(b["id"]):
                     continue
+                fps = set(map(str, b["fingerprint"]))
+                if fps != {fp}:  # a node with other weights under the same model name
+                    raise ModelError(f"a Ray worker embedded with model weights {sorted(fps)} instead of {fp} "
+                                     f"({model_name}); install the same model on every node")
                 _write_shard(work, b["id"], b["title_hash"], b["vector"])
                 report.shards += 1
                 n += len(b["id"])

@@ -59,3 +59,17 @@ def test_cli_migrate(tmp_path, embedded_index):
     assert res.exit_code != 0 and isinstance(res.exception, InputError) and "unknown store URI" in str(res.exception)
     with pytest.raises(InputError, match="source itself"):
         migrate(embedded_index, str(embedded_index))
+
+
+def test_cli_store_index_local_into_milvus_and_info(tmp_path, small_csv):
+    uri = f"milvus://{tmp_path}/ci.db#cat"
+    res = CliRunner().invoke(app, ["store", "index", str(small_csv), "--index", str(tmp_path / "h"), "--engine",
+                                   "local", "--store", uri, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output[res.output.index("{"):])["count"] == 12
+    res = CliRunner().invoke(app, ["store", "info", "--index", str(tmp_path / "h")])
+    info = json.loads(res.output[res.output.index("{"):])
+    assert info["backend"] == "milvus" and info["count"] == 12 and info["collection"] == "cat"
+    assert info["fields"]["price"] == "number"
+    res = CliRunner().invoke(app, ["store", "index", str(small_csv), "--index", str(tmp_path / "x"), "--engine", "spark"])
+    assert isinstance(res.exception, InputError) and "ray or local" in str(res.exception)
