@@ -26,30 +26,31 @@ def _heat(value: float, lo: float, hi: float) -> str:
     return ["", "on grey19", "on grey27", "on grey35", "on dark_green", "on green4"][level]
 
 
-def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = False, scale: float = 1.0) -> Table:
-    """An n×n table that fits ``width`` columns: columns are token numbers (see step 1), the first
-    format whose cells fit is used, and when even the last does not fit only the first tokens are shown."""
+def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = False) -> Table:
+    """An n×n table that fits ``width`` columns: columns are token numbers (see step 1) over the
+    token's first letters, rows "number token"; the first format whose cells fit is used, and when
+    even the last does not fit only the first tokens are shown (and the caption says so)."""
     n = len(t.labels)
-    label_w = min(14, max(len(f"{i} {lab}") for i, lab in enumerate(t.labels)))
-    extra = 8 if row_sums else 0
+    label_w = min(12, max(len(f"{i} {lab}") for i, lab in enumerate(t.labels)))
+    extra = 6 if row_sums else 0  # "Σ" column: 5 characters and the box's column gap
     for fmt, mult in fmts:
-        cell = max(len(format(v * mult, fmt)) for v in m.ravel())
-        cell = max(cell, len(str(n - 1)))
-        shown = max(1, min(n, (width - label_w - extra - 2) // (cell + 1)))
+        cell = max(3, len(str(n - 1)), max(len(format(v * mult, fmt)) for v in m.ravel()))
+        shown = max(1, min(n, (width - label_w - extra - 2) // (cell + 1)))  # each column: cell + 1 gap
         if shown == n:
             break
     tab = Table(title=title + ("" if mult == 1 else f"  (×{mult:g})"), box=box.SIMPLE_HEAD, pad_edge=False,
-                padding=(0, 0, 0, 1), title_justify="left", collapse_padding=True)
-    tab.add_column("", no_wrap=True, max_width=label_w)
-    for j in range(shown):
-        tab.add_column(str(j), justify="right", no_wrap=True, min_width=cell)
+                show_edge=False, padding=0, title_justify="left")
+    tab.add_column("", no_wrap=True, width=label_w)
+    for j in range(shown):  # number (as in step 1) over the token's first letters
+        short = t.labels[j].strip("[]#")[:cell] or t.labels[j][:cell]
+        tab.add_column(f"{j}\n{short}", justify="right", no_wrap=True, width=cell)
     if row_sums:
-        tab.add_column("Σ row", justify="right", style="bold cyan", no_wrap=True)
+        tab.add_column("Σ", justify="right", style="bold cyan", no_wrap=True, width=5)
     lo, hi = float(m.min()), float(m.max())
     for i in range(n):
         cells = [Text(format(m[i, j] * mult, fmt), style=_heat(m[i, j], lo, hi)) for j in range(shown)]
         if row_sums:
-            cells.append(Text(f"{m[i].sum():.4f}"))
+            cells.append(Text(f"{m[i].sum():.3f}"))
         tab.add_row(Text(f"{i} {t.labels[i]}"[:label_w]), *cells)
     if shown < n:
         tab.caption = f"first {shown} of {n} columns shown at this width (all are in --json)"
@@ -81,10 +82,11 @@ def render(t, lang: str = "en", width: int = 120) -> list:
     s = st["project"]
     tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
                 title=f"Wq, Wk, Wv: {t.wq.shape[0]}×{t.wq.shape[1]} · Q, K, V: {t.q.shape[0]}×{t.q.shape[1]}")
-    for c in ("token", "q[:4]", "k[:4]", "v[:4]"):
-        tab.add_column(escape(c))
+    kv = 4 if width >= 100 else 3  # values shown per vector
+    for c in ("token", f"q[:{kv}]", f"k[:{kv}]", f"v[:{kv}]"):
+        tab.add_column(escape(c), no_wrap=True)
     for i, lab in enumerate(t.labels):
-        tab.add_row(Text(lab), _vec(t.q[i]), _vec(t.k[i]), _vec(t.v[i]))
+        tab.add_row(Text(lab), _vec(t.q[i], kv), _vec(t.k[i], kv), _vec(t.v[i], kv))
     out += [Text(s["title"], style="bold underline"), Text(s["text"]), tab]
 
     # 3
@@ -132,12 +134,13 @@ def render(t, lang: str = "en", width: int = 120) -> list:
     # check
     s = st["check"]
     tab = Table(box=box.SIMPLE_HEAD)
-    for c, j in (("engine trace name", "left"), ("shape", "left"), ("max |by hand − engine|", "right"),
-                 ("max |value|", "right"), ("", "left")):
-        tab.add_column(c, justify=j)
+    for c, j in (("engine trace name", "left"), ("shape", "left"), ("max |Δ|", "right"),
+                 ("max |x|", "right"), ("", "left")):
+        tab.add_column(c, justify=j, no_wrap=True)
     for c in t.checks:
-        tab.add_row(c.name, "×".join(map(str, c.shape)), f"{c.max_abs_diff:.2e}", f"{c.scale:.3g}",
+        tab.add_row(c.name, "×".join(map(str, c.shape)), f"{c.max_abs_diff:.1e}", f"{c.scale:.3g}",
                     Text("✓ equal" if c.ok else "✗ differs", style="green" if c.ok else "bold red"))
+    tab.caption = "Δ = by hand − engine; x = the engine's values"
     out += [Text(s["title"], style="bold underline"),
             Text(s["text"], style="bold green" if t.ok else "bold red"), tab]
     return out
