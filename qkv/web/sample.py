@@ -80,7 +80,7 @@ def sample_attribute_examples(limit: int | None = None):
 
 
 def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encoder, console=None,
-                                  limit: int | None = None, max_iter: int = 60) -> Path:
+                                  limit: int | None = None, max_iter: int = 30) -> Path:
     """A demo attribute model (brand, colour, size) trained on the sample catalog, cached like the
     sample index; retrained when the catalog, the model or the settings change."""
     path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-attributes"
