@@ -9,18 +9,19 @@ rendered by ``figures`` (matplotlib), ``html`` (an offline page) and the ``qkv t
     >>> m = ex.attention_maps(enc, "Nike Air Max 270 Men's Running Shoes")
     >>> m.heatmap(5, 11, hide_special=True, level="word")                 # HeatMap (rows, cols, values)
     >>> ex.selling_points(m).ranked()
-    >>> ex.explain(enc, "...").to_html()                                  # everything, one page
+    >>> ex.explain(enc, "...", query="running shoes").to_html()          # everything, one page
 """
 
 from qkv.explain.attribution import (PairAttribution, WordScores, occlusion, pair_occlusion,
                                      pair_value_zeroing, title_value_zeroing, value_zeroing)
 from qkv.explain.heads import HeadProfile, head_profile
 from qkv.explain.maps import CAVEAT, AttentionMaps, HeatMap, NeuronView, attention_maps
+from qkv.explain.report import Explanation, explain
 from qkv.explain.rollout import rollout
 from qkv.explain.salience import SellingPoints, selling_points
 from qkv.explain.tour import Tour, default_layer_head, tour
 
-__all__ = ["CAVEAT", "AttentionMaps", "HeadProfile", "HeatMap", "NeuronView", "PairAttribution", "SellingPoints",
+__all__ = ["CAVEAT", "AttentionMaps", "Explanation", "explain", "HeadProfile", "HeatMap", "NeuronView", "PairAttribution", "SellingPoints",
            "Tour", "WordScores", "attention_maps", "default_layer_head", "head_profile", "occlusion",
            "pair_occlusion", "pair_value_zeroing", "rollout", "selling_points", "title_value_zeroing", "tour",
            "value_zeroing"]

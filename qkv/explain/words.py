@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv.model.tokenizer import Tokens, Word
+from qkv.model.tokenizer import Word
 
 
 def word_matrix(words: list[Word], n_tokens: int) -> np.ndarray:
@@ -35,16 +35,3 @@ def merge_scores(s: np.ndarray, words: list[Word], how: str = "sum") -> np.ndarr
     if how == "mean":
         m = m / m.sum(axis=1, keepdims=True)
     return s @ m.T
-
-
-def words_of(tokens: Tokens) -> list[Word]:
-    return tokens.words()
-
-
-def labels(tokens: Tokens) -> list[str]:
-    """Token labels for axes: pieces as the model sees them ("##able")."""
-    return list(tokens.tokens)
-
-
-def word_labels(words: list[Word]) -> list[str]:
-    return [w.text for w in words]
