@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.model.threads import blas_threads
 from qkv.summarize.rank import importance, kmeans, received
 from qkv.summarize.readers import Review
 from qkv.summarize.sentences import split_sentences
@@ -104,6 +105,7 @@ class Document:
     mass: np.ndarray                 # [len(cand)] sentences each candidate stands for
     scale: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    threads: int | None = None       # BLAS threads for the scoring (the encoder's setting)
 
     @property
     def n(self) -> int:
@@ -166,15 +168,21 @@ def polarity(rating: float | None, scale: tuple[float, float] | None) -> int:
 
 def static_vectors(encoder, texts: list[str], block: int = 8192) -> np.ndarray:
     """Cheap sentence vectors: the mean of the model's input token embeddings (no layers run),
-    centred on the corpus mean so the shared direction does not dominate the cosine."""
+    centred on the corpus mean so the shared direction does not dominate the cosine. Computed as
+    a sparse (sentences × vocabulary) averaging matrix times the embedding table, so no
+    tokens × hidden array is ever built."""
+    from scipy.sparse import csr_matrix
+
     table = encoder.weights.word
     out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
     for s in range(0, len(texts), block):
         encs = encoder.tokenizer.content(texts[s:s + block])
-        lens = np.array([max(len(e.ids), 1) for e in encs])
-        ids = np.concatenate([np.asarray(e.ids if len(e.ids) else [0], dtype=np.int64) for e in encs])
-        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        out[s:s + len(encs)] = np.add.reduceat(table[ids], starts, axis=0) / lens[:, None]
+        lens = np.array([len(e.ids) for e in encs])
+        ids = np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encs] + [np.zeros(0, np.int64)])
+        weights = np.repeat(1.0 / np.maximum(lens, 1), lens).astype(np.float32)
+        indptr = np.concatenate([[0], np.cumsum(lens)])
+        avg = csr_matrix((weights, ids, indptr), shape=(len(encs), table.shape[0]))
+        out[s:s + len(encs)] = avg @ table
     out -= out.mean(axis=0)
     out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out
@@ -205,7 +213,8 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
         mass = np.ones(n)
     else:
         cheap = static_vectors(encoder, sents)
-        cent, labels = kmeans(cheap, params.clusters)
+        with blas_threads(getattr(encoder, "threads", None)):
+            cent, labels = kmeans(cheap, params.clusters)
         sims = np.einsum("ij,ij->i", cheap, cent[labels])
         # The member nearest its centroid represents the cluster.
         order = np.lexsort((-sims, labels))
@@ -219,7 +228,7 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
     vecs = np.asarray(vecs, dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,
-                    scale=_scale_of(rates), notes=notes)
+                    scale=_scale_of(rates), notes=notes, threads=getattr(encoder, "threads", None))
 
 
 def _joiner(parts: Sequence[str]) -> str:
@@ -244,7 +253,11 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 1:
         raise InputError(f"budget must be a whole number of tokens ≥ 1, got {budget!r}")
     cand = doc.cand
-    pi = score_sentences(doc, params) if scores is None else np.asarray(scores, float)
+    if scores is None:
+        with blas_threads(doc.threads):
+            pi = score_sentences(doc, params)
+    else:
+        pi = np.asarray(scores, float)
     if counts is None:
         counts = np.asarray(counter.count_many([doc.texts[i] for i in cand]))
     if tokens_before is None:

@@ -99,24 +99,31 @@ def received(vectors: np.ndarray, tau: float, *, mass: np.ndarray | None = None)
     return r / r.sum()
 
 
-def kmeans(x: np.ndarray, k: int, iters: int = 10, seed: int = 0, block: int = 4096):
-    """Spherical k-means (cosine) on unit rows: (centroids [k, d], labels [n]). Plain Lloyd
-    iterations with k-means++-lite seeding (a random sample); memory O(block × k)."""
+def kmeans(x: np.ndarray, k: int, iters: int = 10, seed: int = 0, block: int = 4096, fit_sample: int = 8192):
+    """Spherical k-means (cosine) on unit rows: (centroids [k, d], labels [n]).
+
+    Lloyd iterations on a random sample of at most ``fit_sample`` rows (seeded with random rows),
+    then one assignment of every row, so the cost grows with n only through that last pass;
+    memory O(block × k)."""
     x = np.asarray(x, dtype=np.float32)
     n = len(x)
     k = min(k, n)
     rng = np.random.default_rng(seed)
-    cent = x[rng.choice(n, size=k, replace=False)].copy()
-    labels = np.zeros(n, dtype=np.int64)
+    fit = x if n <= fit_sample else x[np.sort(rng.choice(n, size=fit_sample, replace=False))]
+    cent = fit[rng.choice(len(fit), size=k, replace=False)].copy()
+
+    def assign(rows):
+        out = np.empty(len(rows), dtype=np.int64)
+        for s in range(0, len(rows), block):
+            out[s:s + block] = np.argmax(rows[s:s + block] @ cent.T, axis=1)
+        return out
+
     for _ in range(iters):
-        for s in range(0, n, block):
-            labels[s:s + block] = np.argmax(x[s:s + block] @ cent.T, axis=1)
+        labels = assign(fit)
         sums = np.zeros_like(cent)
-        np.add.at(sums, labels, x)
+        np.add.at(sums, labels, fit)
         counts = np.bincount(labels, minlength=k)
         empty = counts == 0
-        sums[empty] = x[rng.choice(n, size=int(empty.sum()), replace=False)]  # reseed empty clusters
+        sums[empty] = fit[rng.choice(len(fit), size=int(empty.sum()), replace=False)]  # reseed empty ones
         cent = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-    for s in range(0, n, block):
-        labels[s:s + block] = np.argmax(x[s:s + block] @ cent.T, axis=1)
-    return cent, labels
+    return cent, assign(x)

