@@ -49,6 +49,25 @@ class Batch:
         self.seq = np.repeat(np.arange(len(self.lengths)), self.lengths)
         self.pos = np.arange(len(self.seq)) - np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)
         self.L = int(self.lengths.max()) if len(self.lengths) else 0
+        self._buckets = None
+
+    def buckets(self, n: int = 4) -> list[tuple[np.ndarray, "Batch"]]:
+        """Titles grouped by length (token rows, sub-batch), so the recursions pad less."""
+        if self._buckets is None:
+            order = np.argsort(self.lengths, kind="stable")
+            starts = np.cumsum(self.lengths) - self.lengths
+            out = []
+            for grp in np.array_split(order, min(n, max(1, len(order)))):
+                if len(grp) == 0:
+                    continue
+                rows = np.concatenate([np.arange(starts[g], starts[g] + self.lengths[g]) for g in grp])
+                sub = Batch.__new__(Batch)
+                sub.dense, sub.sparse, sub.labels = None, None, None
+                sub.lengths = self.lengths[grp]
+                Batch.__post_init__(sub)
+                out.append((rows, sub))
+            self._buckets = out
+        return self._buckets
 
 
 class CRF:
@@ -110,6 +129,19 @@ class CRF:
         return np.where(self.M, T, -np.inf), np.where(self.Mstart, start, -np.inf), end
 
     def forward_backward(self, batch: Batch, E: np.ndarray, T, start, end):
+        """As ``_forward_backward``, over length buckets (logZ in bucket order: only its sum is used
+        in training)."""
+        if len(batch.lengths) < 64:
+            return self._forward_backward(batch, E, T, start, end)
+        logZ, P, pair = [], np.empty_like(E), 0.0
+        for rows, sub in batch.buckets():
+            z, p, pr = self._forward_backward(sub, E[rows], T, start, end)
+            logZ.append(z)
+            P[rows] = p
+            pair = pair + pr
+        return np.concatenate(logZ), P, pair
+
+    def _forward_backward(self, batch: Batch, E: np.ndarray, T, start, end):
         """log Z per title, token marginals [N, K] (packed), and summed pair marginals [K, K]."""
         S, L, K = len(batch.lengths), batch.L, self.K
         Ep = self._pad(batch, E)
@@ -228,7 +260,7 @@ class CRF:
         for t in range(1, L):
             cand = score[:, :, None] + Tm[None]  # [S, from, to]
             arg = cand.argmax(1)
-            new = np.take_along_axis(cand, arg[:, None, :], 1)[:, 0] + Ep[:, t]
+            new = cand.max(1) + Ep[:, t]
             v = valid[:, t][:, None]
             score = np.where(v, new, score)
             back[:, t] = np.where(v, arg, np.arange(K)[None, :])

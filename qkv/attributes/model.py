@@ -72,7 +72,8 @@ class AttributeModel:
     def __init__(self, crf: CRF, attrs: list[str], vocab: dict[str, int], gazetteer: Gazetteer,
                  settings: dict, encoder_name: str, encoder_fingerprint: str,
                  mean: np.ndarray, scale: np.ndarray, category_attrs: dict[str, list[str]],
-                 info: dict | None = None, trims: dict | None = None, aliases: dict | None = None):
+                 info: dict | None = None, trims: dict | None = None, aliases: dict | None = None,
+                 proj: np.ndarray | None = None):
         self.crf = crf
         self.attrs = attrs
         self.vocab = vocab
@@ -80,7 +81,7 @@ class AttributeModel:
         self.settings = settings
         self.encoder_name = encoder_name
         self.encoder_fingerprint = encoder_fingerprint
-        self.mean, self.scale = mean, scale
+        self.mean, self.scale, self.proj = mean, scale, proj  # dense: ((x - mean) @ proj) * scale
         self.category_attrs = category_attrs
         self.info = info or {}
         self.trims: dict[tuple[str, str], tuple[int, int]] = trims or {}  # (attr, text lower) -> (ds, de)
@@ -124,13 +125,14 @@ class AttributeModel:
         return tts, nonempty, dense, sparse
 
     def _batch(self, nonempty, tts, dense, sparse, labels=None) -> Batch:
-        return _make_batch(nonempty, tts, dense, sparse, self.vocab, self.mean, self.scale, labels)
+        return _make_batch(nonempty, tts, dense, sparse, self.vocab, self.mean, self.scale, self.proj, labels)
 
     # ------------------------------------------------------------------ training
     @classmethod
     def train(cls, examples: list[Example], encoder, *, layers=(-3, -1), mode: str = "crf",
               use_dense: bool = True, use_sparse: bool = True, use_gazetteer: bool = True,
-              l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 150, min_count: int = 1,
+              l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 100, min_count: int = 1,
+              dense_dim: int | None = 256,
               cache_dir: str | Path | None = None, progress=None) -> tuple["AttributeModel", TrainReport]:
         """Learn a tagger from labelled titles. ``progress(stage, done, total)`` is called as the
         work goes on (stage "encode" counts titles, "fit" counts optimiser iterations)."""
@@ -149,7 +151,13 @@ class AttributeModel:
         has_cat = any(c for c in cats)
         gaz = Gazetteer.build(examples) if use_gazetteer else None
         excludes = [frozenset((v.lower(), a) for a, vs in ex.values.items() for v in vs) for ex in examples]
-        enc_prog = (lambda k: progress("encode", k, len(titles))) if progress else None
+        done = [0]
+
+        def enc_prog(k):  # cumulative, like the "fit" stage
+            done[0] += k
+            progress("encode", done[0], len(titles))
+
+        enc_prog = enc_prog if progress else None
         tts, nonempty, dense, sparse = cls._featurize(encoder, titles, cats if has_cat else None, gaz, layers,
                                                       cache_dir, excludes, enc_prog, use_dense)
         stats = AlignStats()
@@ -160,10 +168,21 @@ class AttributeModel:
         counts = Counter(f for i in nonempty for fs in sparse[i] for f in fs) if use_sparse else Counter()
         vocab = {f: k for k, f in enumerate(sorted(f for f, c in counts.items() if c >= min_count))}
         D = next(iter(dense.values())).shape[1]
+        proj = None
         if D:
+            # Centre, optionally project on the top principal directions (fewer weights, faster
+            # L-BFGS iterations, little lost: the directions are fitted on the training tokens),
+            # then scale each feature to unit variance so one L2 weight suits them all.
             allv = np.concatenate([dense[i] for i in nonempty])
             mean = allv.mean(0)
+            allv -= mean
+            if dense_dim and dense_dim < D:
+                rows = allv[np.random.default_rng(0).permutation(len(allv))[:20000]]
+                _, _, vt = np.linalg.svd(rows, full_matrices=False)
+                proj = np.ascontiguousarray(vt[:dense_dim].T.astype(np.float32))
+                allv = allv @ proj
             scale = 1.0 / np.maximum(allv.std(0), 1e-6)
+            D = allv.shape[1]
             del allv
         else:
             mean = np.zeros(0, np.float32)
@@ -177,7 +196,8 @@ class AttributeModel:
                      "use_gazetteer": use_gazetteer, "use_category": has_cat, "l2": l2,
                      "l2_sparse": l2_sparse, "max_iter": max_iter, "min_count": min_count},
                     encoder.name, encoder.fingerprint(), mean.astype(np.float32), scale.astype(np.float32),
-                    {c: sorted(s) for c, s in cat_attrs.items()})
+                    {c: sorted(s) for c, s in cat_attrs.items()}, proj=proj)
+        model.settings["dense_dim"] = dense_dim
         model.trims, model.aliases = _learn_snaps(stats)
         batch = model._batch(nonempty, tts, dense, sparse, labels)
         fit_prog = (lambda k, n=[0]: (n.__setitem__(0, n[0] + k), progress("fit", n[0], max_iter))) if progress else None
@@ -210,11 +230,16 @@ class AttributeModel:
             if len(categories) != len(titles):
                 raise InputError(f"{len(categories)} categories for {len(titles)} titles; give one per title or none")
         enc = self.encoder
-        out: list[list[Attribute]] = []
+        out: list = [None] * len(titles)
+        # similar lengths together: the CRF pads each chunk to its longest title
+        order = sorted(range(len(titles)), key=lambda i: len(titles[i]))
+        use_cat = categories is not None and self.settings.get("use_category")
         for b0 in range(0, len(titles), batch_size):
-            chunk = titles[b0:b0 + batch_size]
-            cats = categories[b0:b0 + batch_size] if categories is not None and self.settings.get("use_category") else None
-            out.extend(self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir))
+            idx = order[b0:b0 + batch_size]
+            chunk = [titles[i] for i in idx]
+            cats = [categories[i] for i in idx] if use_cat else None
+            for i, r in zip(idx, self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir)):
+                out[i] = r
             if progress is not None:
                 progress(len(chunk))
         return out
@@ -278,6 +303,8 @@ class AttributeModel:
         tensors = {"Wd": self.crf.Wd, "Ws": self.crf.Ws.astype(np.float16), "b": self.crf.b,
                    "T": self.crf.T, "start": self.crf.start, "end": self.crf.end,
                    "mean": self.mean, "scale": self.scale}
+        if self.proj is not None:
+            tensors["proj"] = self.proj
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp),
@@ -318,7 +345,8 @@ class AttributeModel:
         gaz = Gazetteer(meta["gazetteer"]) if meta.get("gazetteer") is not None else None
         model = cls(crf, attrs, vocab, gaz, meta["settings"], meta["encoder"], meta["encoder_fingerprint"],
                     tensors["mean"], tensors["scale"], meta.get("category_attrs", {}), meta.get("info", {}),
-                    {(a, t): (ds, de) for a, t, ds, de in meta.get("trims", [])}, meta.get("aliases", {}))
+                    {(a, t): (ds, de) for a, t, ds, de in meta.get("trims", [])}, meta.get("aliases", {}),
+                    tensors.get("proj"))
         if encoder is not None:
             model.bind(encoder)
         return model
@@ -353,12 +381,13 @@ def _learn_snaps(stats: AlignStats, min_count: int = 2, min_ratio: float = 0.5):
     return trims, aliases
 
 
-def _make_batch(nonempty, tts: list[TitleTokens], dense, sparse, vocab, mean, scale, labels=None) -> Batch:
+def _make_batch(nonempty, tts: list[TitleTokens], dense, sparse, vocab, mean, scale, proj, labels=None) -> Batch:
     lengths = np.asarray([len(tts[i]) for i in nonempty], dtype=np.int64)
-    D = len(mean)
-    if D:
+    if len(mean):
         Xd = np.concatenate([dense[i] for i in nonempty]).astype(np.float32)
         Xd -= mean
+        if proj is not None:
+            Xd = Xd @ proj
         Xd *= scale
     else:
         Xd = np.zeros((int(lengths.sum()), 0), np.float32)

@@ -158,7 +158,7 @@ def train(
     dev: Annotated[int, typer.Option(help="Hold out this percent (seeded hash of the title) and score on it; 0 = none.")] = 0,
     mode: Annotated[str, typer.Option(help="crf (linear-chain CRF) or softmax (per-token, BIO-constrained decoding).")] = "crf",
     layers: Annotated[str, typer.Option(help="Encoder layers whose outputs are features, comma-separated.")] = "-3,-1",
-    max_iter: Annotated[int, typer.Option(help="L-BFGS iterations.")] = 150,
+    max_iter: Annotated[int, typer.Option(help="L-BFGS iterations.")] = 100,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Word features only (no encoder vectors).")] = False,
     cache: Annotated[Optional[Path], typer.Option(help="Cache encoder vectors in this folder.")] = None,
     encoder: Annotated[Optional[str], typer.Option(help="Encoder (default all-MiniLM-L6-v2).")] = None,
@@ -190,10 +190,7 @@ def train(
             if stage not in tasks:
                 tasks[stage] = bar.add_task({"encode": "encoding titles", "fit": "fitting (L-BFGS iterations)"}[stage],
                                             total=total)
-            if stage == "encode":
-                bar.advance(tasks[stage], done)
-            else:
-                bar.update(tasks[stage], completed=done)
+            bar.update(tasks[stage], completed=done)
 
         model, report = AttributeModel.train(train_set, enc, layers=layer_list, mode=mode, max_iter=max_iter,
                                              use_dense=not no_dense, cache_dir=cache, progress=progress)

@@ -99,3 +99,19 @@ def test_fit_learns_a_separable_problem():
     pred, _ = crf.decode(Batch(dense, sp.csr_matrix((N, 0)), lengths))
     assert facts["iterations"] > 0
     assert (np.concatenate(pred) == labels).mean() > 0.97
+
+
+def test_length_buckets_give_the_same_answer():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 20, size=100)
+    N, K = lengths.sum(), 7
+    crf = CRF(K, 4, 0)
+    crf.Wd = rng.normal(size=(4, K)).astype(np.float32)
+    crf.T = rng.normal(size=(K, K)).astype(np.float32)
+    b = Batch(rng.normal(size=(N, 4)), sp.csr_matrix((N, 0)), lengths)
+    E = crf.emissions(b)
+    args = (crf.T.astype(float), crf.start.astype(float), crf.end.astype(float))
+    plain, bucketed = crf._forward_backward(b, E, *args), crf.forward_backward(b, E, *args)
+    assert len(b.buckets()) > 1
+    assert np.isclose(plain[0].sum(), bucketed[0].sum())
+    assert np.allclose(plain[1], bucketed[1]) and np.allclose(plain[2], bucketed[2])
