@@ -80,7 +80,7 @@ def sample_attribute_examples(limit: int | None = None):
 
 
 def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encoder, console=None,
-                                  limit: int | None = None, max_iter: int = 30) -> Path:
+                                  limit: int | None = None, max_iter: int = 60) -> Path:
     """A demo attribute model (brand, colour, size) trained on the sample catalog, cached like the
     sample index; retrained when the catalog, the model or the settings change."""
     path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-attributes"
@@ -97,6 +97,7 @@ def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encode
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from qkv.attributes import AttributeModel
+    from qkv.model.threads import blas_threads
 
     examples = sample_attribute_examples(limit)
     path.mkdir(parents=True, exist_ok=True)
@@ -107,7 +108,10 @@ def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encode
         def progress(stage, done, total):
             bar.update(task, completed=done, total=total, stage=stage)
 
-        model, _ = AttributeModel.train(examples, encoder, max_iter=max_iter, progress=progress)
+        # One BLAS thread, as the encoder uses: the tagger's numeric work with two threads took
+        # minutes instead of seconds on a busy 2-vCPU machine.
+        with blas_threads(encoder.threads):
+            model, _ = AttributeModel.train(examples, encoder, max_iter=max_iter, progress=progress)
     model.save(out)
     stamp.write_text(json.dumps(want))
     return out

@@ -16,6 +16,8 @@ from typing import Any, Callable
 from starlette.concurrency import run_in_threadpool
 
 from qkv.errors import InputError, QkvError
+from qkv.model.threads import blas_threads
+from qkv.model.threads import default_threads as _env_threads
 from qkv.web.limits import Limits
 
 
@@ -93,11 +95,17 @@ class AppState:
                         raise Unavailable(f"cannot use the attribute model: {e}") from None
         return self._attr_model
 
+    def _blas_threads(self) -> int:
+        return self._encoder.threads if self._encoder is not None else default_threads(self.threads)
+
     async def run(self, fn: Callable, *args, **kwargs):
         """Run encoder/index work in a worker thread, one at a time."""
 
         def locked():
-            with self.compute_lock:
+            # One BLAS thread for all the numeric work (faiss, the attribute tagger, explain's maps),
+            # as the encoder already does: two threads on these 2-vCPU machines are slower, and far
+            # slower when other processes are busy.
+            with self.compute_lock, blas_threads(self._blas_threads()):
                 return fn(*args, **kwargs)
 
         return await run_in_threadpool(locked)
@@ -123,6 +131,10 @@ class AppState:
         while len(self._maps_cache) > self._maps_cache_size:
             self._maps_cache.popitem(last=False)
         return out
+
+
+def default_threads(given: int | None) -> int:
+    return max(1, int(given)) if given is not None else _env_threads()
 
 
 class Unavailable(QkvError):
