@@ -172,7 +172,12 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     f.write_text("Great shoes, very light.\nRuns small; order a size up.\nComfortable all day.\n")
     page.goto(page.base_url + "/#summaries")
     page.set_input_files("#sum-file", str(f))
+    page.select_option("#sum-tokenizer", "model")
+    page.select_option("#sum-order", "score")
     page.click("#sum-form button[type=submit]")
     page.wait_for_selector("#sum-table tbody tr")
     assert page.locator("#sum-text").inner_text()
+    assert "model" in page.locator(".stats").inner_text()
+    ranks = [int(x) for x in page.locator("#sum-table tbody td:first-child").all_inner_texts()]
+    assert ranks == sorted(ranks) or len(ranks) == 1
     assert page.console_errors == []

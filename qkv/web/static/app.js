@@ -22,7 +22,7 @@ const I18N = {
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
-    "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
   },
   zh: {
@@ -44,7 +44,7 @@ const I18N = {
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
-    "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
   },
 };
@@ -569,11 +569,13 @@ async function runSummary() {
       const fd = new FormData();
       fd.append("file", file);
       fd.append("budget", String(budget));
+      fd.append("tokenizer", $("sum-tokenizer").value);
+      fd.append("order", $("sum-order").value);
       r = await api("summarize/upload", fd, { form: true });
       reviews = r.reviews;
     } else {
       reviews = $("sum-reviews").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
-      r = await api("summarize", { reviews, budget });
+      r = await api("summarize", { reviews, budget, tokenizer: $("sum-tokenizer").value, order: $("sum-order").value });
     }
     renderSummary(r, reviews);
     setStatus("sum-status", "");
