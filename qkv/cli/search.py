@@ -183,6 +183,7 @@ def register(app: typer.Typer) -> None:
         fusion: Annotated[str, typer.Option(help="Hybrid fusion: score or rrf.")] = "score",
         alpha: Annotated[Optional[float], typer.Option(help="Dense weight in score fusion (default: the tuned one).")] = None,
         gain_offset: Annotated[Optional[float], typer.Option(help="NDCG gain = judgment − offset (default: 1 for 1–3 grades, else 0).")] = None,
+        coverage: Annotated[bool, typer.Option("--coverage/--no-coverage", help="Weight BM25 by matched query terms in hybrid fusion.")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
@@ -209,7 +210,7 @@ def register(app: typer.Typer) -> None:
         bar, cb = _progress("queries")
         with Index.open(index, enc) as idx, bar:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
-                           fusion_=fusion, alpha=alpha, progress=cb)
+                           fusion_=fusion, alpha=alpha, coverage=coverage, progress=cb)
         if as_json:
             print_json(res.to_json())
             return

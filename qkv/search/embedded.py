@@ -379,18 +379,19 @@ class EmbeddedStore(VectorStore):
         return [Hit(i, float(s)) for i, s in self.db.execute(sql, [" OR ".join(map(_quote, terms)), *params, k])]
 
     def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
+        # FTS5's bm25() sums over the query's phrases with corpus-wide statistics, so each term's
+        # one-term score on a row is exactly its share of the OR query's score on that row.
         terms = self.query_terms(query)
-        out: dict[str, list[tuple[str, float]]] = {}
-        for pid, slot in zip(ids, self._slots_of(ids)):
-            if slot is None:
-                continue
-            parts = []
-            for t in terms:
-                r = self.db.execute("SELECT -bm25(fts) FROM fts WHERE fts MATCH ? AND rowid = ?",
-                                    (_quote(t), slot)).fetchone()
-                if r is not None:
-                    parts.append((t, float(r[0])))
-            out[pid] = parts
+        slots = {s: pid for pid, s in zip(ids, self._slots_of(ids)) if s is not None}
+        out: dict[str, list[tuple[str, float]]] = {pid: [] for pid in slots.values()}
+        if not slots:
+            return out
+        marks = ",".join("?" * len(slots))
+        for t in terms:
+            for slot, score in self.db.execute(
+                    f"SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN ({marks})",
+                    (_quote(t), *slots)):
+                out[slots[slot]].append((t, float(score)))
         return out
 
     # ------------------------------------------------------------------ rows

@@ -131,7 +131,7 @@ def _mean(xs) -> float:
 
 def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]], *, rerank: bool = False,
              gain_offset: float | None = None, half: str | None = None, limit: int | None = None,
-             fusion_: str = "score", alpha: float | None = None, candidates: int = 100,
+             fusion_: str = "score", alpha: float | None = None, candidates: int = 100, coverage: bool = True,
              progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries."""
     from qkv.search import fusion as fusion_mod
@@ -163,7 +163,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
         dense = store.dense_search(vec, depth, flt) if text.strip() else []
         kw = store.keyword_search(text, depth, flt) if text.strip() else []
         for mode in MODES:
-            ranked = index.fuse(mode, dense, kw, 100 if not rerank else depth, vec, fusion_, alpha)
+            ranked = index.fuse(mode, dense, kw, 100 if not rerank else depth, vec, fusion_, alpha,
+                                query=text, coverage=coverage)
             ranking = [pid for pid, _, _ in ranked]
             if rerank:  # products a mode did not return go last, in a fixed order
                 rest = sorted(set(known) - set(ranking))
@@ -177,7 +178,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             progress(n + 1, len(qids))
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
-                               "alpha": alpha, "candidates": candidates, "products": store.count()})
+                               "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count()})
     for m in MODES:
         res.metrics[m] = {k: _mean(v) for k, v in per[m].items() if v}
     return res

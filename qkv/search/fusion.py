@@ -7,8 +7,10 @@
   is (it is bounded and comparable across queries) and BM25 divided by the query's best BM25 (its
   scale depends on the query's terms). Every candidate gets both scores: the exact cosine for
   keyword-only candidates is a dot product with its stored vector, and a product the keyword side
-  did not return has BM25 0. The weight is tuned on half the Home Depot dev queries
-  (docs/search.md).
+  did not return has BM25 0. Before scaling, each BM25 is multiplied by m^p, m = how many of the
+  query's terms the title matches: OR-BM25 lets a title matching one rare query word outrank one
+  matching all of them, while shoppers' queries mean all of them (Lucene's classic "coord" factor
+  did the same). The weight α and p are tuned on half the Home Depot dev queries (docs/search.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 RRF_K = 60
-ALPHA = 0.6  # weight of the dense cosine in score fusion (tuned; see docs/search.md)
+ALPHA = 0.5  # weight of the dense cosine in score fusion (tuned on dev half a; see docs/search.md)
+COVERAGE_POWER = 2.0  # BM25 × (query terms matched)^p before fusion (tuned on dev half a)
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None) -> dict[str, float]:
@@ -26,6 +29,12 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[flo
         for r, pid in enumerate(ranking, 1):
             out[pid] = out.get(pid, 0.0) + w / (k + r)
     return out
+
+
+def coverage_weighted(keyword: Mapping[str, float], matched: Mapping[str, int],
+                      power: float = COVERAGE_POWER) -> dict[str, float]:
+    """BM25 × (number of query terms the product matched)^power."""
+    return {i: s * max(1, matched.get(i, 1)) ** power for i, s in keyword.items()}
 
 
 def score_fusion(dense: Mapping[str, float], keyword: Mapping[str, float], alpha: float = ALPHA) -> dict[str, float]:

@@ -233,13 +233,15 @@ class Index:
             kw = self.store.keyword_search(query, depth, flt)
             t["keyword"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha)
+        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha, query=query)
         t["fuse"] = time.perf_counter() - t0
         return out
 
     def fuse(self, mode: str, dense: list, kw: list, k: int, vector: np.ndarray | None = None,
-             fusion_: str = "score", alpha: float = fusion.ALPHA) -> list[tuple[str, float, dict]]:
-        """Rank the store's dense and keyword hits by ``mode`` (hybrid: fused, see ``fusion``)."""
+             fusion_: str = "score", alpha: float = fusion.ALPHA, query: str | None = None,
+             coverage: bool = True) -> list[tuple[str, float, dict]]:
+        """Rank the store's dense and keyword hits by ``mode`` (hybrid: fused, see ``fusion``);
+        ``query`` enables the matched-terms weighting of BM25 (``coverage``)."""
         d_rank = {h.id: (r, h.score) for r, h in enumerate(dense, 1)}
         k_rank = {h.id: (r, h.score) for r, h in enumerate(kw, 1)}
         if mode == "dense":
@@ -255,7 +257,12 @@ class Index:
                 for pid, v in zip(extra, self.store.get_vectors(extra) @ np.asarray(vector, np.float32)):
                     cos[pid] = float(v)
                     d_rank[pid] = (None, float(v))
-            ranked = fusion.ranked(fusion.score_fusion(cos, {h.id: h.score for h in kw}, alpha), k)
+            kscores = {h.id: h.score for h in kw}
+            if query is not None and kw and coverage:
+                parts = self.store.keyword_terms(query, list(kscores))
+                if parts:
+                    kscores = fusion.coverage_weighted(kscores, {i: len(p) for i, p in parts.items()})
+            ranked = fusion.ranked(fusion.score_fusion(cos, kscores, alpha), k)
         out = []
         for pid, s in ranked[:k]:
             dr, ds = d_rank.get(pid, (None, None))
