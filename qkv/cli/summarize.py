@@ -15,7 +15,7 @@ TOKENIZER_HELP = "Tokenizer the budget is counted in: cl100k (GPT-4), o200k (GPT
 
 
 @contextmanager
-def _progress(label: str, total: int):
+def _progress(label: str, total: int | None):
     """A rich progress bar on stderr (stdout stays clean for --json); yields an advance(n) callable."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -101,8 +101,8 @@ def register(app: typer.Typer) -> None:
         params = Params()
         results = []
         for p in products:
-            with _progress(f"embedding {p.id}", sum(len(r.text) > 0 for r in p.reviews)) as _adv:
-                doc = prepare(list(p.reviews), encoder=enc, params=params)
+            with _progress(f"embedding sentences of {p.id}", None) as adv:
+                doc = prepare(list(p.reviews), encoder=enc, params=params, progress=adv)
             results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut)))
         if as_json:
             print_json({"model": enc.name, "file": str(file),
@@ -149,9 +149,8 @@ def register(app: typer.Typer) -> None:
             products = products[:max(1, limit)]
         enc = load_encoder(model, threads)
         params = Params()
-        n_sent = None
-        with _progress("embedding sentences", 1) as _:
-            docs = prepare_all(products, enc, params)
+        with _progress("embedding sentences", None) as adv:
+            docs = prepare_all(products, enc, params, progress=adv)
             n_sent = sum(d.n for d in docs)
         with _progress("scoring systems", len(names) * len(budgets)) as adv:
             result = evaluate(products, budgets, tokenizer=tokenizer, rouge_tokenizer=rouge_tokenizer,

@@ -352,15 +352,15 @@ def score_sentences(doc: Document, params: Params) -> np.ndarray:
     return pi
 
 
-def _quotas(doc: Document, pol: np.ndarray) -> dict[int, int]:
-    """At least one sentence from each polarity that has ≥ 20% of the rated reviews, when the
-    other polarity exists too (a product everyone likes needs no forced complaint)."""
+def _quotas(doc: Document, pol: np.ndarray, min_share: float = 0.2) -> dict[int, int]:
+    """At least one sentence from each polarity that has ≥ ``min_share`` of the rated reviews,
+    when the other polarity exists too (a product everyone likes needs no forced complaint)."""
     revs = [polarity(r, doc.scale) for r, t in zip(doc.ratings, doc.reviews) if t.strip()]
     pos, neg = revs.count(1), revs.count(-1)
     rated = pos + neg
     if not pos or not neg:
         return {}
-    return {g: 1 for g, c in ((1, pos), (-1, neg)) if c / rated >= 0.2 and (pol == g).any()}
+    return {g: 1 for g, c in ((1, pos), (-1, neg)) if c / rated >= min_share and (pol == g).any()}
 
 
 def _ordered(doc: Document, chosen: list[int], cand: np.ndarray, pi: np.ndarray, order: str) -> list[int]:
