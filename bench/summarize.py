@@ -3,6 +3,7 @@
     .venv/bin/python bench/summarize.py               # scale: 10,000 Chinese reviews, one thread
     .venv/bin/python bench/summarize.py --quick       # 2,500 reviews
     .venv/bin/python bench/summarize.py --variants    # + the variant comparison on FewSum train+val
+    .venv/bin/python bench/summarize.py --agreement   # + clustered vs full path on 500 reviews
 
 Scale: the clustered path (cheap static vectors → k-means → encoder on one representative per
 cluster) on growing slices of ../shared/data/reviews/online_shopping_10_cats_zh.csv, wall and CPU
@@ -82,6 +83,45 @@ def scale(console, sizes: list[int]) -> None:
     console.print(f"summary of the largest slice ({s.saving:.2f}% of {s.tokens_before:,} tokens saved):\n  {s.text}")
 
 
+def agreement(console, n_reviews: int = 500) -> None:
+    """How close the clustered path's summary is to the full path's on the same reviews."""
+    from dataclasses import replace
+
+    from rich.table import Table
+    from threadpoolctl import threadpool_limits
+
+    import qkv
+    from qkv.summarize import Params, get_counter, prepare, select
+    from qkv.summarize.rouge import rouge
+
+    enc = qkv.load(threads=1)
+    counter = get_counter("cl100k")
+    with open(ZH, encoding="utf-8", newline="") as f:
+        rows = [r["review"] for r in csv.DictReader(f) if r.get("cat") == "平板" and (r.get("review") or "").strip()]
+    reviews = rows[:n_reviews]
+    base = Params(full_limit=10 ** 9)
+    table = Table(title=f"clustered vs full path · {len(reviews)} tablet reviews (zh) · budget 75 cl100k")
+    for col in ("path", "sentences encoded", "cpu s", "ROUGE-1/2 vs full summary (unicode)", "sentences shared"):
+        table.add_column(col, justify="right")
+    with threadpool_limits(1):
+        c0 = time.process_time()
+        full_doc = prepare(reviews, encoder=enc, params=base)
+        full = select(full_doc, 75, counter, base)
+        full_cpu = time.process_time() - c0
+        table.add_row("full", f"{len(full_doc.cand):,}", f"{full_cpu:.1f}", "100 / 100", f"{len(full.sentences)}")
+        for k in (100, 200, 400):
+            p = replace(base, full_limit=0, clusters=k)
+            c0 = time.process_time()
+            d = prepare(reviews, encoder=enc, params=p)
+            s = select(d, 75, counter, p)
+            cpu = time.process_time() - c0
+            r = rouge(s.text, [full.text], tokenizer="unicode")
+            shared = len({x.text for x in s.sentences} & {x.text for x in full.sentences})
+            table.add_row(f"{k} clusters", f"{len(d.cand):,}", f"{cpu:.1f}", f"{r['rouge1']:.1f} / {r['rouge2']:.1f}",
+                          f"{shared} of {len(s.sentences)}")
+    console.print(table)
+
+
 def variants(console) -> None:
     from dataclasses import replace
 
@@ -133,12 +173,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2,500 reviews only")
     ap.add_argument("--variants", action="store_true", help="also compare scoring variants on FewSum train+val")
+    ap.add_argument("--agreement", action="store_true", help="also compare the clustered path with the full one")
     args = ap.parse_args(sys.argv[1:])
     if not ZH.is_file():
         console.print(f"[yellow]summarize bench skipped:[/] {ZH} is absent (the shared data lives beside the repo)")
         return 0
     # 10,000 reviews here are about 22,000 sentences (short Chinese reviews); 25,000 reach ~50,000.
     scale(console, [2500] if args.quick else [2500, 10000, 25000])
+    if args.agreement:
+        agreement(console)
     if args.variants:
         if FEWSUM.is_dir():
             variants(console)

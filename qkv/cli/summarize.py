@@ -37,7 +37,7 @@ def _budgets(text: str) -> list[int]:
     return out
 
 
-def _show(summary, product_id: str, many: bool, reviews: list[str]) -> None:
+def _show(summary, product_id: str, many: bool) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
                         "summaries": [{"product": p.id, **s.to_dict()} for p, s in results]})
             return
         for p, s in results:
-            _show(s, p.id, len(results) > 1, p.texts)
+            _show(s, p.id, len(results) > 1)
 
     @eval_app.command("summarize")
     def eval_summarize(

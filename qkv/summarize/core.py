@@ -26,7 +26,7 @@ import numpy as np
 from qkv.errors import InputError
 from qkv.model.threads import blas_threads
 from qkv.summarize.rank import importance, kmeans, received
-from qkv.summarize.readers import Review
+from qkv.summarize.readers import Review, rating_scale
 from qkv.summarize.sentences import split_sentences
 from qkv.summarize.tokens import Counter, get_counter
 
@@ -47,7 +47,7 @@ class Params:
     length_power: float = 0.0  # gain divided by tokens**length_power (0: no length preference)
     balance: bool = True       # keep positive and negative reviews' points in proportion
     min_words: float = 3       # shorter fragments are merged into a neighbour
-    full_limit: int = 3000     # above this many sentences, cluster first
+    full_limit: int = 1500     # above this many sentences, cluster first
     clusters: int = 400        # representatives kept when clustering
 
 
@@ -57,7 +57,7 @@ class SummarySentence:
     review: int        # index of the source review (0-based)
     start: int         # character span in that review
     end: int
-    score: float       # importance π, as a share of all attention (sums to 1 over the input)
+    score: float       # attention received π (a share of all attention; halved for first-person sentences)
     tokens: int        # tokens of this sentence alone
     rating: float | None = None
     rank: int = 0      # 1 = picked first
@@ -146,15 +146,6 @@ def _as_reviews(reviews, ratings) -> tuple[list[str], list[float | None]]:
     return texts, rates
 
 
-def _scale_of(ratings) -> tuple[float, float] | None:
-    known = [r for r in ratings if r is not None]
-    if not known:
-        return None
-    if set(known) <= {0.0, 1.0}:
-        return (0.0, 1.0)
-    return (1.0, 5.0) if min(known) >= 1 and max(known) <= 5 else (min(known), max(known))
-
-
 def polarity(rating: float | None, scale: tuple[float, float] | None) -> int:
     """+1 for a good rating, -1 for a bad one, 0 for the middle or unknown."""
     if rating is None or scale is None:
@@ -228,7 +219,7 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
     vecs = np.asarray(vecs, dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,
-                    scale=_scale_of(rates), notes=notes, threads=getattr(encoder, "threads", None))
+                    scale=rating_scale(rates), notes=notes, threads=getattr(encoder, "threads", None))
 
 
 def _joiner(parts: Sequence[str]) -> str:
@@ -319,7 +310,8 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
         tokens=(counter.count(final) if cut else int(counts[j])),
         rating=doc.ratings[doc.review_of[cand[j]]], rank=rank_of[j]) for j in shown)
     after = counter.count(final)
-    assert after <= budget, "budget exceeded"  # guaranteed by construction; never ship a breach
+    if after > budget:  # guaranteed by construction above; never hand out a breach regardless
+        raise RuntimeError(f"internal error: summary of {after} tokens exceeds the budget of {budget}")
     return Summary(final, sents, int(budget), counter.name, int(tokens_before), int(after),
                    n_reviews=sum(1 for t in doc.reviews if t.strip()), n_sentences=doc.n, order=order,
                    cut=cut, notes=tuple(notes))

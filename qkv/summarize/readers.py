@@ -96,7 +96,7 @@ def _rating(value, path, row: int) -> float | None:
         raise InputError(f"{path}: row {row} has rating {value!r}, not a number") from None
 
 
-def _scale(ratings: list[float | None]) -> tuple[float, float] | None:
+def rating_scale(ratings: list[float | None]) -> tuple[float, float] | None:
     known = [r for r in ratings if r is not None]
     if not known:
         return None
@@ -122,7 +122,7 @@ def _from_rows(rows: list[dict], columns: list[str], path, column, rating_column
         rating = _rating(row.get(rcol), path, i) if rcol else None
         key = str(row.get(gcol, "")) if gcol else "all"
         groups.setdefault(key, []).append(Review(text.strip(), rating))
-    return [Product(k, tuple(v), scale=_scale([r.rating for r in v])) for k, v in groups.items()]
+    return [Product(k, tuple(v), scale=rating_scale([r.rating for r in v])) for k, v in groups.items()]
 
 
 def _fewsum(rows: list[dict], columns: list[str]) -> list[Product]:
@@ -137,7 +137,7 @@ def _fewsum(rows: list[dict], columns: list[str]) -> list[Product]:
                 reviews.append(Review(text, _rating(row.get("rating" + c[3:]), "FewSum", i + 2)))
         refs = tuple(s for s in ((row.get(c) or "").strip() for c in summs) if s)
         out.append(Product(str(row.get("group_id") or i), tuple(reviews), refs, str(row.get("cat") or ""),
-                           scale=_scale([r.rating for r in reviews])))
+                           scale=rating_scale([r.rating for r in reviews])))
     return out
 
 
