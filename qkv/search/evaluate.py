@@ -131,10 +131,13 @@ def _mean(xs) -> float:
 
 def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]], *, rerank: bool = False,
              gain_offset: float | None = None, half: str | None = None, limit: int | None = None,
-             fusion_: str = "score", alpha: float | None = None, candidates: int = 100, coverage: bool = True,
+             fusion_: str = "score", alpha: float | None = None, candidates: int | None = None, coverage: bool = True,
              progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries."""
     from qkv.search import fusion as fusion_mod
+    from qkv.search.index import CANDIDATES
+
+    candidates = CANDIDATES if candidates is None else candidates
 
     alpha = fusion_mod.ALPHA if alpha is None else alpha
     qids = [q for q in queries if q in qrels and in_half(q, half)]
@@ -159,7 +162,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             flt = Filter(Compare("id", "in", tuple(known)), "judged products")
             depth = len(known)
         else:
-            flt, depth = None, max(100, candidates)
+            flt, depth = None, max(100, candidates)  # hybrid fuses this deep; dense/keyword keep 100
         dense = store.dense_search(vec, depth, flt) if text.strip() else []
         kw = store.keyword_search(text, depth, flt) if text.strip() else []
         for mode in MODES:

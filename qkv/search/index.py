@@ -26,7 +26,7 @@ from qkv.search.store import IndexError_, Manifest, VectorStore, open_store, rea
 
 MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("score", "rrf")
-CANDIDATES = 100  # depth each side contributes to hybrid fusion (at least k)
+CANDIDATES = 200  # depth each side contributes to hybrid fusion (at least k); 200 tuned on dev half a
 MAX_QUERY_CHARS = 2000
 
 
