@@ -306,14 +306,16 @@ class Encoder:
         if batch:
             yield batch
 
-    def _run(self, items: list[Tokens], batch_size: int, progress, fn):
-        """Run ``fn(batch_indices, hidden, mask)`` over length-bucketed batches."""
+    def _run(self, items: list[Tokens], batch_size: int, progress, fn, keep: Selector | None = None):
+        """Run ``fn(batch_indices, hidden, mask, store)`` over length-bucketed batches; ``store``
+        holds the intermediates ``keep`` names."""
         if batch_size < 1:
             raise InputError("batch_size must be at least 1")
         with blas_threads(self.threads):
             for idx in self._batches(items, batch_size):
                 b = self._pad([items[j] for j in idx])
-                fn(idx, self.forward(b.ids, b.mask), b.mask)
+                store: dict = {}
+                fn(idx, self.forward(b.ids, b.mask, keep, store), b.mask, store)
                 if progress is not None:
                     progress(len(idx))
 
@@ -346,7 +348,7 @@ class Encoder:
             owner.extend([i] * len(wins))
         pooled = np.zeros((len(items), self.dim), dtype=np.float32)
 
-        def keep(idx, hidden, mask):
+        def keep(idx, hidden, mask, _store):
             pooled[idx] = self._pool(hidden, mask)
 
         self._run(items, batch_size, progress, keep)
@@ -377,18 +379,14 @@ class Encoder:
         if chosen is not None and any(not -n_layers <= l < n_layers for l in layers):
             raise InputError(f"layers {layers} out of range for a {n_layers}-layer model")
         out: list = [None] * len(items)
-        if not items:
-            return out
-        with blas_threads(self.threads):
-            for idx in self._batches(items, batch_size):
-                b = self._pad([items[j] for j in idx])
-                store: dict = {}
-                keep = None if chosen is None else Selector([f"layers.{l}.out" for l in chosen], n_layers)
-                hidden = self.forward(b.ids, b.mask, keep, store)
-                feats = hidden if chosen is None else np.concatenate(
-                    [store[f"layers.{l}.out"] for l in chosen], axis=-1)
-                for r, j in enumerate(idx):
-                    out[j] = (items[j], np.ascontiguousarray(feats[r, :len(items[j])]))
+        keep = None if chosen is None else Selector([f"layers.{l}.out" for l in chosen], n_layers)
+
+        def collect(idx, hidden, mask, store):
+            feats = hidden if chosen is None else np.concatenate([store[f"layers.{l}.out"] for l in chosen], axis=-1)
+            for r, j in enumerate(idx):
+                out[j] = (items[j], np.ascontiguousarray(feats[r, :len(items[j])]))
+
+        self._run(items, batch_size, None, collect, keep)
         return out
 
     def trace(self, texts, keep=("layers.*.attn.weights",), *, truncate: bool = False) -> Trace:
