@@ -101,7 +101,8 @@ def agreement(console, n_reviews: int = 500) -> None:
     reviews = rows[:n_reviews]
     base = Params(full_limit=10 ** 9)
     table = Table(title=f"clustered vs full path · {len(reviews)} tablet reviews (zh) · budget 75 cl100k")
-    for col in ("path", "sentences encoded", "cpu s", "ROUGE-1/2 vs full summary (unicode)", "sentences shared"):
+    for col in ("path", "sentences encoded", "cpu s", "ROUGE-1/2 vs the full path's summary (unicode)",
+                "sentences shared"):
         table.add_column(col, justify="right")
     with threadpool_limits(1):
         c0 = time.process_time()
@@ -109,16 +110,25 @@ def agreement(console, n_reviews: int = 500) -> None:
         full = select(full_doc, 75, counter, base)
         full_cpu = time.process_time() - c0
         table.add_row("full", f"{len(full_doc.cand):,}", f"{full_cpu:.1f}", "100 / 100", f"{len(full.sentences)}")
-        for k in (100, 200, 400):
-            p = replace(base, full_limit=0, clusters=k)
+        for how, k in (("cluster", 200), ("cluster", 400), ("sample", 200), ("sample", 400)):
+            p = replace(base, full_limit=0, clusters=k, reduce=how)
             c0 = time.process_time()
             d = prepare(reviews, encoder=enc, params=p)
             s = select(d, 75, counter, p)
             cpu = time.process_time() - c0
             r = rouge(s.text, [full.text], tokenizer="unicode")
             shared = len({x.text for x in s.sentences} & {x.text for x in full.sentences})
-            table.add_row(f"{k} clusters", f"{len(d.cand):,}", f"{cpu:.1f}", f"{r['rouge1']:.1f} / {r['rouge2']:.1f}",
+            table.add_row(f"{how} {k}", f"{len(d.cand):,}", f"{cpu:.1f}", f"{r['rouge1']:.1f} / {r['rouge2']:.1f}",
                           f"{shared} of {len(s.sentences)}")
+        # Context: random sentences under the same budget (mean of 5 seeds).
+        from qkv.summarize.baselines import fill, rank_random
+        from qkv.summarize.core import _joiner
+
+        rs = [rouge(_joiner([full_doc.texts[i] for i in fill(rank_random(full_doc.texts, seed), full_doc.texts, 75,
+                                                              counter, _joiner)]), [full.text], tokenizer="unicode")
+              for seed in range(5)]
+        table.add_row("random sentences", "0", "-", f"{sum(r['rouge1'] for r in rs) / 5:.1f} / "
+                      f"{sum(r['rouge2'] for r in rs) / 5:.1f}", "-", style="dim")
     console.print(table)
 
 

@@ -127,8 +127,7 @@ def register(app: typer.Typer) -> None:
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
     ):
-        """ROUGE-1/2/L F1 of qkv and the baselines (lead, random, LexRank, TextRank, TF-IDF centroid,
-        greedy oracle) at each budget, in one run."""
+        """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle) per budget."""
         from rich.table import Table
 
         from qkv.errors import InputError

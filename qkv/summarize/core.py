@@ -48,7 +48,8 @@ class Params:
     balance: bool = True       # keep positive and negative reviews' points in proportion
     min_words: float = 3       # shorter fragments are merged into a neighbour
     full_limit: int = 1500     # above this many sentences, cluster first
-    clusters: int = 400        # representatives kept when clustering
+    clusters: int = 400        # representatives kept when reducing
+    reduce: str = "cluster"    # how large inputs are reduced: cluster (k-means on static vectors) | sample
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,13 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
         cand = np.arange(n)
         vecs = encoder.encode(sents, progress=progress)
         mass = np.ones(n)
-    else:
+    elif params.reduce == "sample":
+        # A seeded uniform sample: dense regions (what many reviewers say) are sampled in proportion.
+        cand = np.sort(np.random.default_rng(0).choice(n, size=min(params.clusters, n), replace=False))
+        mass = np.ones(len(cand))
+        vecs = encoder.encode([sents[i] for i in cand], progress=progress)
+        notes.append(f"{n} sentences: a random sample of {len(cand)} stands for them")
+    elif params.reduce == "cluster":
         cheap = static_vectors(encoder, sents)
         with blas_threads(getattr(encoder, "threads", None)):
             cent, labels = kmeans(cheap, params.clusters)
@@ -216,6 +223,8 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
         vecs = encoder.encode([sents[i] for i in cand], progress=progress)
         notes.append(f"{n} sentences: grouped into {len(cand)} clusters first; each cluster's most central "
                      "sentence stands for it")
+    else:
+        raise InputError(f"unknown reduce {params.reduce!r}; choose cluster or sample")
     vecs = np.asarray(vecs, dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,

@@ -81,6 +81,10 @@ def test_clustering_path(encoder):
     assert s.n_sentences == 30 and s.tokens_after <= 30
     assert any("clusters" in n for n in s.notes)
     assert len({x.text.split(" ")[1] for x in s.sentences}) == len(s.sentences)  # different topics
+    t = summarize(many, budget=30, encoder=encoder, params=Params(full_limit=10, clusters=8, reduce="sample"))
+    assert t.tokens_after <= 30 and any("random sample of 8" in n for n in t.notes)
+    with pytest.raises(InputError, match="unknown reduce"):
+        summarize(many, encoder=encoder, params=Params(full_limit=10, reduce="pca"))
 
 
 def test_bad_input(encoder):
