@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,10 +150,11 @@ def read_bio(path: str | Path) -> list[Example]:
                 flush(no)
                 first = no + 1
                 continue
-            parts = line.rsplit(None, 1) if not line.startswith((" ", "\t")) else [" ", line.strip()]
-            if len(parts) != 2:
+            # the character itself may be a space or an ideographic space: split on the last ASCII blank
+            m = re.match(r"^(.+?)[ \t]+(\S+)$", line)
+            if m is None:
                 raise InputError(f"{path}:{no}: expected 'CHARACTER TAG', got {line!r}")
-            ch, tag = parts
+            ch, tag = m.group(1), m.group(2)
             if tag != "O" and not tag.startswith(("B-", "I-")):
                 raise InputError(f"{path}:{no}: tag {tag!r} is not O, B-X or I-X")
             chars.append(ch)

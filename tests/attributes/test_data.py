@@ -71,3 +71,10 @@ def test_split_dev_is_seeded_and_by_title(synthetic):
     assert 0 < len(d1) < len(exs) / 2
     dev_titles = {e.title for e in d1}
     assert not any(e.title in dev_titles for e in a1)  # duplicates of a title stay together
+
+
+def test_read_bio_space_characters(tmp_path):
+    p = tmp_path / "t.txt"
+    p.write_text("七 B-HPPX\n\u3000 O\n雄 B-XH\n", encoding="utf-8")
+    (ex,) = read_bio(p)
+    assert ex.title == "七\u3000雄" and [s.value for s in ex.spans] == ["七", "雄"]
