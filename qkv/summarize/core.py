@@ -44,7 +44,7 @@ class Params:
     personal: float = 0.5      # importance × this for first-person sentences ("I bought it for my wife")
     relevance: str = "log"     # MMR's importance term: linear (π / max π) or log (τ·log π, cosine units)
     duplicate: float = 0.85    # a sentence this similar (cosine) to a chosen one is never added
-    length_power: float = 0.0  # gain divided by tokens**length_power (0: no length preference)
+    length_power: float = 0.0  # positive gains divided by tokens**length_power (linear relevance only; 0: off)
     balance: bool = True       # keep positive and negative reviews' points in proportion
     min_words: float = 3       # shorter fragments are merged into a neighbour
     full_limit: int = 1500     # above this many sentences, cluster first
