@@ -97,3 +97,39 @@ def test_rolled_back_writer_changes_nothing(tmp_path):
             raise RuntimeError("boom")
     st2 = open_store(tmp_path / "r")
     assert st2.manifest.extra["generation"] == gen and st2.count() == 200
+
+
+def test_crash_between_rename_and_manifest_swap(tmp_path, monkeypatch):
+    """A writer dying after its generation is renamed into place but before manifest.json is swapped
+    leaves the previous state readable; the next writer replaces the orphan."""
+    import qkv.search.embedded as emb
+
+    st, v = _fill(tmp_path / "x", 300)
+    gen = st.manifest.extra["generation"]
+
+    def boom(*a, **k):
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(emb.os, "replace", boom)
+    with pytest.raises(OSError):
+        with st.writer() as w:
+            w.delete(["p1"])
+    monkeypatch.undo()
+    again = open_store(tmp_path / "x")
+    assert again.manifest.extra["generation"] == gen and again.count() == 300
+    assert again.dense_search(v[1], 1)[0].id == "p1"
+    with again.writer() as w:
+        w.delete(["p2"])
+    after = open_store(tmp_path / "x")
+    assert after.count() == 299 and after.manifest.extra["generation"] != gen
+
+
+def test_coverage_weighting_prefers_titles_matching_all_words():
+    from qkv.search import fusion
+
+    bm25 = {"rare-word-only": 6.0, "all-words": 5.0}
+    w = fusion.coverage_weighted(bm25, {"rare-word-only": 1, "all-words": 3})
+    assert w["all-words"] > w["rare-word-only"]
+    fused = fusion.score_fusion({"rare-word-only": 0.5, "all-words": 0.5}, w, alpha=0.5)
+    assert fusion.ranked(fused, 1)[0][0] == "all-words"
+    assert fusion.rrf([["a", "b"], ["b", "c"]])["b"] == pytest.approx(1 / 62 + 1 / 61)
