@@ -306,7 +306,8 @@ def _main(args) -> int:
                           f"plus {rays[1]['start_s']:.1f}s to start Ray")
         cells.append({"ray": rays})
     CACHE.mkdir(parents=True, exist_ok=True)
-    (CACHE / "last-run.json").write_text(json.dumps(cells, indent=1))
+    name = f"run-{args.sizes}-{args.milvus_sizes}-{args.ray_titles}.json".replace(",", "_")
+    (CACHE / name).write_text(json.dumps(cells, indent=1))  # the raw numbers, for docs and plots
     return 0
 
 

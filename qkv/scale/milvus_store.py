@@ -528,6 +528,10 @@ class _Writer(StoreWriter):
                     self.client.upsert(self.target, data[a:a + BATCH])
             else:
                 self.client.delete(self.target, ids=data)
+        # seal the written segments: Milvus builds the HNSW/BM25 indexes on sealed segments only, and
+        # searches growing ones by brute force (Milvus Lite, 10k rows: 786 ms → 11 ms a query)
+        self.client.flush(self.target)
+        self.client.release_collection(self.target)
         self.client.load_collection(self.target)
         count = int(self.client.query(self.target, filter="", output_fields=["count(*)"])[0]["count(*)"])
         extra = {**self.manifest.extra, "fields": self.fields, "collection": self.target}
