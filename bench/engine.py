@@ -1,6 +1,6 @@
 """Engine benchmark: qkv's encoder and attention kernel beside the references, measured in one run.
 
-    .venv/bin/python bench/engine.py                    # everything, 1 and 2 threads (~20-30 min)
+    .venv/bin/python bench/engine.py                    # everything, 1 and 2 threads (~40 min on a busy machine)
     .venv/bin/python bench/engine.py --quick            # fewer repetitions, L up to 2048
     .venv/bin/python bench/engine.py --sections encoder --threads 1
 
@@ -492,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", default="parity,gemm,encoder,attention",
                     help="comma-separated: parity, gemm, encoder, attention")
     ap.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds per configuration (default 2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="interleaved rounds per configuration (default 1; 2+ evens out drifting load)")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, attention up to L=2048")
     ap.add_argument("--from-json", help="re-print the tables of an earlier run's results JSON")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
