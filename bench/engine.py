@@ -367,8 +367,8 @@ def _attn_fn(impl: str, q, k, v):
     if impl == "qkv-plain":
         import qkv.attention as A
 
-        A.CHUNK_THRESHOLD = 1 << 62  # force the one-pass path at every length
-        return lambda: A.scaled_dot_product_attention(q, k, v)
+        # the five steps on whole arrays (the path that can return the weights)
+        return lambda: A.scaled_dot_product_attention(q, k, v, return_weights=True)[0]
     if impl == "qkv-chunked":
         import qkv.attention as A
 
@@ -732,13 +732,13 @@ def main(argv: list[str] | None = None) -> int:
                       "tracemalloc sees numpy buffers only; 'RSS peak' is the kernel's high-water mark reset "
                       "just before the call (same method for all, MALLOC_MMAP_THRESHOLD_=64 KiB).")
         t = 1 if 1 in threads_list else threads_list[0]
-        from qkv.attention import CHUNK_THRESHOLD
+        from qkv.attention import TILED_MIN
 
         for L in lengths:
             if L < 512:
                 continue
             ref = attn_stats.get((L, t, "torch-sdpa"))
-            default = "qkv-plain" if L <= CHUNK_THRESHOLD else "qkv-chunked"
+            default = "qkv-plain" if L * L < TILED_MIN else "qkv-chunked"
             for impl in ("qkv-plain", "qkv-chunked"):
                 s = attn_stats.get((L, t, impl))
                 if s and ref and (impl == default or impl == "qkv-chunked"):

@@ -36,12 +36,12 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
-    "CHUNK_THRESHOLD",
+    "TILED_MIN",
 ]
 
-# Key length above which scaled_dot_product_attention switches to the chunked path (when weights
-# are not requested). Below it the whole score matrix is small enough that one pass is faster.
-CHUNK_THRESHOLD = 1024
+# Size of the score matrix (Lq·Lk) from which scaled_dot_product_attention takes the tiled path when
+# weights are not requested; below it one batched pass over all heads wastes less in Python loops.
+TILED_MIN = 64 * 64
 DEFAULT_CHUNK = 512
 
 
@@ -55,6 +55,13 @@ def softmax(x: np.ndarray, axis: int = -1, mask: np.ndarray | None = None) -> np
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
+    if mask is None:
+        row_max = x.max(axis=axis, keepdims=True)
+        if np.isfinite(row_max).all():  # the common case: nothing masked, nothing infinite
+            e = np.subtract(x, row_max)
+            np.exp(e, out=e)
+            e /= e.sum(axis=axis, keepdims=True)
+            return e
     allowed = np.ones(x.shape, dtype=bool) if mask is None else np.broadcast_to(mask, x.shape)
     posinf = np.isposinf(x) & allowed
     if posinf.any():
@@ -144,13 +151,15 @@ def scaled_dot_product_attention(
     causal: query i sees keys ≤ i (end-aligned when Lq != Lk). bias: added to the scaled scores.
     Returns the output [..., Lq, d_v], and the weights [..., Lq, Lk] when ``return_weights``.
 
-    When weights are not requested and Lk exceeds CHUNK_THRESHOLD (or ``chunk_size`` is given) the
-    key-chunked online-softmax path runs instead; its result is the same.
+    With ``return_weights`` the five steps run as written, on whole arrays. Without, and when the
+    score matrices are large enough for it to pay (Lq·Lk ≥ TILED_MIN, or ``chunk_size`` given), the
+    tiled online-softmax path (``chunked_attention``) runs instead: same result, memory
+    O(tile) instead of O(Lq·Lk), and faster because each tile stays in cache.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_qkv(q, k, v)
     lq, lk = q.shape[-2], k.shape[-2]
-    if not return_weights and (chunk_size is not None or lk > CHUNK_THRESHOLD):
+    if not return_weights and (chunk_size is not None or lq * lk >= TILED_MIN):
         return chunked_attention(q, k, v, mask=mask, causal=causal, bias=bias, scale=scale,
                                  chunk_size=chunk_size or DEFAULT_CHUNK)
     s = scale_scores(scores(q, k), q.shape[-1], scale)
@@ -161,61 +170,90 @@ def scaled_dot_product_attention(
     return (out, w) if return_weights else out
 
 
-def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None,
-                      chunk_size: int = DEFAULT_CHUNK):
-    """The same result as the plain path, visiting keys ``chunk_size`` at a time.
+def _lead_view(a: np.ndarray | None, lead: tuple, last2: tuple):
+    """``a`` broadcast (as a view, no copy) to lead + last2, or None."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if a.ndim == 1:
+        a = a[None, :]
+    return np.broadcast_to(a, lead + last2)
 
-    Keeps, per query row, the running max m, the running sum of exp(s - m) and the running
-    weighted sum of V; a new chunk rescales them by exp(m_old - m_new). Extra memory is
-    O(Lq × chunk) instead of O(Lq × Lk). Rows with no allowed key come out as zeros.
+
+def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None,
+                      chunk_size: int = DEFAULT_CHUNK, q_chunk: int = DEFAULT_CHUNK, out=None):
+    """The same result as the plain path, computed tile by tile.
+
+    For each leading index (batch, head) and each block of ``q_chunk`` queries, keys are visited
+    ``chunk_size`` at a time with an online softmax: per query row the running max m, the running
+    sum of exp(s - m) and the running weighted sum of V; a new tile rescales them by
+    exp(m_old - m_new), and the division by the sum happens once at the end, on [rows, d_v] rather
+    than on the scores. One q_chunk×chunk_size score buffer is reused throughout, so extra memory
+    is O(tile), independent of length, and the tile stays in cache. Rows with no allowed key are
+    zeros. ``out`` (optional, shape [..., Lq, d_v], any strides) receives the result.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_qkv(q, k, v)
-    lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    if chunk_size < 1:
-        raise ValueError("chunk_size must be at least 1")
+    if chunk_size < 1 or q_chunk < 1:
+        raise ValueError("chunk sizes must be at least 1")
+    lq, lk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     c = 1.0 / math.sqrt(d) if scale is None else scale
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
-    qs = q * dtype.type(c)  # fold the scale into q: Lq×d multiplications instead of Lq×Lk
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    m_run = np.full(batch + (lq, 1), -np.inf, dtype=dtype)
-    l_run = np.zeros(batch + (lq, 1), dtype=dtype)
-    acc = np.zeros(batch + (lq, v.shape[-1]), dtype=dtype)
-    full_mask = None if mask is None else np.asarray(mask, dtype=bool)
-    if full_mask is not None:
-        full_mask = np.broadcast_to(full_mask, full_mask.shape[:-2] + (lq, lk)) if full_mask.ndim >= 2 \
-            else np.broadcast_to(full_mask, (lq, lk))
-    if bias is not None:
-        bias = np.asarray(bias)
-        bias = np.broadcast_to(bias, bias.shape[:-2] + (lq, lk)) if bias.ndim >= 2 else np.broadcast_to(bias, (lq, lk))
-    offset = lk - lq
-    rows = np.arange(lq)[:, None] + offset
-    for start in range(0, lk, chunk_size):
-        stop = min(start + chunk_size, lk)
-        if causal and start > rows[-1, 0]:
-            break  # every later key is in the future of every query
-        s = qs @ np.swapaxes(k[..., start:stop, :], -1, -2)  # the only Lq×chunk buffer
-        if bias is not None:
-            s += bias[..., start:stop]
-        allowed = None
-        if full_mask is not None:
-            allowed = full_mask[..., start:stop]
-        if causal:
-            cm = np.arange(start, stop)[None, :] <= rows
-            allowed = cm if allowed is None else (allowed & cm)
-        if allowed is not None:
-            np.copyto(s, -np.inf, where=~allowed)
-        m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
-        safe = np.where(np.isfinite(m_new), m_new, 0.0)
-        with np.errstate(invalid="ignore"):
-            corr = np.exp(m_run - safe)  # exp(-inf) = 0 on the first chunk
-            s -= safe
-            p = np.exp(s, out=s)
-        l_run = l_run * corr + p.sum(axis=-1, keepdims=True)
-        acc *= corr
-        acc += p.astype(v.dtype, copy=False) @ v[..., start:stop, :]
-        m_run = m_new
-    return np.divide(acc, l_run, out=np.zeros_like(acc), where=l_run > 0).astype(dtype, copy=False)
+    shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
+    for extra in (mask, bias):
+        if extra is not None and np.ndim(extra) > 2:
+            shapes.append(np.shape(extra)[:-2])
+    lead = np.broadcast_shapes(*shapes)
+    Q, K, V = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+    M = _lead_view(None if mask is None else np.asarray(mask, dtype=bool), lead, (lq, lk))
+    Bias = _lead_view(bias, lead, (lq, lk))
+    if out is None:
+        out = np.zeros(lead + (lq, dv), dtype=dtype)
+    pos = np.arange(lq) + (lk - lq)  # each query's position among the keys (causal, end-aligned)
+    qc, kc = min(q_chunk, lq), min(chunk_size, lk)
+    s_buf = np.empty((qc, kc), dtype=dtype)
+    pv_buf = np.empty((qc, dv), dtype=dtype)
+    cval = dtype.type(c)
+    for idx in np.ndindex(*lead):
+        qi, kt, vi, oi = Q[idx], K[idx].T, V[idx], out[idx]
+        for qs in range(0, lq, qc):
+            qe = min(qs + qc, lq)
+            nb = qe - qs
+            qb = qi[qs:qe] * cval
+            m_run = np.full((nb, 1), -np.inf, dtype=dtype)
+            l_run = np.zeros((nb, 1), dtype=dtype)
+            acc = np.zeros((nb, dv), dtype=dtype)
+            k_end = min(lk, int(pos[qe - 1]) + 1) if causal else lk  # later keys are in every row's future
+            for ks in range(0, k_end, kc):
+                ke = min(ks + kc, lk)
+                s = s_buf[:nb, :ke - ks]
+                np.matmul(qb, kt[:, ks:ke], out=s)
+                if Bias is not None:
+                    s += Bias[idx][qs:qe, ks:ke]
+                allowed = None if M is None else M[idx][qs:qe, ks:ke]
+                if causal:
+                    cm = np.arange(ks, ke)[None, :] <= pos[qs:qe, None]
+                    allowed = cm if allowed is None else (allowed & cm)
+                if allowed is not None:
+                    np.copyto(s, -np.inf, where=~allowed)
+                m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
+                safe = np.where(np.isfinite(m_new), m_new, 0).astype(dtype, copy=False)
+                with np.errstate(invalid="ignore"):
+                    corr = np.exp(m_run - safe)  # exp(-inf) = 0 on the first tile
+                s -= safe
+                np.exp(s, out=s)
+                l_run *= corr
+                l_run += s.sum(axis=-1, keepdims=True)
+                acc *= corr
+                pv = pv_buf[:nb]
+                np.matmul(s, vi[ks:ke], out=pv)
+                acc += pv
+                m_run = m_new
+            empty = l_run[:, 0] == 0
+            np.divide(acc, l_run, out=acc, where=~empty[:, None])
+            acc[empty] = 0
+            oi[qs:qe] = acc
+    return out
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:

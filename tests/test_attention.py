@@ -182,9 +182,9 @@ def test_chunked_equals_plain(chunk, causal):
     np.testing.assert_allclose(ch, plain, atol=1e-5)
 
 
-def test_chunked_path_used_for_long_keys_and_equal_to_plain():
+def test_tiled_path_used_without_weights_and_equal_to_plain():
     q, k, v = rand(1, 2, 8, 32), rand(1, 2, 3000, 32), rand(1, 2, 3000, 32)
-    auto = scaled_dot_product_attention(q, k, v)  # Lk > CHUNK_THRESHOLD: chunked
+    auto = scaled_dot_product_attention(q, k, v)  # no weights asked, large scores: tiled path
     plain = scaled_dot_product_attention(q, k, v, return_weights=True)[0]
     np.testing.assert_allclose(auto, plain, atol=1e-5)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qkv.attention import chunked_attention
 from qkv.errors import InputError
 from qkv.model.config import ModelConfig
 from qkv.model.hub import resolve
@@ -49,19 +50,20 @@ _AS_P = 0.3275911
 _AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
 
-def _erf_gelu_f32(x: np.ndarray) -> np.ndarray:
-    """x·½(1 + erf(x/√2)) in place for float32, with ±erf folded in by copysign (no masks)."""
+def _erf_gelu_f32(x: np.ndarray, u=None, t=None, p=None) -> np.ndarray:
+    """x·½(1 + erf(x/√2)) in place for float32, with ±erf folded in by copysign (no masks).
+    u, t, p: optional scratch arrays of x's shape."""
     f = np.float32
-    u = np.abs(x)
+    u = np.abs(x, out=u)
     u *= f(1 / math.sqrt(2))
     np.minimum(u, f(6.0), out=u)  # erf(6) is 1 in float32; also keeps exp(-u²) out of denormals
-    t = u * f(_AS_P)
+    t = np.multiply(u, f(_AS_P), out=t)
     t += 1
     np.reciprocal(t, out=t)
     u *= u
     np.negative(u, out=u)
     np.exp(u, out=u)  # u is now exp(-u²)
-    p = t * f(_AS_A[0])
+    p = np.multiply(t, f(_AS_A[0]), out=p)
     for a in _AS_A[1:]:
         p += f(a)
         p *= t
@@ -72,6 +74,22 @@ def _erf_gelu_f32(x: np.ndarray) -> np.ndarray:
     p *= f(0.5)
     x *= p
     return x
+
+
+def bias_gelu(h: np.ndarray, b: np.ndarray, kind: str = "gelu", rows: int = 32) -> np.ndarray:
+    """h + b, then the activation, in place on [n, width]. For float32 the ~15 element-wise passes
+    run over blocks of ``rows`` rows, so a block and its scratch stay in cache instead of streaming
+    the whole [n, width] array through memory each time (measured: about twice as fast)."""
+    if h.dtype != np.float32 or kind != "gelu" or h.ndim != 2:
+        h += b
+        return gelu(h, kind)
+    scratch = np.empty((3, min(rows, h.shape[0]), h.shape[1]), dtype=np.float32)
+    for r in range(0, h.shape[0], rows):
+        hb = h[r:r + rows]
+        n = hb.shape[0]
+        hb += b
+        _erf_gelu_f32(hb, scratch[0, :n], scratch[1, :n], scratch[2, :n])
+    return h
 
 
 def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
@@ -96,6 +114,11 @@ def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
     t *= 0.5
     x *= t
     return x
+
+
+# Sequence length from which attention runs tile by tile (per text and head, cache-resident)
+# rather than on whole [batch, heads, L, L] arrays; below it the batched form has less overhead.
+TILED_FROM = 64
 
 
 @dataclass
@@ -232,31 +255,30 @@ class Encoder:
             for n, a in (("attn.q", q), ("attn.k", k), ("attn.v", v)):
                 if want(n):
                     store[f"layers.{i}.{n}"] = a.copy()
-            # Scaling Q (L·d products) is cheaper than scaling the scores (L·L); when the scores or
-            # weights are traced we scale after the product instead, as the reference does, so the
-            # traced numbers round the same way.
-            late = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
-            if not late:
-                q *= self._scale
-            # 2. score: Q·Kᵀ
-            s = q @ k.transpose(0, 1, 3, 2)
-            if late:
+            ctx = np.empty((B, L, nh, d), dtype=self.dtype)  # heads' outputs, already merged
+            traced = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
+            if not traced and L >= TILED_FROM:
+                # steps 2-5 tile by tile, one (text, head) at a time: see qkv.attention.chunked_attention
+                chunked_attention(q, k, v, mask=None if pad_bias is None else mask[:, None, None, :],
+                                  scale=self._scale, out=ctx.transpose(0, 2, 1, 3))
+            else:
+                # 2. score: Q·Kᵀ, all heads and texts at once
+                s = q @ k.transpose(0, 1, 3, 2)
                 if want("attn.scores"):
                     store[f"layers.{i}.attn.scores"] = s.copy()
                 s *= self._scale  # 3. scale by 1/√d
-            if pad_bias is not None:
-                s += pad_bias
-            if want("attn.scaled_scores"):
-                store[f"layers.{i}.attn.scaled_scores"] = s.copy()
-            # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
-            s -= s.max(axis=-1, keepdims=True)
-            np.exp(s, out=s)
-            s /= s.sum(axis=-1, keepdims=True)
-            if want("attn.weights"):
-                store[f"layers.{i}.attn.weights"] = s.copy()
-            # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
-            ctx = np.empty((B, L, nh, d), dtype=self.dtype)
-            np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
+                if pad_bias is not None:
+                    s += pad_bias
+                if want("attn.scaled_scores"):
+                    store[f"layers.{i}.attn.scaled_scores"] = s.copy()
+                # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
+                s -= s.max(axis=-1, keepdims=True)
+                np.exp(s, out=s)
+                s /= s.sum(axis=-1, keepdims=True)
+                if want("attn.weights"):
+                    store[f"layers.{i}.attn.weights"] = s.copy()
+                # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
+                np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             if want("attn.context"):
                 store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
             # heads concatenated, projected, added to the input, normalised
@@ -270,8 +292,7 @@ class Encoder:
                 store[f"layers.{i}.attn.norm"] = x.reshape(B, L, H).copy()
             # feed-forward
             h = x @ lw.w_in
-            h += lw.b_in
-            gelu(h, cfg.hidden_act)
+            bias_gelu(h, lw.b_in, cfg.hidden_act)
             if want("ffn.hidden"):
                 store[f"layers.{i}.ffn.hidden"] = h.reshape(B, L, -1).copy()
             f = h @ lw.w_out

@@ -131,3 +131,13 @@ def test_words_merge_pieces_and_split_edge_punctuation(encoder):
     assert len(ultra.tokens) > 1 and all(t.tokens[i].startswith("##") for i in ultra.tokens[1:])
     for w in words:
         assert text[w.start:w.end] == w.text
+
+
+def test_tiled_attention_path_equals_the_traced_path(encoder):
+    """Untraced forward passes of long inputs take the tiled attention path; tracing the weights
+    forces the whole-array five steps. Both must give the same hidden states."""
+    texts = ["quiet kettle with a cool handle " * 20, "short title"]
+    tiled = encoder.trace(texts, keep=["layers.5.out"])
+    whole = encoder.trace(texts, keep=["layers.5.out", "layers.*.attn.weights"])
+    assert tiled.input_ids.shape[1] >= 64
+    np.testing.assert_allclose(tiled["layers.5.out"], whole["layers.5.out"], atol=2e-5)
