@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         table.add_column("first values")
         counts = enc.tokenizer.count(texts)
         for t, n, v in zip(texts, counts, vecs):
-            table.add_row(t, str(n), f"{np.linalg.norm(v):.4f}", " ".join(f"{x:+.4f}" for x in v[:6]) + " …")
+            table.add_row(t, str(n), f"{np.linalg.norm(v):.4f}", " ".join(f"{x:+.4f}" for x in v[:4]) + " …")
         console.print(table)
         if len(texts) > 1:
             sims = vecs @ vecs.T if (normalize or (normalize is None and enc.config.normalize)) else None
