@@ -224,6 +224,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ray-titles", type=int, default=2000, help="titles for local vs Ray (0 to skip)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds allowed per cell")
     ap.add_argument("--png", default=str(PNG))
+    ap.add_argument("--merge", nargs="*", help="JSON files of earlier runs whose store cells join the table/plot")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)  # internal: one cell in this process
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="qkv-bench-scale-"))
@@ -247,9 +248,15 @@ def _main(args) -> int:
     console = Console(width=max(150, Console().width))
     console.print(f"[dim]generated titles, no data set needed; load average {os.getloadavg()[0]:.1f} on "
                   f"{os.cpu_count()} CPUs (other jobs share them: absolute times are noisy)[/]")
-    sample_vectors(args.sample)  # embed (or load) the sample once, outside the timed cells
     cells = []
-    plan = [("embedded", int(n)) for n in args.sizes.split(",") if n] + \
+    for f in args.merge or []:  # store cells of earlier runs (their JSON), shown and plotted with this run's
+        cells += [c for c in json.loads(Path(f).read_text()) if "store" in c]
+    if args.merge:
+        console.print(f"[dim]merged store cells from {', '.join(args.merge)}[/]")
+    sizes = args.sizes if args.sizes != "none" else ""
+    if sizes or args.milvus_sizes:
+        sample_vectors(args.sample)  # embed (or load) the sample once, outside the timed cells
+    plan = [("embedded", int(n)) for n in sizes.split(",") if n] + \
            [("milvus", int(n)) for n in args.milvus_sizes.split(",") if n]
     for store, n in plan:
         console.print(f"[dim]… {store} {n:,}[/]")
@@ -257,6 +264,7 @@ def _main(args) -> int:
         c = _run(["--one", "store", store, str(n), "--sample", str(args.sample), "--queries", str(nq)], args.timeout)
         c["queries"] = nq
         cells.append({"store": store, "n": n, **c})
+    cells.sort(key=lambda c: (c["store"] != "embedded", c["n"]))
     t = Table(title="stores: build (no encoder), footprint, latency (k=10, one query at a time), ANN recall")
     for col in ("store", "products", "ANN", "build s", "rows/s", "peak RSS MB", "disk MB", "dense p50/p99 ms",
                 "keyword p50/p99 ms", "recall@10", "queries"):
