@@ -154,6 +154,10 @@ def start_ray(address: str | None, workers: int):
     except ImportError:  # pragma: no cover - depends on the install
         raise InputError("the Ray engine needs ray: pip install 'qkv[ray]'") from None
     if ray.is_initialized():
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if not address and cpus < workers + 1:  # the read tasks would wait forever behind the actors
+            raise InputError(f"the running Ray has {cpus:g} CPUs; {workers} embedding actors need {workers + 1} "
+                             f"(one each, plus one for reading the catalog): use --workers {max(1, int(cpus) - 1)}")
         return ray, False
     kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if address:

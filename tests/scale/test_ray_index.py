@@ -94,6 +94,11 @@ def test_killed_worker_is_replaced_and_every_product_lands_once(tmp_path, local_
     np.testing.assert_allclose(st.get_vectors(pick), encoder.encode([r["title"] for r in rows]), atol=1e-6)
 
 
+def test_too_many_workers_for_the_cluster_is_refused_not_hung(tmp_path, local_ray, sample_catalog, encoder):
+    with pytest.raises(InputError, match="use --workers 1"):  # 2 actors + a reader on 2 CPUs would deadlock
+        index_with_ray(sample_catalog, tmp_path / "i", workers=2, encoder=encoder)
+
+
 def test_bad_arguments_are_refused(tmp_path, sample_catalog):
     with pytest.raises(InputError, match="workers"):
         index_with_ray(sample_catalog, tmp_path / "i", workers=0)
