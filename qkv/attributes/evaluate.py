@@ -148,7 +148,7 @@ def dictionary_baseline(train: list[Example], titles: list[str]) -> list[dict[st
     for ex in train:
         for a, vs in ex.values.items():
             by_attr[a].update(v for v in vs if v.strip())
-    pats = {a: sorted(vs, key=len, reverse=True) for a, vs in by_attr.items()}
+    pats = {a: sorted(vs, key=lambda v: (-len(v), v)) for a, vs in by_attr.items()}  # deterministic ties
     out = []
     for t in titles:
         got = {}
