@@ -103,7 +103,6 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
     selector = Selector([f"layers.{l}.out" for l in chosen], nl)
     order = sorted(range(len(items)), key=lambda j: items[j][2] - items[j][1])
     pre = len(tok.prefix_ids)
-    done_titles = set()
     with blas_threads(enc.threads):
         for b0 in range(0, len(order), batch_size):
             idx = order[b0:b0 + batch_size]
@@ -127,8 +126,6 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                 take = edge > best[i][s:t]
                 out[i][rows[take]] = feats[r, pre + np.nonzero(take)[0]]
                 best[i][s:t] = np.maximum(best[i][s:t], edge)
-                if i not in done_titles:
-                    done_titles.add(i)
             if progress is not None:
                 progress(len(idx))
     return out
