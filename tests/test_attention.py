@@ -311,3 +311,15 @@ def test_property_permuting_keys_and_values_together_changes_nothing(shape, seed
                                scaled_dot_product_attention(q, k[:, perm], v[:, perm]), atol=1e-10)
     np.testing.assert_allclose(scaled_dot_product_attention(q, k, v),
                                chunked_attention(q, k[:, perm], v[:, perm], chunk_size=2), atol=1e-10)
+
+
+@pytest.mark.parametrize("magnitude", [1.0, 40.0])
+def test_tiled_path_with_and_without_the_running_max(magnitude):
+    """Small scores take the shift-free branch (|q|·|k| bounds them), large ones the running max:
+    both equal the plain path, and huge scores neither overflow nor give NaN."""
+    q, k, v = rand(2, 3, 70, 16) * magnitude, rand(2, 3, 90, 16), rand(2, 3, 90, 8)
+    plain = scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                                         return_weights=True)[0]
+    tiled = chunked_attention(q, k, v, chunk_size=32, q_chunk=16)
+    assert np.isfinite(tiled).all()
+    np.testing.assert_allclose(tiled, plain, atol=1e-5 * max(1.0, magnitude))

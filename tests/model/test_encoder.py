@@ -140,4 +140,4 @@ def test_tiled_attention_path_equals_the_traced_path(encoder):
     tiled = encoder.trace(texts, keep=["layers.5.out"])
     whole = encoder.trace(texts, keep=["layers.5.out", "layers.*.attn.weights"])
     assert tiled.input_ids.shape[1] >= 64
-    np.testing.assert_allclose(tiled["layers.5.out"], whole["layers.5.out"], atol=2e-5)
+    np.testing.assert_allclose(tiled["layers.5.out"], whole["layers.5.out"], rtol=1e-5, atol=2e-5)
