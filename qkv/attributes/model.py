@@ -129,7 +129,16 @@ class AttributeModel:
 
     # ------------------------------------------------------------------ training
     @classmethod
-    def train(cls, examples: list[Example], encoder, *, layers=(-3, -1), mode: str = "crf",
+    def train(cls, examples: list[Example], encoder, **options) -> tuple["AttributeModel", TrainReport]:
+        """Learn a tagger from labelled titles (options: see ``_train``), under the encoder's BLAS
+        thread count: the optimiser's many small products are slower with a second thread here."""
+        from qkv.model.threads import blas_threads
+
+        with blas_threads(encoder.threads):
+            return cls._train(examples, encoder, **options)
+
+    @classmethod
+    def _train(cls, examples: list[Example], encoder, *, layers=(-3, -1), mode: str = "crf",
               use_dense: bool = True, use_sparse: bool = True, use_gazetteer: bool = True,
               l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 100, min_count: int = 1,
               dense_dim: int | None = 256,
@@ -210,7 +219,15 @@ class AttributeModel:
         return model, report
 
     # ------------------------------------------------------------------ extraction
-    def extract(self, titles, categories=None, *, all_spans: bool = False, normalize: bool = False,
+    def extract(self, titles, categories=None, **options) -> list[list[Attribute]]:
+        """Attributes found in each title (options: see ``_extract``), under the encoder's BLAS
+        thread count."""
+        from qkv.model.threads import blas_threads
+
+        with blas_threads(self.encoder.threads):
+            return self._extract(titles, categories, **options)
+
+    def _extract(self, titles, categories=None, *, all_spans: bool = False, normalize: bool = False,
                 min_confidence: float = 0.0, batch_size: int = 256, progress=None,
                 cache_dir=None) -> list[list[Attribute]]:
         """Attributes found in each title (absent attributes are simply not listed).
