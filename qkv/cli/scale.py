@@ -25,10 +25,6 @@ def _bar(description: str):
 
 
 def register(app: typer.Typer) -> None:
-    # a Milvus-backed index directory must open wherever indexes are opened (qkv search, qkv serve …)
-    from qkv.search.store import BACKENDS
-
-    BACKENDS.setdefault("milvus", "qkv.scale.milvus_store:MilvusStore")
     app.add_typer(store_app, name="store")
 
 
@@ -83,8 +79,6 @@ def index_cmd(
     if engine == "local":
         from qkv.search.index import build_index
 
-        if store:
-            import qkv.scale  # noqa: F401
         with bar:
             rep = build_index(catalog, index, enc, rebuild=rebuild, id_column=id_column, title_column=title_column,
                               progress=cb, **({"backend": "milvus", "uri": store} if store else {}))
@@ -110,7 +104,6 @@ def index_cmd(
 @store_app.command("info")
 def info_cmd(index: Annotated[Path, typer.Option("--index", "-i", help="Index directory.")]):
     """What an index holds and where its data lives."""
-    import qkv.scale  # noqa: F401
     from qkv.search.store import open_store
 
     with open_store(index) as st:

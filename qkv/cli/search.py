@@ -73,10 +73,27 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
         batch_size: Annotated[int, typer.Option(help="Titles per encoder batch.")] = 64,
         as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
+        engine: Annotated[str, typer.Option(help="local (this process) or ray (embedding on Ray actors; qkv[ray]).")] = "local",
+        address: Annotated[Optional[str], typer.Option(help="With --engine ray: auto or ray://HOST:10001 (default: a local Ray).")] = None,
+        workers: Annotated[int, typer.Option(help="With --engine ray: embedding actors.")] = 2,
+        store: Annotated[Optional[str], typer.Option(help="Keep the data in Milvus: milvus://PATH.db or http://HOST:19530 (qkv[milvus]).")] = None,
     ):
         """Build or update a search index from CATALOG."""
+        from qkv.errors import InputError
         from qkv.search.index import build_index
         from qkv.search.store import read_manifest
+
+        if engine not in ("local", "ray"):
+            raise InputError(f"--engine must be local or ray, not {engine!r}")
+        if engine == "ray" or store:
+            if upsert:
+                raise InputError("--upsert works with the local engine and the embedded store; "
+                                 "the Ray engine and --store build whole indexes (use --rebuild to replace one)")
+            from qkv.cli.scale import index_cmd as scale_index
+
+            return scale_index(catalog, index, engine=engine, address=address, workers=workers, store=store,
+                               rebuild=rebuild, block_rows=512, work_dir=None, keep_shards=False,
+                               id_column=id_column, title_column=title_column, model=model, as_json=as_json)
 
         enc = None
         if model or not (index / "manifest.json").is_file():

@@ -1,13 +1,9 @@
 """Scale-out: distributed indexing on Ray (``ray_index``), serving from Milvus (``milvus_store``) and
-copying an index between stores (``migrate``). Importing this package registers the ``"milvus"``
-backend with ``qkv.search.store`` so ``Index.open`` / ``open_store`` read Milvus-backed indexes.
-Ray and pymilvus are optional extras (``qkv[ray]``, ``qkv[milvus]``), imported only when used."""
+copying an index between stores (``migrate``). ``qkv.search.store.BACKENDS`` names the Milvus store,
+so ``Index.open`` / ``open_store`` read Milvus-backed indexes. Ray and pymilvus are optional extras
+(``qkv[ray]``, ``qkv[milvus]``), imported only when used."""
 
 from __future__ import annotations
-
-from qkv.search.store import BACKENDS
-
-BACKENDS.setdefault("milvus", "qkv.scale.milvus_store:MilvusStore")
 
 __all__ = ["index_with_ray", "migrate"]
 

@@ -11,7 +11,6 @@ from typing import Callable
 
 import numpy as np
 
-import qkv.scale  # noqa: F401  (registers the milvus backend)
 from qkv.errors import InputError, QkvError
 from qkv.search.embedded import title_hash
 from qkv.search.store import Manifest, VectorStore, open_store, store_class

@@ -252,8 +252,6 @@ def _write_index(path: Path, cat, vectors: dict, enc, model_name, store, rebuild
     """The same index the local path builds, from precomputed vectors."""
     from qkv.search.store import open_store, read_manifest
 
-    if store:
-        import qkv.scale  # noqa: F401  (registers the milvus backend)
     backend = "milvus" if store else "embedded"
     if (path / "manifest.json").is_file():
         st = open_store(path)  # rebuild: replaced atomically when the writer block succeeds

@@ -204,7 +204,8 @@ class VectorStore(ABC):
         ...
 
 
-BACKENDS: dict[str, str] = {"embedded": "qkv.search.embedded:EmbeddedStore"}
+BACKENDS: dict[str, str] = {"embedded": "qkv.search.embedded:EmbeddedStore",
+                             "milvus": "qkv.scale.milvus_store:MilvusStore"}  # needs qkv[milvus]
 
 
 def read_manifest(path: str | Path) -> Manifest:

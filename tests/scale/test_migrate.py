@@ -73,3 +73,19 @@ def test_cli_store_index_local_into_milvus_and_info(tmp_path, small_csv):
     assert info["fields"]["price"] == "number"
     res = CliRunner().invoke(app, ["store", "index", str(small_csv), "--index", str(tmp_path / "x"), "--engine", "spark"])
     assert isinstance(res.exception, InputError) and "ray or local" in str(res.exception)
+
+
+def test_qkv_index_dispatches_store_and_engine(tmp_path, small_csv):
+    """`qkv index --store URI` builds into Milvus through the same path as `qkv store index`, and a
+    mode the Ray engine cannot do (upsert) or an unknown engine is refused clearly."""
+    res = CliRunner().invoke(app, ["index", str(small_csv), "--index", str(tmp_path / "h"),
+                                   "--store", f"milvus://{tmp_path}/d.db"])
+    assert res.exit_code == 0, res.output
+    assert "milvus://" in res.output and "12 products" in res.output
+    res = CliRunner().invoke(app, ["store", "info", "--index", str(tmp_path / "h")])
+    assert '"backend": "milvus"' in res.output
+    res = CliRunner().invoke(app, ["index", str(small_csv), "--index", str(tmp_path / "r"), "--engine", "ray",
+                                   "--upsert"])
+    assert res.exit_code != 0 and "--upsert works with the local engine" in str(res.exception or res.output)
+    res = CliRunner().invoke(app, ["index", str(small_csv), "--index", str(tmp_path / "x"), "--engine", "spark"])
+    assert res.exit_code != 0 and "--engine must be local or ray" in str(res.exception or res.output)
