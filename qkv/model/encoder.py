@@ -51,27 +51,28 @@ _AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
 
 def _erf_gelu_f32(x: np.ndarray, u=None, t=None, p=None) -> np.ndarray:
-    """x·½(1 + erf(x/√2)) in place for float32, with ±erf folded in by copysign (no masks).
-    u, t, p: optional scratch arrays of x's shape."""
+    """x·Φ(x) in place for float32; u, t, p: optional scratch arrays of x's shape.
+
+    With z = |x|/√2, A&S gives 1 - erf(z) = P(t)·exp(-z²), so Φ(|x|) - ½ = ½ - ½·P(t)·exp(-x²/2)
+    and Φ(x) = ½ + copysign(Φ(|x|) - ½, x). The 1/√2 and the -½ are folded into the constants, so
+    no pass is spent on them and no mask is needed for the sign."""
     f = np.float32
     u = np.abs(x, out=u)
-    u *= f(1 / math.sqrt(2))
-    np.minimum(u, f(6.0), out=u)  # erf(6) is 1 in float32; also keeps exp(-u²) out of denormals
-    t = np.multiply(u, f(_AS_P), out=t)
+    np.minimum(u, f(8.5), out=u)  # Φ(8.5) is 1 in float32; keeps exp out of denormals
+    t = np.multiply(u, f(_AS_P / math.sqrt(2)), out=t)
     t += 1
     np.reciprocal(t, out=t)
     u *= u
-    np.negative(u, out=u)
-    np.exp(u, out=u)  # u is now exp(-u²)
-    p = np.multiply(t, f(_AS_A[0]), out=p)
+    u *= f(-0.5)
+    np.exp(u, out=u)  # exp(-x²/2)
+    p = np.multiply(t, f(-0.5 * _AS_A[0]), out=p)
     for a in _AS_A[1:]:
-        p += f(a)
-        p *= t
-    p *= u  # 1 - erf(|x|/√2)
-    np.subtract(f(1), p, out=p)  # erf(|x|/√2)
-    np.copysign(p, x, out=p)  # erf(x/√2)
-    p += 1
-    p *= f(0.5)
+        p += f(-0.5 * a)
+        p *= t  # -½·P(t)
+    p *= u
+    p += f(0.5)  # Φ(|x|) - ½
+    np.copysign(p, x, out=p)
+    p += f(0.5)  # Φ(x)
     x *= p
     return x
 
@@ -119,6 +120,13 @@ def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
 # Sequence length from which attention runs tile by tile (per text and head, cache-resident)
 # rather than on whole [batch, heads, L, L] arrays; below it the batched form has less overhead.
 TILED_FROM = 64
+
+
+def _score_bound(q: np.ndarray, k: np.ndarray) -> float:
+    """An upper bound on |q·k| over all query/key pairs (Cauchy-Schwarz)."""
+    qn = np.einsum("...d,...d->...", q, q).max()
+    kn = np.einsum("...d,...d->...", k, k).max()
+    return float(np.sqrt(qn * kn))
 
 
 @dataclass
@@ -271,8 +279,12 @@ class Encoder:
                     s += pad_bias
                 if want("attn.scaled_scores"):
                     store[f"layers.{i}.attn.scaled_scores"] = s.copy()
-                # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
-                s -= s.max(axis=-1, keepdims=True)
+                # 4. softmax each row (in place; no row is fully masked: [CLS] is always real).
+                # Any per-row shift gives the same softmax; subtracting the row max only matters
+                # when exp could overflow, which the bound max|q|·max|k|/√d rules out (as in
+                # qkv.attention.chunked_attention).
+                if traced or _score_bound(q, k) * self._scale > 80.0:
+                    s -= s.max(axis=-1, keepdims=True)
                 np.exp(s, out=s)
                 s /= s.sum(axis=-1, keepdims=True)
                 if want("attn.weights"):
