@@ -2,8 +2,11 @@
 nothing here touches the network or ../shared."""
 
 import os
+from pathlib import Path
 
 import pytest
+
+SAMPLE = Path(__file__).resolve().parents[1] / "qkv" / "data" / "sample_catalog.csv"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -15,3 +18,19 @@ def encoder():
     import qkv
 
     return qkv.load()
+
+
+@pytest.fixture(scope="session")
+def sample_catalog() -> Path:
+    """The sample catalog shipped in the package (276 invented products)."""
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, encoder):
+    """A read-only index of the whole sample catalog, built once (tests that write make their own)."""
+    from qkv.search import build_index
+
+    path = tmp_path_factory.mktemp("search") / "sample-index"
+    build_index(SAMPLE, path, encoder)
+    return path

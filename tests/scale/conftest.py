@@ -1,4 +1,4 @@
-"""Fixtures for scale tests: the shipped sample catalog indexed once in the embedded store, and the
+"""Fixtures for scale tests: the sample index (tests/conftest.py) in the embedded store, and the
 same index migrated into Milvus Lite (a .db file under pytest's tmp dir; no server, no network)."""
 
 from pathlib import Path
@@ -9,17 +9,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "qkv" / "data" / "sample_catalog.
 
 
 @pytest.fixture(scope="session")
-def sample_catalog() -> Path:
-    return SAMPLE
-
-
-@pytest.fixture(scope="session")
-def embedded_index(tmp_path_factory, encoder):
-    from qkv.search import build_index
-
-    path = tmp_path_factory.mktemp("scale") / "embedded"
-    build_index(SAMPLE, path, encoder)
-    return path
+def embedded_index(sample_index):
+    """The session's sample index (tests/conftest.py) in the embedded store."""
+    return sample_index
 
 
 @pytest.fixture(scope="session")

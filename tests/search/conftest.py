@@ -1,25 +1,10 @@
-"""Fixtures for search tests: the shipped sample catalog, indexed once per session."""
+"""Fixtures for search tests (the sample catalog and its session index live in tests/conftest.py)."""
 
 from pathlib import Path
 
 import pytest
 
-SAMPLE = Path(__file__).resolve().parents[2] / "qkv" / "data" / "sample_catalog.csv"
-
-
-@pytest.fixture(scope="session")
-def sample_catalog() -> Path:
-    return SAMPLE
-
-
-@pytest.fixture(scope="session")
-def sample_index(tmp_path_factory, encoder):
-    """A read-only index of the whole sample catalog (tests that write make their own)."""
-    from qkv.search import build_index
-
-    path = tmp_path_factory.mktemp("search") / "sample-index"
-    build_index(SAMPLE, path, encoder)
-    return path
+SAMPLE = Path(__file__).resolve().parents[2] / "qkv" / "data" / "sample_catalog.csv"  # also tests/conftest.py's
 
 
 @pytest.fixture()
