@@ -66,22 +66,26 @@ def _parse_offer(obj, where: str) -> Example:
     return Example(title=title, values=values, category=category)
 
 
-def read_jsonl(path: str | Path) -> list[Example]:
-    """Read labelled offers; a malformed line raises InputError naming the file and line number."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no such file: {path}")
-    out: list[Example] = []
+def iter_jsonl(path: Path):
+    """(line number, object) for each non-blank line of a JSON-lines file; a malformed line raises
+    InputError naming the file and line."""
     with open(path, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield no, json.loads(line)
             except json.JSONDecodeError as e:
                 raise InputError(f"{path}:{no}: not valid JSON ({e.msg} at column {e.colno}); "
                                  "each line must be one JSON object") from None
-            out.append(_parse_offer(obj, f"{path}:{no}"))
+
+
+def read_jsonl(path: str | Path) -> list[Example]:
+    """Read labelled offers; a malformed line raises InputError naming the file and line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no such file: {path}")
+    out = [_parse_offer(obj, f"{path}:{no}") for no, obj in iter_jsonl(path)]
     if not out:
         raise InputError(f"{path} holds no labelled offers")
     return out

@@ -37,7 +37,6 @@ def _load_model(model: Path, encoder: Optional[str]):
 def _read_titles(file: Path, column: str) -> tuple[list[str], list[Optional[str]]]:
     """Titles from a CSV (header row) or JSON-lines file; the category column is used if present."""
     import csv
-    import json
 
     from qkv.errors import InputError
 
@@ -45,18 +44,13 @@ def _read_titles(file: Path, column: str) -> tuple[list[str], list[Optional[str]
         raise InputError(f"no such file: {file}")
     titles, cats = [], []
     if file.suffix in (".jsonl", ".json", ".ndjson"):
-        with open(file, encoding="utf-8") as f:
-            for no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{file}:{no}: not valid JSON ({e.msg})") from None
-                if not isinstance(obj, dict) or not isinstance(obj.get(column), str):
-                    raise InputError(f"{file}:{no}: no string field {column!r}")
-                titles.append(obj[column])
-                cats.append(obj.get("category") if isinstance(obj.get("category"), str) else None)
+        from qkv.attributes.data import iter_jsonl
+
+        for no, obj in iter_jsonl(file):
+            if not isinstance(obj, dict) or not isinstance(obj.get(column), str):
+                raise InputError(f"{file}:{no}: no string field {column!r}")
+            titles.append(obj[column])
+            cats.append(obj.get("category") if isinstance(obj.get("category"), str) else None)
         return titles, cats
     with open(file, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
