@@ -131,14 +131,8 @@ def workload_batches(enc, name: str):
     items = enc.tokenize(texts)
     batches = []
     for s in range(0, n, per_batch):
-        chunk = items[s:s + per_batch]
-        length = max(len(t) for t in chunk)
-        ids = np.full((len(chunk), length), enc.config.pad_token_id, dtype=np.int64)
-        mask = np.zeros((len(chunk), length), dtype=bool)
-        for r, t in enumerate(chunk):
-            ids[r, :len(t)] = t.ids
-            mask[r, :len(t)] = True
-        batches.append((texts[s:s + per_batch], ids, mask))
+        b = enc._pad(items[s:s + per_batch])  # the encoder's own padding
+        batches.append((texts[s:s + per_batch], b.ids, b.mask))
     return batches
 
 

@@ -87,20 +87,20 @@ class Filter:
     root: Node
     text: str
 
-    def fields(self) -> set[str]:
-        out: set[str] = set()
-
-        def walk(n):
+    def comparisons(self):
+        """Every comparison in the expression, depth first."""
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
             if isinstance(n, Compare):
-                out.add(n.field)
+                yield n
             elif isinstance(n, (And, Or)):
-                for i in n.items:
-                    walk(i)
+                stack.extend(reversed(n.items))
             elif isinstance(n, Not):
-                walk(n.item)
+                stack.append(n.item)
 
-        walk(self.root)
-        return out
+    def fields(self) -> set[str]:
+        return {c.field for c in self.comparisons()}
 
     def check(self, kinds: dict[str, str]) -> None:
         """Refuse unknown fields and order comparisons of text with numbers (kinds: field → kind)."""
@@ -109,19 +109,11 @@ class Filter:
                 raise FilterError(f"filter {self.text!r} uses field {name!r}, which this index does not have; "
                                   f"fields: {', '.join(sorted(kinds)) or '(none)'}")
 
-        def walk(n):
-            if isinstance(n, Compare):
-                vals = n.value if isinstance(n.value, tuple) else (n.value,)
-                if n.op in ("<", "<=", ">", ">=") and kinds[n.field] == "number" and not all(
-                        isinstance(v, float) for v in vals):
-                    raise FilterError(f"field {n.field!r} holds numbers; compare it with a number in {self.text!r}")
-            elif isinstance(n, (And, Or)):
-                for i in n.items:
-                    walk(i)
-            elif isinstance(n, Not):
-                walk(n.item)
-
-        walk(self.root)
+        for n in self.comparisons():
+            vals = n.value if isinstance(n.value, tuple) else (n.value,)
+            if n.op in ("<", "<=", ">", ">=") and kinds[n.field] == "number" and not all(
+                    isinstance(v, float) for v in vals):
+                raise FilterError(f"field {n.field!r} holds numbers; compare it with a number in {self.text!r}")
 
     def to_sql(self, column: Callable[[str], str], kinds: dict[str, str] | None = None) -> tuple[str, list]:
         """A SQL boolean expression with ``?`` placeholders and its parameters. ``column(field)``
