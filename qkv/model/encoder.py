@@ -220,9 +220,10 @@ class Encoder:
         return _Batch(ids, mask)
 
     def forward(self, ids: np.ndarray, mask: np.ndarray, keep: Selector | None = None,
-                store: dict | None = None) -> np.ndarray:
+                store: dict | None = None, *, upto: int | None = None) -> np.ndarray:
         """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
-        Intermediates named in ``keep`` are copied into ``store``."""
+        Intermediates named in ``keep`` are copied into ``store``. ``upto``: run only the first
+        ``upto`` layers (callers that read middle layers need not pay for the rest)."""
         cfg, w = self.config, self.weights
         B, L = ids.shape
         H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
@@ -246,7 +247,7 @@ class Encoder:
         if not mask.all():
             pad_bias = np.where(mask, 0, -np.inf).astype(self.dtype)[:, None, None, :]
 
-        for i, lw in enumerate(w.layers):
+        for i, lw in enumerate(w.layers[:upto]):
             want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
             # 1. project: one fused product gives Q | K | V for every token.
             qkv = x @ lw.w_qkv
@@ -328,7 +329,8 @@ class Encoder:
         if batch:
             yield batch
 
-    def _run(self, items: list[Tokens], batch_size: int, progress, fn, keep: Selector | None = None):
+    def _run(self, items: list[Tokens], batch_size: int, progress, fn, keep: Selector | None = None,
+             upto: int | None = None):
         """Run ``fn(batch_indices, hidden, mask, store)`` over length-bucketed batches; ``store``
         holds the intermediates ``keep`` names."""
         if batch_size < 1:
@@ -337,7 +339,7 @@ class Encoder:
             for idx in self._batches(items, batch_size):
                 b = self._pad([items[j] for j in idx])
                 store: dict = {}
-                fn(idx, self.forward(b.ids, b.mask, keep, store), b.mask, store)
+                fn(idx, self.forward(b.ids, b.mask, keep, store, upto=upto), b.mask, store)
                 if progress is not None:
                     progress(len(idx))
 
@@ -408,7 +410,7 @@ class Encoder:
             for r, j in enumerate(idx):
                 out[j] = (items[j], np.ascontiguousarray(feats[r, :len(items[j])]))
 
-        self._run(items, batch_size, None, collect, keep)
+        self._run(items, batch_size, None, collect, keep, None if chosen is None else max(chosen) + 1)
         return out
 
     def trace(self, texts, keep=("layers.*.attn.weights",), *, truncate: bool = False) -> Trace:

@@ -113,6 +113,18 @@ def test_token_vectors_mean_is_the_embedding(encoder):
     assert both.shape == (4, 768)
 
 
+def test_middle_layers_without_running_the_rest(encoder):
+    """token_vectors(layers=[1]) stops after layer 1, and gives what the full pass traces there."""
+    texts = ["red running shoes for men", "kettle"]
+    full = encoder.trace(texts, keep=["layers.1.out", "layers.5.out"])
+    for i, (tokens, tv) in enumerate(encoder.token_vectors(texts, layers=[1])):
+        np.testing.assert_allclose(tv, full.get("layers.1.out", i), atol=1e-5)
+    b = encoder._pad(encoder.tokenize(texts))
+    two = encoder.forward(b.ids, b.mask, upto=2)
+    np.testing.assert_allclose(two[b.mask], full["layers.1.out"][b.mask], atol=1e-5)
+    assert not np.allclose(two[b.mask], full["layers.5.out"][b.mask], atol=1e-2)
+
+
 def test_offsets_point_into_the_text(encoder):
     text = "Nike Air Max 270 Men's Running-Shoes, 运动鞋 😀"
     (t,) = encoder.tokenize([text])
