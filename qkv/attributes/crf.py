@@ -128,21 +128,22 @@ class CRF:
             return np.where(self.M, z, -np.inf), np.where(self.Mstart, 0.0, -np.inf), np.zeros_like(end)
         return np.where(self.M, T, -np.inf), np.where(self.Mstart, start, -np.inf), end
 
-    def forward_backward(self, batch: Batch, E: np.ndarray, T, start, end):
+    def forward_backward(self, batch: Batch, E: np.ndarray, T, start, end, pairs: bool = True):
         """As ``_forward_backward``, over length buckets (logZ in bucket order: only its sum is used
         in training)."""
         if len(batch.lengths) < 64:
-            return self._forward_backward(batch, E, T, start, end)
+            return self._forward_backward(batch, E, T, start, end, pairs)
         logZ, P, pair = [], np.empty_like(E), 0.0
         for rows, sub in batch.buckets():
-            z, p, pr = self._forward_backward(sub, E[rows], T, start, end)
+            z, p, pr = self._forward_backward(sub, E[rows], T, start, end, pairs)
             logZ.append(z)
             P[rows] = p
             pair = pair + pr
         return np.concatenate(logZ), P, pair
 
-    def _forward_backward(self, batch: Batch, E: np.ndarray, T, start, end):
-        """log Z per title, token marginals [N, K] (packed), and summed pair marginals [K, K]."""
+    def _forward_backward(self, batch: Batch, E: np.ndarray, T, start, end, pairs: bool = True):
+        """log Z per title, token marginals [N, K] (packed), and summed pair marginals [K, K]
+        (only with ``pairs``: training needs them, decoding does not)."""
         S, L, K = len(batch.lengths), batch.L, self.K
         Ep = self._pad(batch, E)
         m = Ep.max(axis=2, keepdims=True)
@@ -175,7 +176,8 @@ class CRF:
             nxt = psi[:, t + 1] * beta[:, t + 1] / c[:, t + 1:t + 2]
             nxt = np.where(v[:, None], nxt, 0.0)
             beta[:, t] = np.where(v[:, None], nxt @ A.T, tail)
-            pair += alpha[:, t].T @ nxt
+            if pairs:
+                pair += alpha[:, t].T @ nxt
         pair *= A
         P = (alpha * beta)[batch.seq, batch.pos]
         return logZ, P, pair
@@ -238,62 +240,69 @@ class CRF:
         return {"iterations": int(res.nit), "loss": float(res.fun), "converged": bool(res.success)}
 
     # ------------------------------------------------------------------ inference
-    def log_potentials(self, batch: Batch):
-        E = self.emissions(batch)
+    def log_potentials(self, batch: Batch, E: np.ndarray | None = None):
+        E = self.emissions(batch) if E is None else E
         if self.mode == "softmax":
             E = E - E.max(1, keepdims=True)
             E = E - np.log(np.exp(E).sum(1, keepdims=True))
         return E
 
-    def decode(self, batch: Batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Viterbi labels of each title and each token's marginal probability of its label."""
-        E = self.log_potentials(batch)
-        Tm, st, en = self._trans(self.T.astype(np.float64), self.start.astype(np.float64),
-                                 self.end.astype(np.float64))
-        S, L, K = len(batch.lengths), batch.L, self.K
-        if S == 0:
+    def decode(self, batch: Batch, emissions: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Viterbi labels of each title and each token's marginal probability of its label.
+
+        ``emissions``: the packed [N, K] scores if the caller computed them (``batch`` then only
+        needs its lengths). The confidence of a token is P(y_t = its decoded label | title), from
+        forward-backward (CRF) or the token's softmax."""
+        if len(batch.lengths) == 0:
             return [], []
-        Ep = self._pad(batch, E).astype(np.float32)
-        valid = np.arange(L)[None, :] < batch.lengths[:, None]
-        # Max-product over the BIO structure: O and B-x may follow any label (full K-way max), I-x
-        # only B-x or I-x (a 2-way max) — about half the work of a dense K×K step, in float32.
-        A = (K - 1) // 2
-        free = np.concatenate([[0], 2 * np.arange(A) + 1])  # O, B-*
-        ib, ii = 2 * np.arange(A) + 1, 2 * np.arange(A) + 2  # B-a, I-a
-        T_free = Tm[:, free].astype(np.float32)  # [K, 1+A]
-        t_bi = Tm[ib, ii].astype(np.float32)
-        t_ii = Tm[ii, ii].astype(np.float32)
-        score = (st + Ep[:, 0]).astype(np.float32)
-        back = np.zeros((S, L, K), dtype=np.int64)
-        rows = np.arange(K)[None, :]
-        for t in range(1, L):
-            cand = score[:, :, None] + T_free[None]  # [S, K, 1+A]
-            arg_f = cand.argmax(1)
-            best_f = np.take_along_axis(cand, arg_f[:, None, :], 1)[:, 0]
-            from_b = score[:, ib] + t_bi
-            from_i = score[:, ii] + t_ii
-            use_i = from_i > from_b
-            new = np.empty_like(score)
-            arg = np.empty((S, K), dtype=np.int64)
-            new[:, free], arg[:, free] = best_f, arg_f
-            new[:, ii] = np.where(use_i, from_i, from_b)
-            arg[:, ii] = np.where(use_i, ii[None, :], ib[None, :])
-            new += Ep[:, t]
-            v = valid[:, t][:, None]
-            score = np.where(v, new, score)
-            back[:, t] = np.where(v, arg, rows)
-        score = score + en
-        labels = np.zeros((S, L), dtype=np.int64)
-        cur = score.argmax(1)
-        for t in range(L - 1, -1, -1):
-            labels[:, t] = cur
-            cur = back[np.arange(S), t, cur]
+        E = self.emissions(batch) if emissions is None else emissions
+        LP = self.log_potentials(batch, E)
+        T, st, en = self.T.astype(np.float64), self.start.astype(np.float64), self.end.astype(np.float64)
+        packed = np.empty(len(LP), dtype=np.int64)
+        groups = batch.buckets() if len(batch.lengths) >= 64 else [(slice(None), batch)]
+        for rows, sub in groups:  # similar lengths together: the recursion pads less
+            packed[rows] = self._viterbi(sub, LP[rows], *self._trans(T, st, en))
         if self.mode == "softmax":
-            Pk = np.exp(E)
+            Pk = np.exp(LP)
         else:
-            _, Pk, _ = self.forward_backward(batch, self.emissions(batch), self.T.astype(np.float64),
-                                             self.start.astype(np.float64), self.end.astype(np.float64))
-        packed = labels[batch.seq, batch.pos]
+            _, Pk, _ = self.forward_backward(batch, E, T, st, en, pairs=False)
         conf = Pk[np.arange(len(packed)), packed]
         ends = np.cumsum(batch.lengths)[:-1]
         return np.split(packed, ends), np.split(conf, ends)
+
+    def _viterbi(self, batch: Batch, E: np.ndarray, Tm, st, en) -> np.ndarray:
+        """Best valid BIO labelling (packed [N]) by max-product in float32.
+
+        O and B-x may follow any label (a K-way max each), I-x only B-x or I-x (a 2-way max), so
+        a step costs about half a dense K×K one. Only the running scores are kept, not argmax
+        tables: the backtrack recomputes, for the one label chosen at each position, which
+        predecessor gave its score (the same float32 sums, first maximum on ties, so the same
+        path as storing back-pointers)."""
+        S, L, K = len(batch.lengths), batch.L, self.K
+        Ep = np.zeros((S, L, K), dtype=np.float32)
+        Ep[batch.seq, batch.pos] = E
+        valid = np.arange(L)[None, :] < batch.lengths[:, None]
+        A = (K - 1) // 2
+        free = np.concatenate([[0], 2 * np.arange(A) + 1])  # O, B-*
+        ib, ii = 2 * np.arange(A) + 1, 2 * np.arange(A) + 2  # B-a, I-a
+        T32 = Tm.astype(np.float32)  # -inf on invalid moves
+        into_free = np.ascontiguousarray(T32[:, free].T)  # [1+A, K]: scores of moves into O / B-*
+        t_bi, t_ii = T32[ib, ii], T32[ii, ii]
+        hist = np.empty((S, L, K), dtype=np.float32)  # running score at each position
+        score = (st + Ep[:, 0]).astype(np.float32)
+        for t in range(1, L):
+            hist[:, t - 1] = score
+            new = np.empty_like(score)
+            new[:, free] = (score[:, None, :] + into_free[None]).max(-1)
+            new[:, ii] = np.maximum(score[:, ib] + t_bi, score[:, ii] + t_ii)
+            new += Ep[:, t]
+            score = np.where(valid[:, t][:, None], new, score)
+        cur = (score + en).argmax(1)
+        labels = np.empty((S, L), dtype=np.int64)
+        into = np.ascontiguousarray(T32.T)  # [K to, K from]
+        for t in range(L - 1, 0, -1):
+            labels[:, t] = cur
+            prev = (hist[:, t - 1] + into[cur]).argmax(1)
+            cur = np.where(t < batch.lengths, prev, cur)
+        labels[:, 0] = cur
+        return labels[batch.seq, batch.pos]

@@ -22,6 +22,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +44,12 @@ class TitleTokens:
         return len(self.offsets)
 
 
-def tokenize_titles(enc, titles: list[str]) -> list[TitleTokens]:
-    """Tokens and words of each title, with no length limit (vectors are windowed later)."""
+def tokenize_titles(enc, titles: list[str], contents=None) -> list[TitleTokens]:
+    """Tokens and words of each title, with no length limit (vectors are windowed later).
+    ``contents``: the tokenizer's ``content(titles)`` if the caller already has it."""
     out = []
-    for title, e in zip(titles, enc.tokenizer.content(titles)):
+    contents = enc.tokenizer.content(titles) if contents is None else contents
+    for title, e in zip(titles, contents):
         full = enc.tokenizer.wrap(title, e)  # the whole title, no limit checked here
         offsets, pieces, word_of, words = [], [], [], []
         pos = {}
@@ -76,11 +79,13 @@ def _windows(n: int, width: int) -> list[tuple[int, int]]:
 
 
 def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: int = 64,
-                  progress=None) -> list[np.ndarray]:
+                  progress=None, contents=None) -> list[np.ndarray]:
     """Contextual vectors [n_content_tokens, hidden·len(layers)] of each title, in input order.
 
-    Uses the encoder's forward pass with a trace selector for the chosen layers' outputs; long
-    titles are windowed (see module doc). ``progress(k)`` is called after each batch of k titles.
+    Uses the encoder's forward pass with a trace selector for the chosen layers' outputs, stopped
+    after the last of them (layers past it are not computed); long titles are windowed (see module
+    doc). ``progress(k)`` is called after each batch of k titles. ``contents``: the tokenizer's
+    ``content(titles)`` if the caller already has it.
     """
     from qkv.model.threads import blas_threads
     from qkv.model.trace import Selector
@@ -91,7 +96,7 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
     chosen = [l % nl for l in layers]
     tok = enc.tokenizer
     width = enc.config.window_tokens - tok.n_special
-    contents = tok.content(titles)
+    contents = tok.content(titles) if contents is None else contents
     items = []  # (title index, start, stop) windows
     for i, e in enumerate(contents):
         for s, t in _windows(len(e.ids), width):
@@ -115,7 +120,7 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                 ids[r, :len(s)] = s
                 mask[r, :len(s)] = True
             store: dict = {}
-            enc.forward(ids, mask, selector, store)
+            enc.forward(ids, mask, selector, store, upto=max(chosen) + 1)
             feats = np.concatenate([store[f"layers.{l}.out"] for l in chosen], axis=-1)
             for r, j in enumerate(idx):
                 i, s, t = items[j]
@@ -132,11 +137,11 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
 
 
 def cached_token_vectors(enc, titles: list[str], layers: tuple[int, ...], cache_dir: str | Path | None,
-                         progress=None) -> list[np.ndarray]:
+                         progress=None, contents=None) -> list[np.ndarray]:
     """``token_vectors`` with an optional on-disk cache keyed by encoder fingerprint, layers and
     the exact titles (so repeated experiments on a data set encode it once)."""
     if cache_dir is None:
-        return token_vectors(enc, titles, layers, progress=progress)
+        return token_vectors(enc, titles, layers, progress=progress, contents=contents)
     h = hashlib.sha1()
     h.update(f"{enc.name}|{enc.fingerprint()}|{list(layers)}|{enc.config.window_tokens}".encode())
     for t in titles:
@@ -148,7 +153,7 @@ def cached_token_vectors(enc, titles: list[str], layers: tuple[int, ...], cache_
         if progress is not None:
             progress(len(titles))
         return np.split(flat, np.cumsum(lens)[:-1]) if len(lens) else []
-    vecs = token_vectors(enc, titles, layers, progress=progress)
+    vecs = token_vectors(enc, titles, layers, progress=progress, contents=contents)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     lens = np.asarray([len(v) for v in vecs], dtype=np.int64)
@@ -174,6 +179,7 @@ def dense_features(tt: TitleTokens, vecs: np.ndarray) -> np.ndarray:
 _UNIT = re.compile(r"^[\d.,/x×*+-]*\d([a-z\"'#%]+)", re.I)
 
 
+@lru_cache(maxsize=1 << 16)
 def shape(s: str) -> str:
     """Word shape with runs collapsed: "YA180" -> "Xd", "Men's" -> "Xx'x", "85mm" -> "dx"."""
     out = []
@@ -182,6 +188,15 @@ def shape(s: str) -> str:
         if not out or out[-1] != k:
             out.append(k)
     return "".join(out)[:8]
+
+
+def _lower_slicer(title: str):
+    """``f(s, e) == title[s:e].lower()``, from one lower-cased copy when that is exact (ASCII:
+    every character lower-cases alone, to one character), else slice by slice."""
+    if title.isascii():
+        low = title.lower()
+        return lambda s, e: low[s:e]
+    return lambda s, e: title[s:e].lower()
 
 
 class Gazetteer:
@@ -200,16 +215,30 @@ class Gazetteer:
                 counts.setdefault(v, Counter())[a] += 1
         return cls({v: dict(c) for v, c in counts.items()})
 
-    def matches(self, tt: TitleTokens, exclude=frozenset()) -> list[tuple[int, int, str, int]]:
+    def _prefixes(self) -> set[str]:
+        """Every character prefix of every value: a scan stops as soon as it leaves this set."""
+        if getattr(self, "_prefix_set", None) is None:
+            self._prefix_set = {v[:k] for v in self.counts for k in range(1, len(v) + 1)}
+        return self._prefix_set
+
+    def matches(self, tt: TitleTokens, exclude=frozenset(), low=None) -> list[tuple[int, int, str, int]]:
         """(first token, last token, attr, count) of every token-aligned match in the title.
         ``exclude``: (value_lower, attr) pairs not to count once (leave-one-out in training)."""
         out = []
-        n, t, off = len(tt), tt.title, tt.offsets
+        n = len(tt)
+        starts, ends = tt.offsets[:, 0].tolist(), tt.offsets[:, 1].tolist()
+        low = low or _lower_slicer(tt.title)
+        prefixes, counts = self._prefixes(), self.counts
+        # lower(t[s:e]) is a prefix of lower(t[s:e2]) for e < e2, except around a capital sigma
+        # (its lower case depends on what follows), so pruning by prefix is exact without one
+        prune = "Σ" not in tt.title
         for i in range(n):
-            s = off[i, 0]
+            s = starts[i]
             for j in range(i, min(n, i + self.max_tokens)):
-                key = t[s:off[j, 1]].lower()
-                hit = self.counts.get(key)
+                key = low(s, ends[j])
+                if prune and key not in prefixes:  # no value starts with this text: stop extending
+                    break
+                hit = counts.get(key)
                 if hit:
                     for a, c in hit.items():
                         c -= (key, a) in exclude
@@ -220,43 +249,46 @@ class Gazetteer:
 
 def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None,
                     exclude=frozenset()) -> list[list[str]]:
-    """String features of each token (all binary)."""
+    """String features of each token (all binary). The word-level ones are made once per word."""
     n = len(tt)
     if n == 0:
         return []
     t = tt.title
-    words = [t[s:e] for s, e in tt.words]
-    lw = [w.lower() for w in words]
+    low = _lower_slicer(t)
+    wspans = tt.words
+    words = [t[s:e] for s, e in wspans]
+    lw = [low(s, e) for s, e in wspans]
     nw = len(words)
-    feats: list[list[str]] = []
-    for i in range(n):
-        s, e = tt.offsets[i]
-        piece = t[s:e]
-        wi = int(tt.word_of[i])
-        ws, we = tt.words[wi]
-        w = words[wi]
-        f = ["t=" + piece.lower(), "w=" + lw[wi], "sh=" + shape(w), "tsh=" + shape(piece),
-             "wpos=" + (str(wi) if wi < 3 else "L" if wi == nw - 1 else "M"),
-             "rel=" + str(min(4, 5 * wi // max(1, nw))),
-             "wstart" if s == ws else "wcont", "wend" if e == we else "wmid"]
+    head, tail = [], []  # per word: features before and after the token's own
+    for wi, w in enumerate(words):
+        head.append(("w=" + lw[wi], "sh=" + shape(w)))
+        f = ["wpos=" + (str(wi) if wi < 3 else "L" if wi == nw - 1 else "M"), "rel=" + str(min(4, 5 * wi // max(1, nw)))]
+        tl = []
         if any(c.isdigit() for c in w):
-            f.append("digit")
+            tl.append("digit")
             m = _UNIT.match(w)
             if m:
-                f.append("unit=" + m.group(1).lower())
+                tl.append("unit=" + m.group(1).lower())
         if w.isupper() and len(w) > 1:
-            f.append("allcaps")
-        f.append("p1=" + (lw[wi - 1] if wi > 0 else "<s>"))
-        f.append("n1=" + (lw[wi + 1] if wi + 1 < nw else "</s>"))
-        f.append("p2=" + (lw[wi - 2] if wi > 1 else "<s>"))
-        f.append("n2=" + (lw[wi + 2] if wi + 2 < nw else "</s>"))
-        f.append("pt=" + (t[tt.offsets[i - 1, 0]:tt.offsets[i - 1, 1]].lower() if i > 0 else "<s>"))
-        f.append("nt=" + (t[tt.offsets[i + 1, 0]:tt.offsets[i + 1, 1]].lower() if i + 1 < n else "</s>"))
-        if category:
-            f.append("cat=" + category)
+            tl.append("allcaps")
+        tl += ["p1=" + (lw[wi - 1] if wi > 0 else "<s>"), "n1=" + (lw[wi + 1] if wi + 1 < nw else "</s>"),
+               "p2=" + (lw[wi - 2] if wi > 1 else "<s>"), "n2=" + (lw[wi + 2] if wi + 2 < nw else "</s>")]
+        tail.append((f, tl))
+    offs = tt.offsets.tolist()
+    pl = [low(s, e) for s, e in offs]
+    cat = ["cat=" + category] if category else []
+    feats: list[list[str]] = []
+    word_of = tt.word_of.tolist()
+    for i, (s, e) in enumerate(offs):
+        wi = word_of[i]
+        ws, we = wspans[wi]
+        (fw, fsh), (fpos, ftl) = head[wi], tail[wi]
+        f = ["t=" + pl[i], fw, fsh, "tsh=" + shape(t[s:e]), *fpos,
+             "wstart" if s == ws else "wcont", "wend" if e == we else "wmid", *ftl,
+             "pt=" + (pl[i - 1] if i > 0 else "<s>"), "nt=" + (pl[i + 1] if i + 1 < n else "</s>"), *cat]
         feats.append(f)
     if gaz is not None:
-        for i, j, a, c in gaz.matches(tt, exclude):
+        for i, j, a, c in gaz.matches(tt, exclude, low):
             feats[i].append("gB=" + a)
             for k in range(i + 1, j + 1):
                 feats[k].append("gI=" + a)

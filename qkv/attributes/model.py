@@ -127,6 +127,43 @@ class AttributeModel:
     def _batch(self, nonempty, tts, dense, sparse, labels=None) -> Batch:
         return _make_batch(nonempty, tts, dense, sparse, self.vocab, self.mean, self.scale, self.proj, labels)
 
+    # Extraction computes the CRF's emission scores straight from the encoder vectors: the dense
+    # features are linear in them — [v, word mean of v], centred, projected, scaled, times Wd —
+    # so the whole chain folds into one [hidden·layers, 2K] matrix applied to v, the word mean
+    # taken after it (a mean commutes with a linear map). That is K columns per half instead of
+    # 2·hidden·layers → 256 → K, and no [tokens, 2·hidden·layers] feature array is built.
+    def _dense_head(self) -> tuple[np.ndarray, np.ndarray]:
+        key = (id(self.crf.Wd), id(self.proj), id(self.mean), id(self.scale))
+        if getattr(self, "_head_key", None) != key:
+            Wd = self.crf.Wd.astype(np.float64)
+            P = self.proj.astype(np.float64) if self.proj is not None else np.eye(len(self.mean))
+            W = (P * self.scale.astype(np.float64)) @ Wd  # [2·hidden·layers, K]
+            c = -(self.mean.astype(np.float64) @ W)
+            h = W.shape[0] // 2
+            self._head = (np.ascontiguousarray(np.concatenate([W[:h], W[h:]], axis=1), dtype=np.float32), c)
+            self._head_key = key
+        return self._head
+
+    def _dense_emissions(self, vecs: list[np.ndarray], word_of: list[np.ndarray]) -> np.ndarray:
+        """Packed [N, K] dense emission scores from each title's token vectors."""
+        W, c = self._dense_head()
+        K = self.crf.K
+        G = np.concatenate(vecs) @ W  # [N, 2K]: token half, word half
+        nw = [int(w.max()) + 1 for w in word_of]
+        gw = np.concatenate(word_of) + np.repeat(np.cumsum(nw) - nw, [len(w) for w in word_of])
+        avg = sp.csr_matrix((np.ones(len(gw), np.float32), (gw, np.arange(len(gw)))), shape=(sum(nw), len(gw)))
+        counts = np.asarray(avg.sum(1)).ravel()
+        word_mean = (avg @ G[:, K:]) / np.maximum(counts, 1)[:, None]
+        E = G[:, :K].astype(np.float64)
+        E += word_mean[gw]
+        E += c
+        return E
+
+    def _sparse_emissions(self, feats: list[list[list[str]]]) -> np.ndarray:
+        """Packed [N, K] sparse emission scores (float64) from each title's string features."""
+        Xs = _sparse_matrix([fs for title in feats for fs in title], self.vocab)
+        return Xs @ self.crf.Ws if self.crf.F else np.zeros((Xs.shape[0], self.crf.K))
+
     # ------------------------------------------------------------------ training
     @classmethod
     def train(cls, examples: list[Example], encoder, **options) -> tuple["AttributeModel", TrainReport]:
@@ -228,7 +265,7 @@ class AttributeModel:
             return self._extract(titles, categories, **options)
 
     def _extract(self, titles, categories=None, *, all_spans: bool = False, normalize: bool = False,
-                min_confidence: float = 0.0, batch_size: int = 256, progress=None,
+                min_confidence: float = 0.0, batch_size: int = 512, progress=None,
                 cache_dir=None) -> list[list[Attribute]]:
         """Attributes found in each title (absent attributes are simply not listed).
 
@@ -248,28 +285,40 @@ class AttributeModel:
                 raise InputError(f"{len(categories)} categories for {len(titles)} titles; give one per title or none")
         enc = self.encoder
         out: list = [None] * len(titles)
-        # similar lengths together: the CRF pads each chunk to its longest title
-        order = sorted(range(len(titles)), key=lambda i: len(titles[i]))
+        # Tokenised once (the words and the encoder both use it); similar token counts together,
+        # so the encoder's batches and the CRF's recursions pad little.
+        contents = enc.tokenizer.content(titles) if titles else []
+        order = sorted(range(len(titles)), key=lambda i: len(contents[i].ids))
         use_cat = categories is not None and self.settings.get("use_category")
         for b0 in range(0, len(titles), batch_size):
             idx = order[b0:b0 + batch_size]
             chunk = [titles[i] for i in idx]
             cats = [categories[i] for i in idx] if use_cat else None
-            for i, r in zip(idx, self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir)):
+            for i, r in zip(idx, self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir,
+                                                     [contents[i] for i in idx])):
                 out[i] = r
             if progress is not None:
                 progress(len(chunk))
         return out
 
-    def _extract_chunk(self, enc, titles, cats, all_spans, normalize, min_confidence, cache_dir):
-        tts, nonempty, dense, sparse = self._featurize(enc, titles, cats, self.gazetteer,
-                                                       self.settings["layers"], cache_dir,
-                                                       use_dense=self.settings.get("use_dense", True))
+    def _extract_chunk(self, enc, titles, cats, all_spans, normalize, min_confidence, cache_dir, contents):
+        tts = tokenize_titles(enc, titles, contents)
+        nonempty = [i for i, t in enumerate(tts) if len(t)]
         results: list[list[Attribute]] = [[] for _ in titles]
         if not nonempty:
             return results
-        batch = self._batch(nonempty, tts, dense, sparse)
-        labels, conf = self.crf.decode(batch)
+        lengths = np.asarray([len(tts[i]) for i in nonempty], dtype=np.int64)
+        E = self._sparse_emissions([sparse_features(tts[i], cats[i] if cats else None, self.gazetteer)
+                                    for i in nonempty])
+        if self.settings.get("use_dense", True):
+            vecs = cached_token_vectors(enc, [titles[i] for i in nonempty], tuple(self.settings["layers"]),
+                                        cache_dir, contents=[contents[i] for i in nonempty])
+            if any(len(v) != n for v, n in zip(vecs, lengths)):
+                raise ModelError("the encoder's token vectors do not line up with the title's tokens "
+                                 "(a tokenizer change?); this is a bug in qkv, please report it")
+            E += self._dense_emissions(vecs, [tts[i].word_of for i in nonempty])
+        E += self.crf.b
+        labels, conf = self.crf.decode(Batch(None, None, lengths), E)
         if normalize:
             from qkv.attributes.normalize import normalize_value
         for i, lab, cf in zip(nonempty, labels, conf):
@@ -408,18 +457,20 @@ def _make_batch(nonempty, tts: list[TitleTokens], dense, sparse, vocab, mean, sc
         Xd *= scale
     else:
         Xd = np.zeros((int(lengths.sum()), 0), np.float32)
-    rows, cols = [], []
-    r = 0
-    for i in nonempty:
-        for fs in sparse[i]:
-            for f in fs:
-                k = vocab.get(f)
-                if k is not None:
-                    rows.append(r)
-                    cols.append(k)
-            r += 1
-    Xs = sp.csr_matrix((np.ones(len(rows), np.float64), (rows, cols)), shape=(r, len(vocab)))
-    Xs.sum_duplicates()
-    Xs.data[:] = 1.0
+    Xs = _sparse_matrix([fs for i in nonempty for fs in sparse[i]], vocab)
     y = np.concatenate([labels[i] for i in nonempty]) if labels is not None else None
     return Batch(Xd, Xs, lengths, y)
+
+
+def _sparse_matrix(rows: list[list[str]], vocab: dict[str, int]) -> sp.csr_matrix:
+    """Binary CSR [len(rows), len(vocab)]: 1 where a row has a feature in the vocabulary."""
+    get = vocab.get
+    indptr = [0]
+    cols: list[int] = []
+    for fs in rows:
+        ids = {get(f) for f in fs}
+        ids.discard(None)
+        cols.extend(sorted(ids))
+        indptr.append(len(cols))
+    return sp.csr_matrix((np.ones(len(cols), np.float64), np.asarray(cols, dtype=np.int64),
+                          np.asarray(indptr, dtype=np.int64)), shape=(len(rows), len(vocab)))
