@@ -22,41 +22,74 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("QKV_SHARED_DATA", ROOT.parent / "shared" / "data")) / "attributes"
 CACHE = Path(os.environ.get("QKV_CACHE", "/tmp/qkv-cache")) / "attributes"
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 110)
 
 
-def speed(n_titles: int = 400, model_path: str | None = None) -> None:
+TARGET = 150  # titles per second on one thread (issue 5)
+
+
+def _timed(fn, repeats: int):
+    """Best (wall s, CPU s) of ``repeats`` runs: CPU time of this process is the fair measure on a
+    shared machine; the best run is the one least disturbed by the neighbours."""
+    best = None
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        r = (time.perf_counter() - t0, time.process_time() - c0)
+        best = r if best is None or r[1] < best[1] else best
+    return best
+
+
+def speed(n_titles: int = 600, model_path: str | None = None, repeats: int = 2) -> dict:
     import qkv
     from qkv.attributes import AttributeModel, read_jsonl
+    from qkv.attributes.features import token_vectors
 
     enc = qkv.load(threads=1)
     if model_path:
         model = AttributeModel.load(model_path, enc)
-    else:  # a quick model: speed depends on the label count and features, not on how well it was fitted
-        small = read_jsonl(DATA / "ae110k" / "train_small.jsonl")
-        model, _ = AttributeModel.train(small, enc, max_iter=40, cache_dir=CACHE)
-    titles = [ex.title for ex in read_jsonl(DATA / "ae110k" / "train.jsonl")][:n_titles]
-    titles += [ex.title for ex in read_jsonl(DATA / "oamine" / "train.jsonl")][:n_titles // 2]
+        what = model_path
+    else:  # speed depends on the label count, layers and features, not on how well it was fitted
+        model, _ = AttributeModel.train(read_jsonl(DATA / "ae110k" / "train.jsonl"), enc, max_iter=10,
+                                        cache_dir=CACHE)
+        what = "a quick model (10 L-BFGS iterations on AE-110K train.jsonl, default settings)"
+    titles = [ex.title for ex in read_jsonl(DATA / "ae110k" / "train.jsonl")][:n_titles * 2 // 3]
+    titles += [ex.title for ex in read_jsonl(DATA / "oamine" / "train.jsonl")][:n_titles - len(titles)]
+    layers = tuple(model.settings["layers"])
+    nl = enc.config.num_layers
+    upto = max(l % nl for l in layers) + 1
     enc.encode(titles[:32])  # warm up
     model.extract(titles[:32])
-    t0, c0 = time.perf_counter(), time.process_time()
-    enc.encode(titles)
-    t_enc, c_enc = time.perf_counter() - t0, time.process_time() - c0
-    t0, c0 = time.perf_counter(), time.process_time()
-    model.extract(titles)
-    t_ext, c_ext = time.perf_counter() - t0, time.process_time() - c0
-    tab = Table(title=f"attribute extraction, {len(titles)} titles, 1 BLAS thread (target ≥ 150 titles/s)")
-    for c in ("what", "wall s", "titles/s", "CPU s", "titles per CPU-s", "vs encoder"):
-        tab.add_column(c, justify="left" if c == "what" else "right")
+    rows = [
+        (f"encoder alone: enc.encode ({nl} layers)", _timed(lambda: enc.encode(titles), repeats)),
+        (f"encoder, model's layers ({upto} of {nl})", _timed(lambda: token_vectors(enc, titles, layers), repeats)),
+        ("extraction: model.extract", _timed(lambda: model.extract(titles), repeats)),
+    ]
     n = len(titles)
-    tab.add_row("enc.encode (reference: encoder alone)", f"{t_enc:.2f}", f"{n / t_enc:.0f}", f"{c_enc:.2f}",
-                f"{n / c_enc:.0f}", "1.00")
-    tab.add_row("AttributeModel.extract (encoder + CRF)", f"{t_ext:.2f}", f"{n / t_ext:.0f}", f"{c_ext:.2f}",
-                f"{n / c_ext:.0f}", f"{t_enc / t_ext:.2f}")
+    tab = Table(title=f"attribute extraction speed: {n} titles (AE-110K + OA-Mine), 1 BLAS thread, "
+                      f"best of {repeats}; target ≥ {TARGET} titles/s")
+    for c in ("what", "wall s", "titles/s", "CPU s", "titles/CPU-s", "vs encode"):
+        tab.add_column(c, justify="left" if c == "what" else "right")
+    for name, (w, c) in rows:
+        tab.add_row(name, f"{w:.2f}", f"{n / w:.0f}", f"{c:.2f}", f"{n / c:.0f}", f"{rows[0][1][1] / c:.2f}")
     console.print(tab)
+    w_ext, c_ext = rows[-1][1]
+    w_vec, c_vec = rows[1][1]
     load = os.getloadavg()[0]
-    console.print(f"[dim]load average during the run: {load:.1f} on {os.cpu_count()} CPUs "
-                  "(a shared machine: titles/s scale down with load)[/]")
+    console.print(f"[dim]model: {what}; {len(model.attrs)} attributes ({model.crf.K} BIO labels), features "
+                  f"from encoder layers {list(layers)}, so {upto} of {nl} layers run. extract = tokens, encoder, "
+                  "features, CRF, spans; outside the encoder: "
+                  f"{100 * (c_ext - c_vec) / c_ext:.0f}% of its CPU time. "
+                  f"Load average {load:.1f} on {os.cpu_count()} CPUs (wall-clock figures fall with load; "
+                  "CPU time is the fairer measure on a shared machine).[/]")
+    per_cpu, per_wall = n / c_ext, n / w_ext
+    ok = per_cpu >= TARGET
+    colour = "green" if ok else "red"
+    console.print(f"[bold {colour}]verdict: extraction {per_cpu:.0f} titles per CPU-second "
+                  f"({per_wall:.0f} titles/s wall at load {load:.1f}) — target ≥ {TARGET} on one thread "
+                  f"{'MET' if ok else 'NOT MET'}[/]")
+    return {"titles": n, "rows": {name: {"wall_s": w, "cpu_s": c} for name, (w, c) in rows},
+            "titles_per_cpu_s": per_cpu, "titles_per_s_wall": per_wall, "target": TARGET, "met": ok}
 
 
 def quality(sets: list[str], max_iter: int) -> None:
@@ -102,11 +135,16 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", default="ae110k,oamine,taobao_zh")
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--model", help="time this attribute model instead of training a quick one")
+    ap.add_argument("--titles", type=int, default=600, help="how many titles to time (default 600)")
+    ap.add_argument("--repeats", type=int, default=2, help="time each step this many times, keep the best")
     args = ap.parse_args(argv)
-    if not DATA.is_dir():
-        console.print(f"[yellow]{DATA} not found: the attribute bench needs the shared data; skipped.[/]")
+    need = [DATA / "ae110k" / "train.jsonl", DATA / "oamine" / "train.jsonl"]
+    if not all(p.is_file() for p in need):
+        console.print(f"[yellow]attribute bench skipped: it times extraction on real titles from {DATA} "
+                      "(ae110k/ and oamine/ train.jsonl), which is not here. Nothing measured; this is not "
+                      "a failure.[/]")
         return 0
-    speed(model_path=args.model)
+    speed(args.titles, args.model, args.repeats)
     if args.quality:
         quality([s for s in args.sets.split(",") if s], args.max_iter)
     return 0

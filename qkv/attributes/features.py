@@ -78,7 +78,7 @@ def _windows(n: int, width: int) -> list[tuple[int, int]]:
     return [(s, s + width) for s in starts]
 
 
-def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: int = 64,
+def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: int = 32,
                   progress=None, contents=None) -> list[np.ndarray]:
     """Contextual vectors [n_content_tokens, hidden·len(layers)] of each title, in input order.
 

@@ -124,7 +124,7 @@ def extract(
                       console=err_console, transient=not sys.stderr.isatty()) as bar:
             task = bar.add_task("extract", total=len(texts))
             results = m.extract(texts, cats_arg, all_spans=all_spans, normalize=normalize,
-                                min_confidence=min_confidence, batch_size=128,
+                                min_confidence=min_confidence, batch_size=256,
                                 progress=lambda k: bar.advance(task, k))
     else:
         results = m.extract(texts, cats_arg, all_spans=all_spans, normalize=normalize, min_confidence=min_confidence)
