@@ -115,3 +115,31 @@ def test_length_buckets_give_the_same_answer():
     assert len(b.buckets()) > 1
     assert np.isclose(plain[0].sum(), bucketed[0].sum())
     assert np.allclose(plain[1], bucketed[1]) and np.allclose(plain[2], bucketed[2])
+
+
+def test_viterbi_over_many_titles_matches_enumeration():
+    """Enough titles for the length-bucketed path (≥ 64), lengths 1-4 so every labelling can be
+    enumerated; ties are made likely by rounding the weights."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 5, size=70)
+    N, K = int(lengths.sum()), 7
+    crf = CRF(K, 3, 0)
+    crf.Wd = np.round(rng.normal(size=(3, K)), 0).astype(np.float32)
+    crf.T = np.round(rng.normal(size=(K, K)), 0).astype(np.float32)
+    crf.start = np.round(rng.normal(size=K), 0).astype(np.float32)
+    crf.end = np.round(rng.normal(size=K), 0).astype(np.float32)
+    batch = Batch(np.round(rng.normal(size=(N, 3)), 0), sp.csr_matrix((N, 0)), lengths)
+    labels, _ = crf.decode(batch)
+    E = crf.emissions(batch)
+    k = 0
+    for n, lab in zip(lengths, labels):
+        e = E[k:k + n]
+        k += n
+        def total(ys):
+            return (crf.start[ys[0]] + crf.end[ys[-1]] + sum(e[t, y] for t, y in enumerate(ys))
+                    + sum(crf.T[a, b] for a, b in zip(ys, ys[1:])))
+        valid = [ys for ys in itertools.product(range(K), repeat=int(n))
+                 if crf.Mstart[ys[0]] and all(crf.M[a, b] for a, b in zip(ys, ys[1:]))]
+        best = max(total(ys) for ys in valid)
+        assert crf.Mstart[lab[0]] and all(crf.M[a, b] for a, b in zip(lab, lab[1:]))
+        assert np.isclose(total(tuple(lab)), best, atol=1e-4)

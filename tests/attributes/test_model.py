@@ -122,3 +122,26 @@ def test_training_needs_values(encoder):
         AttributeModel.train([Example("a b", {"Brand": ()})], encoder)
     with pytest.raises(InputError, match="no training examples"):
         AttributeModel.train([], encoder)
+
+
+def test_fast_emissions_equal_the_training_features(tiny_model, synthetic):
+    """Extraction folds projection, scaling and the word mean into one matrix on the encoder
+    vectors; the scores must equal those of the explicit training-time features."""
+    from qkv.attributes.crf import Batch
+
+    model, _ = tiny_model
+    _, held = synthetic
+    titles = [ex.title for ex in held] + ["Zorvex Zorvex-Pro Red/Black 12cm/22g", "x"]
+    enc = model.encoder
+    tts, nonempty, dense, sparse = model._featurize(enc, titles, None, model.gazetteer, model.settings["layers"], None)
+    ref = model.crf.emissions(model._batch(nonempty, tts, dense, sparse))
+    vecs = [dense[i][:, :dense[i].shape[1] // 2] for i in nonempty]  # the token half is the vectors
+    fast = model._sparse_emissions([sparse[i] for i in nonempty])
+    fast += model._dense_emissions(vecs, [tts[i].word_of for i in nonempty])
+    fast += model.crf.b
+    assert fast.shape == ref.shape
+    assert np.allclose(fast, ref, atol=1e-4 * np.abs(ref).max())
+    lengths = np.asarray([len(tts[i]) for i in nonempty])
+    for a, b in zip(model.crf.decode(Batch(None, None, lengths), fast)[0],
+                    model.crf.decode(model._batch(nonempty, tts, dense, sparse))[0]):
+        assert (a == b).all()
