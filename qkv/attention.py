@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv import kernels
+
 __all__ = [
     "softmax",
     "project",
@@ -216,9 +218,10 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     cval = dtype.type(c)
     # exp(x) neither overflows nor underflows to 0 for |x| ≤ this (float32: e^±88.7 is the range).
     exp_safe = 80.0 if dtype == np.float32 else 700.0
+    fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
     for idx in np.ndindex(*lead):
         qi, kt, vi, oi = Q[idx], K[idx].T, V[idx], out[idx]
-        k_norm = float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max())) if lk else 0.0
+        k_norm = 0.0 if fused or not lk else float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max()))
         for qs in range(0, lq, qc):
             qe = min(qs + qc, lq)
             nb = qe - qs
@@ -226,9 +229,12 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
             # Cauchy-Schwarz: |q·k| ≤ |q|·|k|. When that bound is small, exp(s) is safe as it
             # stands and the running max (one pass to find, one to subtract, and the rescaling)
             # can be skipped: softmax is the same for any shift. BERT heads are almost always so.
-            shift_free = Bias is None and float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max())) * k_norm <= exp_safe
+            # (The compiled step keeps the max: in registers it costs next to nothing.)
+            shift_free = (not fused and Bias is None
+                          and float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max())) * k_norm <= exp_safe)
             m_run = np.zeros((nb, 1), dtype=dtype) if shift_free else np.full((nb, 1), -np.inf, dtype=dtype)
             l_run = np.zeros((nb, 1), dtype=dtype)
+            corr = np.empty((nb, 1), dtype=dtype)
             acc = np.zeros((nb, dv), dtype=dtype)
             k_end = min(lk, int(pos[qe - 1]) + 1) if causal else lk  # later keys are in every row's future
             for ks in range(0, k_end, kc):
@@ -243,17 +249,22 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
                     allowed = cm if allowed is None else (allowed & cm)
                 if allowed is not None:
                     np.copyto(s, -np.inf, where=~allowed)
-                if not shift_free:
-                    m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
-                    safe = np.where(np.isfinite(m_new), m_new, 0).astype(dtype, copy=False)
-                    with np.errstate(invalid="ignore"):
-                        corr = np.exp(m_run - safe)  # exp(-inf) = 0 on the first tile
-                    s -= safe
-                    l_run *= corr
-                    acc *= corr
-                    m_run = m_new
-                np.exp(s, out=s)
-                l_run += s.sum(axis=-1, keepdims=True)
+                if fused:  # max, exp, sum and the correction in one pass over the tile
+                    kernels.online_softmax_tile(s, m_run, l_run, corr)
+                    if ks:
+                        acc *= corr
+                else:
+                    if not shift_free:
+                        m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
+                        safe = np.where(np.isfinite(m_new), m_new, 0).astype(dtype, copy=False)
+                        with np.errstate(invalid="ignore"):
+                            np.exp(m_run - safe, out=corr)  # exp(-inf) = 0 on the first tile
+                        s -= safe
+                        l_run *= corr
+                        acc *= corr
+                        m_run = m_new
+                    np.exp(s, out=s)
+                    l_run += s.sum(axis=-1, keepdims=True)
                 pv = pv_buf[:nb]
                 np.matmul(s, vi[ks:ke], out=pv)
                 acc += pv

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from qkv.attention import merge_heads, project, scale_scores, scores, softmax, split_heads, weighted_sum
-from qkv.model.encoder import gelu, layer_norm
+from qkv.kernels import gelu, layer_norm
 
 
 def layer_input_name(layer: int) -> str:

@@ -1,0 +1,148 @@
+/* The encoder's element-wise steps, each fused into one pass over memory (float32).
+ *
+ * NumPy makes one pass over memory per operation: the exact GELU is about twenty of them,
+ * LayerNorm with its residual eight, a masked softmax six. Here each step is one plain loop whose
+ * temporaries stay in registers; the compiler vectorises it (`#pragma omp simd`, built with
+ * -fopenmp-simd, no OpenMP runtime). erff comes from glibc's vector maths library (libmvec,
+ * glibc >= 2.35): the declaration below makes it SIMD-callable, as glibc's own headers do under
+ * -ffast-math, which we do not use (it would let the compiler assume that no value is ever inf or
+ * NaN, and masked scores are -inf). exp is inlined (exp_le0).
+ *
+ * Built at install time by hatch_build.py into qkv/_kernels.so; qkv/kernels.py loads it with
+ * ctypes and holds a NumPy twin of every function, which the tests compare it with.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#pragma omp declare simd notinbranch
+extern float erff(float);
+
+/* exp(x) for the softmax, inlined so the loops around it vectorise without a call: x = n·ln2 + r
+ * with |r| ≤ ln2/2 (ln2 split in two parts so n·ln2 is exact, after Cody & Waite), e^r from its
+ * Taylor series to degree 7 (truncation < 6e-9, below float32 rounding), 2^n put into the
+ * exponent bits. exp(x) = 0 for x below -87.3 (where float32 leaves the normal range) and so for
+ * -inf, the masked scores. Arguments here are ≤ 0 (scores minus their row maximum). */
+static inline float exp_le0(float x)
+{
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    float xc = x < -87.3f ? -87.3f : x;
+    const float round = 12582912.0f; /* 1.5·2^23: adding and subtracting it rounds to an integer */
+    float n = (xc * log2e + round) - round;
+    float r = xc - n * ln2_hi - n * ln2_lo;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;  /* 2^n as float32 bits */
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return x < -87.3f ? 0.0f : p * two_n;
+}
+
+/* h[i, j] = g(h[i, j] + b[j]) with g(x) = x·Φ(x) = ½·x·(1 + erf(x/√2)), the exact GELU of BERT. */
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width)
+{
+    const float r2 = 0.70710678118654752f;
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = h + i * width;
+#pragma omp simd
+        for (int64_t j = 0; j < width; j++) {
+            float x = r[j] + b[j];
+            r[j] = 0.5f * x * (1.0f + erff(x * r2));
+        }
+    }
+}
+
+/* x[i] = LayerNorm(x[i] + bias + res[i]) · g + beta over rows of ``width``; bias and res may be
+ * NULL. Two passes over each row (mean, then variance of the centred values), as the textbook
+ * formula, with the row in L1 cache; the sums are kept in double, which costs nothing measurable
+ * here and keeps the result closer to exact than float32 sums would. */
+void qkv_add_layernorm(float *x, const float *res, const float *bias, const float *g,
+                       const float *beta, int64_t rows, int64_t width, float eps)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = x + i * width;
+        const float *q = res ? res + i * width : NULL;
+        if (q && bias) {
+#pragma omp simd
+            for (int64_t j = 0; j < width; j++) r[j] += q[j] + bias[j];
+        } else if (q) {
+#pragma omp simd
+            for (int64_t j = 0; j < width; j++) r[j] += q[j];
+        } else if (bias) {
+#pragma omp simd
+            for (int64_t j = 0; j < width; j++) r[j] += bias[j];
+        }
+        double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < width; j++) sum += r[j];
+        const double mean = sum / (double)width;
+        double var = 0.0;
+#pragma omp simd reduction(+ : var)
+        for (int64_t j = 0; j < width; j++) { double c = r[j] - mean; var += c * c; }
+        const float inv = (float)(1.0 / sqrt(var / (double)width + eps));
+        const float m = (float)mean;
+#pragma omp simd
+        for (int64_t j = 0; j < width; j++) r[j] = (r[j] - m) * inv * g[j] + beta[j];
+    }
+}
+
+/* Softmax of each row of scale·s, in place, for rows of length n. Row i sees only its first
+ * valid[i / group] entries (keys after them are padding and get weight 0); valid may be NULL
+ * (every entry). A row with no valid entry becomes zeros. scale must be positive. */
+void qkv_softmax_rows(float *s, int64_t rows, int64_t n, float scale, const int64_t *valid,
+                      int64_t group)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = s + i * n;
+        int64_t m = valid ? valid[i / group] : n;
+        if (m > n) m = n;
+        if (m <= 0) { memset(r, 0, (size_t)n * sizeof(float)); continue; }
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < m; j++) mx = r[j] > mx ? r[j] : mx;
+        if (mx == -INFINITY) { memset(r, 0, (size_t)n * sizeof(float)); continue; }
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < m; j++) { float e = exp_le0((r[j] - mx) * scale); r[j] = e; sum += e; }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int64_t j = 0; j < m; j++) r[j] *= inv;
+        if (m < n) memset(r + m, 0, (size_t)(n - m) * sizeof(float));
+    }
+}
+
+/* One key tile of the online softmax (the running-max recurrence of FlashAttention, Dao et al.
+ * 2022), in place on rows of s (row stride ld, n keys): with m the running max of each row and l
+ * its running sum,
+ *     m' = max(m, max_j s_ij),  s_ij = exp(s_ij - m'),  corr = exp(m - m'),  l = l·corr + Σ_j s_ij
+ * and corr is returned so the caller can rescale its running weighted sum of V. Scores are
+ * already scaled; masked ones are -inf. A row with no finite score yet keeps m = -inf, l = 0 and
+ * gets zeros (corr = 1). */
+void qkv_online_softmax_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *m, float *l,
+                             float *corr)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = s + i * ld;
+        float mx = m[i];
+#pragma omp simd reduction(max : mx)
+        for (int64_t j = 0; j < n; j++) mx = r[j] > mx ? r[j] : mx;
+        if (mx == -INFINITY) {
+            memset(r, 0, (size_t)n * sizeof(float));
+            corr[i] = 1.0f;
+            continue;
+        }
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < n; j++) { float e = exp_le0(r[j] - mx); r[j] = e; sum += e; }
+        const float c = exp_le0(m[i] - mx); /* exp(-inf) = 0 on a row's first finite tile */
+        corr[i] = c;
+        l[i] = l[i] * c + sum;
+        m[i] = mx;
+    }
+}

@@ -1,0 +1,215 @@
+"""Fused float32 kernels for the encoder's element-wise steps, each with its NumPy twin.
+
+The matrix products already run in BLAS; what is left of a forward pass is element-wise work —
+the exact GELU, LayerNorm with its residual, the attention softmax — where NumPy makes one pass
+over memory per operation. ``qkv/_kernels.c`` does each step in one pass; it is compiled at install
+time (``hatch_build.py``; or ``python -m qkv._build_kernels``) and loaded here with ctypes.
+
+Every function works without it: when the library is missing, cannot be loaded (no C compiler at
+install, glibc older than 2.35), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy
+twin runs instead. The tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+_HERE = Path(__file__).parent
+LIB_PATH = _HERE / "_kernels.so"
+SRC_PATH = _HERE / "_kernels.c"
+
+_p, _i64, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+_SIGNATURES = {
+    "qkv_bias_gelu": (_p, _p, _i64, _i64),
+    "qkv_add_layernorm": (_p, _p, _p, _p, _p, _i64, _i64, _f32),
+    "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
+    "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
+}
+
+
+def _load():
+    if os.environ.get("QKV_KERNELS", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None, "disabled by QKV_KERNELS=0"
+    if not LIB_PATH.is_file():
+        return None, f"{LIB_PATH.name} not built (needs a C compiler at install time)"
+    if SRC_PATH.is_file() and SRC_PATH.stat().st_mtime > LIB_PATH.stat().st_mtime + 1:
+        return None, f"{LIB_PATH.name} is older than {SRC_PATH.name}: run `python -m qkv._build_kernels`"
+    try:
+        lib = ctypes.CDLL(str(LIB_PATH))
+        for name, args in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, None
+    except (OSError, AttributeError) as e:
+        return None, f"{LIB_PATH.name} could not be loaded: {e}"
+    return lib, "loaded"
+
+
+_lib, STATUS = _load()
+
+
+def available() -> bool:
+    """True when the compiled kernels are in use (see ``STATUS`` for why not)."""
+    return _lib is not None
+
+
+def _native(*arrays) -> bool:
+    return _lib is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def _ptr(a: np.ndarray | None):
+    return None if a is None else a.ctypes.data
+
+
+# --------------------------------------------------------------------------------------- GELU
+# NumPy twin. Abramowitz & Stegun 7.1.26: 1 - erf(z) = P(t)·exp(-z²), t = 1/(1 + p·z), z ≥ 0, absolute
+# error ≤ 1.5e-7, the resolution of float32 near 1. SciPy's erf evaluates element by element (about
+# four times slower here); float64 keeps SciPy's exact erf.
+_AS_P = 0.3275911
+_AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def _erf_gelu_f32(x: np.ndarray, u=None, t=None, p=None) -> np.ndarray:
+    """x·Φ(x) in place for float32; u, t, p: optional scratch arrays of x's shape.
+
+    With z = |x|/√2, A&S gives Φ(|x|) - ½ = ½ - ½·P(t)·exp(-x²/2), and Φ(x) = ½ + copysign(Φ(|x|) - ½, x).
+    The 1/√2 and the -½ are folded into the constants."""
+    f = np.float32
+    u = np.abs(x, out=u)
+    np.minimum(u, f(8.5), out=u)  # Φ(8.5) is 1 in float32; keeps exp out of denormals
+    t = np.multiply(u, f(_AS_P / math.sqrt(2)), out=t)
+    t += 1
+    np.reciprocal(t, out=t)
+    u *= u
+    u *= f(-0.5)
+    np.exp(u, out=u)  # exp(-x²/2)
+    p = np.multiply(t, f(-0.5 * _AS_A[0]), out=p)
+    for a in _AS_A[1:]:
+        p += f(-0.5 * a)
+        p *= t  # -½·P(t)
+    p *= u
+    p += f(0.5)  # Φ(|x|) - ½
+    np.copysign(p, x, out=p)
+    p += f(0.5)  # Φ(x)
+    x *= p
+    return x
+
+
+def gelu(x: np.ndarray, kind: str = "gelu") -> np.ndarray:
+    """The activation, in place. "gelu" is the exact x·Φ(x) = x·½(1 + erf(x/√2)) BERT uses;
+    "gelu_new" the tanh approximation; "relu"."""
+    if kind == "relu":
+        return np.maximum(x, 0, out=x)
+    if kind == "gelu":
+        if x.dtype == np.float32:
+            return _erf_gelu_f32(x)
+        from scipy.special import erf
+
+        t = np.multiply(x, x.dtype.type(1 / math.sqrt(2)), dtype=x.dtype)
+        erf(t, out=t)
+    else:  # tanh approximation (gelu_new / gelu_pytorch_tanh)
+        t = x * x
+        t *= x.dtype.type(0.044715)
+        t += 1
+        t *= x
+        t *= x.dtype.type(math.sqrt(2 / math.pi))
+        np.tanh(t, out=t)
+    t += 1
+    t *= 0.5
+    x *= t
+    return x
+
+
+def bias_gelu(h: np.ndarray, b: np.ndarray, kind: str = "gelu", rows: int = 32) -> np.ndarray:
+    """h + b, then the activation, in place on [n, width].
+
+    Compiled: one pass. NumPy: for float32 the ~20 element-wise passes run over blocks of ``rows``
+    rows, so a block and its scratch stay in cache (about twice as fast as whole-array passes)."""
+    if kind == "gelu" and h.ndim == 2 and _native(h, b):
+        _lib.qkv_bias_gelu(_ptr(h), _ptr(b), h.shape[0], h.shape[1])
+        return h
+    if h.dtype != np.float32 or kind != "gelu" or h.ndim != 2:
+        h += b
+        return gelu(h, kind)
+    scratch = np.empty((3, min(rows, h.shape[0]), h.shape[1]), dtype=np.float32)
+    for r in range(0, h.shape[0], rows):
+        hb = h[r:r + rows]
+        n = hb.shape[0]
+        hb += b
+        _erf_gelu_f32(hb, scratch[0, :n], scratch[1, :n], scratch[2, :n])
+    return h
+
+
+# ---------------------------------------------------------------------------------- LayerNorm
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / √(var + eps) · g + b over the last axis, in place on ``x``."""
+    return add_layer_norm(x, None, None, g, b, eps)
+
+
+def add_layer_norm(x: np.ndarray, res: np.ndarray | None, bias: np.ndarray | None, g: np.ndarray,
+                   b: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNorm(x + bias + res) in place on ``x`` [n, width] (bias and res optional): the
+    residual step after attention and after the feed-forward block."""
+    arrays = [a for a in (x, res, bias, g, b) if a is not None]
+    if x.ndim == 2 and _native(*arrays) and (res is None or res.shape == x.shape):
+        _lib.qkv_add_layernorm(_ptr(x), _ptr(res), _ptr(bias), _ptr(g), _ptr(b), x.shape[0], x.shape[1], eps)
+        return x
+    if bias is not None:
+        x += bias
+    if res is not None:
+        x += res
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.einsum("...i,...i->...", x, x)[..., None]
+    var *= 1.0 / x.shape[-1]
+    var += eps
+    np.sqrt(var, out=var)
+    x /= var
+    x *= g
+    x += b
+    return x
+
+
+# ------------------------------------------------------------------------------------ softmax
+def softmax_rows(s: np.ndarray, scale: float, valid: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis of scale·s, in place, for s [G, ..., n]: the rows of group g see
+    only their first ``valid[g]`` entries (later keys are padding: weight 0); ``valid`` [G] or None.
+    A row with no valid entry becomes zeros."""
+    if scale <= 0:
+        raise ValueError("softmax_rows needs a positive scale")
+    n = s.shape[-1]
+    rows = s.size // n if n else 0
+    groups = s.shape[0] if valid is not None else 1
+    if valid is not None:
+        valid = np.ascontiguousarray(valid, dtype=np.int64)
+        if valid.shape != (groups,):
+            raise ValueError(f"valid must have one length per leading index, shape ({groups},)")
+    if rows and _native(s):
+        _lib.qkv_softmax_rows(_ptr(s), rows, n, scale, _ptr(valid), rows // groups)
+        return s
+    s *= s.dtype.type(scale)
+    if valid is not None:
+        pad = np.arange(n) >= valid.reshape((-1,) + (1,) * (s.ndim - 1))
+        s[np.broadcast_to(pad, s.shape)] = -np.inf
+    m = s.max(axis=-1, keepdims=True)
+    np.copyto(m, 0, where=~np.isfinite(m))
+    s -= m
+    np.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
+    np.divide(s, total, out=s, where=total > 0)
+    s[np.broadcast_to(total == 0, s.shape)] = 0
+    return s
+
+
+def online_softmax_tile(s: np.ndarray, m: np.ndarray, l: np.ndarray, corr: np.ndarray) -> bool:
+    """One key tile of the online softmax, in place (see ``_kernels.c``): s [rows, n] (row stride
+    free, unit column stride), running max m [rows], running sum l [rows], corr [rows] receives
+    exp(m_old - m_new). Returns False (and does nothing) when the compiled kernel cannot run it;
+    ``qkv.attention.chunked_attention`` then runs its NumPy steps."""
+    if _lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not _native(m, l, corr):
+        return False
+    _lib.qkv_online_softmax_tile(_ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, _ptr(m), _ptr(l), _ptr(corr))
+    return True

@@ -1,0 +1,149 @@
+"""The compiled kernels (qkv/_kernels.c) against their NumPy twins, and the build that makes them."""
+
+import numpy as np
+import pytest
+
+from qkv import _build_kernels, kernels
+from qkv.attention import chunked_attention, scaled_dot_product_attention
+
+needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    """Run the NumPy twins: as if the library had not been built."""
+    monkeypatch.setattr(kernels, "_lib", None)
+
+
+def twin(fn, *args):
+    """fn(*args) on copies, once compiled and once with the NumPy twin."""
+    native = fn(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    lib, kernels._lib = kernels._lib, None
+    try:
+        plain = fn(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    finally:
+        kernels._lib = lib
+    return native, plain
+
+
+def test_the_library_is_built_where_a_compiler_exists():
+    if _build_kernels.compiler() is None:
+        pytest.skip("no C compiler on this machine: qkv runs the NumPy twins")
+    if kernels.STATUS.startswith("disabled"):
+        pytest.skip("QKV_KERNELS=0 is set")
+    assert kernels.available(), kernels.STATUS
+
+
+def test_build_writes_a_loadable_library(tmp_path):
+    if _build_kernels.compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    out = _build_kernels.build(out=tmp_path / "k.so", log=lambda m: None)
+    assert out == tmp_path / "k.so" and out.stat().st_size > 0
+    import ctypes
+
+    assert hasattr(ctypes.CDLL(str(out)), "qkv_bias_gelu")
+
+
+def test_build_without_a_compiler_reports_and_builds_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(_build_kernels, "compiler", lambda: None)
+    said = []
+    assert _build_kernels.build(out=tmp_path / "k.so", log=said.append) is None
+    assert "NumPy" in said[0] and not (tmp_path / "k.so").exists()
+
+
+@needs_lib
+def test_gelu_matches_the_exact_formula_and_the_twin():
+    from scipy.special import erf
+
+    rng = np.random.default_rng(0)
+    h = (rng.standard_normal((37, 1536)) * 3).astype(np.float32)
+    h[0, :8] = [0, -0.0, 1e-30, -1e-30, 30, -30, 1e20, -1e20]
+    b = rng.standard_normal(1536).astype(np.float32) * 0.1
+    native, plain = twin(kernels.bias_gelu, h, b)
+    x = h.astype(np.float64) + b
+    exact = x * 0.5 * (1 + erf(x / np.sqrt(2)))
+    assert np.abs(native - exact).max() <= 1e-6 * max(1, np.abs(exact[:, 8:]).max())
+    np.testing.assert_allclose(native[:, 8:], plain[:, 8:], rtol=2e-6, atol=1e-6)
+    assert native[0, 4] == pytest.approx(exact[0, 4]) and abs(native[0, 5]) < 1e-30 and np.isfinite(native).all()
+
+
+@needs_lib
+@pytest.mark.parametrize("with_res,with_bias", [(True, True), (True, False), (False, True), (False, False)])
+def test_add_layer_norm_matches_the_twin(with_res, with_bias):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((50, 384)) * 4 + 2).astype(np.float32)
+    res = rng.standard_normal((50, 384)).astype(np.float32) if with_res else None
+    bias = rng.standard_normal(384).astype(np.float32) if with_bias else None
+    g, beta = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
+    native, plain = twin(kernels.add_layer_norm, x, res, bias, g, beta, 1e-12)
+    np.testing.assert_allclose(native, plain, rtol=1e-5, atol=2e-5)
+    y = x.astype(np.float64) + (0 if res is None else res) + (0 if bias is None else bias)
+    y = (y - y.mean(1, keepdims=True)) / y.std(1, keepdims=True) * g + beta
+    assert np.abs(native - y).max() < 2e-5
+
+
+@needs_lib
+def test_softmax_rows_with_lengths_matches_the_twin():
+    rng = np.random.default_rng(2)
+    s = (rng.standard_normal((4, 3, 7, 9)) * 20).astype(np.float32)
+    valid = np.array([9, 4, 0, 1])
+    native, plain = twin(kernels.softmax_rows, s, 0.25, valid)
+    np.testing.assert_allclose(native, plain, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(native[0].sum(-1), 1, rtol=1e-6)
+    assert (native[1, ..., 4:] == 0).all() and (native[2] == 0).all() and (native[3, ..., 0] == 1).all()
+    with pytest.raises(ValueError, match="positive"):
+        kernels.softmax_rows(s, -1.0)
+    with pytest.raises(ValueError, match="one length"):
+        kernels.softmax_rows(s, 1.0, np.array([1, 2]))
+
+
+def test_softmax_rows_twin_alone(numpy_only):
+    s = np.array([[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]], dtype=np.float32)
+    out = kernels.softmax_rows(s.copy(), 1.0, np.array([2]))
+    np.testing.assert_allclose(out[0, 0], [1 / (1 + np.e), np.e / (1 + np.e), 0], rtol=1e-6)
+    assert not kernels.available()
+
+
+@needs_lib
+def test_online_tiles_give_the_softmax_and_masked_entries_zero():
+    """Feeding a row's scores tile by tile, with the running rescale, gives softmax weights·V."""
+    rng = np.random.default_rng(3)
+    s = (rng.standard_normal((5, 40)) * 10).astype(np.float32)
+    s[0, :20] = -np.inf  # the first tile of row 0 is fully masked
+    s[1, 7] = -np.inf
+    v = rng.standard_normal((40, 3)).astype(np.float32)
+    m = np.full(5, -np.inf, np.float32)
+    l = np.zeros(5, np.float32)
+    corr = np.empty(5, np.float32)
+    acc = np.zeros((5, 3), np.float32)
+    for ks in range(0, 40, 20):
+        t = s[:, ks:ks + 20].copy()
+        assert kernels.online_softmax_tile(t, m, l, corr)
+        acc = acc * corr[:, None] + t @ v[ks:ks + 20]
+        if ks == 0:
+            assert (t[0] == 0).all() and t[1, 7] == 0
+    w = np.exp(s - s.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    np.testing.assert_allclose(acc / l[:, None], w @ v, rtol=1e-5, atol=1e-6)
+    assert not kernels.online_softmax_tile(s.astype(np.float64), m, l, corr)  # not float32: declined
+
+
+@needs_lib
+def test_chunked_attention_is_the_same_with_and_without_the_kernel():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 3, 70, 16)).astype(np.float32) for _ in range(3))
+    mask = rng.random((2, 1, 1, 70)) > 0.3
+    plain = scaled_dot_product_attention(q, k, v, mask=mask, causal=True, return_weights=True)[0]
+    native, numpy_path = twin(lambda *a: chunked_attention(*a, mask=mask, causal=True, chunk_size=16, q_chunk=32),
+                              q, k, v)
+    np.testing.assert_allclose(native, plain, atol=2e-6)
+    np.testing.assert_allclose(numpy_path, plain, atol=2e-6)
+
+
+@needs_lib
+def test_encoder_is_the_same_with_and_without_the_kernels(encoder):
+    texts = ["Stainless Steel Electric Kettle 1.7L", "kettle", "a long review of a kettle " * 12]
+    b = encoder._pad(encoder.tokenize(texts))
+    native, plain = twin(lambda ids, mask: encoder.forward(ids, mask), b.ids, b.mask)
+    np.testing.assert_allclose(native[b.mask], plain[b.mask], atol=2e-5)
+    assert b.ids.shape[1] >= 64  # the long text takes the per-text attention path
