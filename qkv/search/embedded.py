@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -48,6 +49,8 @@ EXACT_SUBSET = 50_000
 IVFPQ_MIN = 10_000  # IVF-PQ needs enough vectors to train its quantisers
 IVFPQ_RESCORE = 8  # IVF-PQ fetches k × this candidates and rescores them with the stored vectors  # a filter leaving at most this many products is searched exactly
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"
+KEYWORD_BUDGET = 20_000  # postings one keyword query reads (0.1 µs each; see _keyword_plan)
+SCORE_BUDGET = 2_000  # rows one FTS5 bm25() query may score (~3 µs each; see _scored)
 
 
 def title_hash(title: str) -> str:
@@ -143,6 +146,14 @@ class EmbeddedStore(VectorStore):
         self._ann = None
         self._selector_all = None
         self._vocab = None
+        self._stemmer = None  # in-memory FTS5 table that stems query terms like the index does
+        self._stems: dict[str, str | None] = {}
+        self._dfs: dict[str, int] = {}  # a generation is immutable: its counts can be kept
+        self._shares: tuple[tuple, dict] = ((), {})  # the last query's BM25 shares per slot
+        self._has_df = None
+        self._fts_stats = None
+        self._doclen = None
+        self._inst = False  # temp.fts_inst (fts5vocab 'instance': term → rows, one per occurrence) made
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -335,8 +346,37 @@ class EmbeddedStore(VectorStore):
         return [found.get(i) for i in ids]
 
     # ------------------------------------------------------------------ keyword side
-    def _has_term(self, term: str) -> bool:
-        return self.db.execute("SELECT 1 FROM fts WHERE fts MATCH ? LIMIT 1", (_quote(term),)).fetchone() is not None
+    def _stem(self, term: str) -> str | None:
+        """``term`` as FTS5 indexes it (porter-stemmed, folded), from a one-row in-memory FTS5 table
+        with the same tokenizer; None if it yields no single token."""
+        if self._stemmer is None:
+            con = sqlite3.connect(":memory:", check_same_thread=False)
+            con.execute(f"CREATE VIRTUAL TABLE s USING fts5(x, tokenize=\"{FTS_TOKENIZE}\")")
+            con.execute("CREATE VIRTUAL TABLE sv USING fts5vocab(s, 'instance')")
+            self._stemmer = con
+        con = self._stemmer
+        con.execute("INSERT INTO s (rowid, x) VALUES (1, ?)", (term,))
+        toks = [t for (t,) in con.execute("SELECT term FROM sv")]
+        con.execute("DELETE FROM s")
+        return toks[0] if len(toks) == 1 else None
+
+    def _df(self, term: str) -> int:
+        """How many products contain ``term`` (0 if none): from the ``term_df`` table written with
+        each generation (a B-tree lookup), or counted from FTS5 for indexes made before it existed."""
+        if self._has_df is None:
+            self._has_df = self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'term_df'").fetchone() is not None
+        if term in self._dfs:
+            return self._dfs[term]
+        stem = self._word_stem(term)
+        if stem is None:  # several tokens: count the phrase's matches
+            return self.db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (_quote(term),)).fetchone()[0]
+        table = "term_df" if self._has_df else "fts_vocab"
+        row = self.db.execute(f"SELECT doc FROM {table} WHERE term = ?", (stem,)).fetchone()
+        if len(self._dfs) > 100_000:
+            self._dfs.clear()
+        self._dfs[term] = int(row[0]) if row else 0
+        return self._dfs[term]
 
     def _correct(self, term: str) -> str | None:
         """The closest indexed term to an unknown one (typos such as "backsplach")."""
@@ -356,42 +396,237 @@ class EmbeddedStore(VectorStore):
     def query_terms(self, query: str) -> list[str]:
         """The keyword terms searched for ``query``: normalised, unknown words replaced by the
         closest indexed word when one is close enough."""
-        out = []
+        return list(self._query_dfs(query))
+
+    def _query_dfs(self, query: str) -> dict[str, int]:
+        """``query_terms`` with each term's document frequency."""
+        out: dict[str, int] = {}
         for t in textmod.terms(query):
-            if not self._has_term(t):
-                c = self._correct(t)
-                if c is None:
+            df = self._df(t)
+            if not df:
+                t = self._correct(t)
+                if t is None:
                     continue
-                t = c
-            if t not in out:
-                out.append(t)
+                df = self._df(t)
+            if t not in out and df:
+                out[t] = df
         return out
 
     def keyword_search(self, query, k, filter=None) -> list[Hit]:
+        """Top ``k`` by BM25 of the OR of the query's terms, planned so that one query scores at most
+        a few times ``KEYWORD_BUDGET`` rows however large the catalog (see ``_keyword_plan``)."""
         if k <= 0:
             raise InputError(f"k must be at least 1, got {k}")
-        terms = self.query_terms(query)
-        if not terms or not self._count:
+        dfs = self._query_dfs(query)
+        if not dfs or not self._count:
             return []
         where, params = self._where(filter)
-        sql = (f"SELECT p.id, -bm25(fts) FROM fts JOIN products p ON p.slot = fts.rowid "
-               f"WHERE fts MATCH ?{where} ORDER BY bm25(fts) LIMIT ?")
-        return [Hit(i, float(s)) for i, s in self.db.execute(sql, [" OR ".join(map(_quote, terms)), *params, k])]
+        scores = self._keyword_plan(dfs, k, where, params)
+        top = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        ids = self._ids_of([s for s, _ in top])
+        return [Hit(ids[s], float(v)) for s, v in top if s in ids]
+
+    def _scored(self, terms: list[str], op: str, limit: int, where: str, params: list) -> dict[int, float]:
+        """slot → BM25 (FTS5's, over ``terms``) of the best ``limit`` rows matching ``terms`` joined
+        by ``op``, scoring at most ``SCORE_BUDGET`` rows: FTS5 computes bm25() for every matching
+        row before sorting (~3 µs a row), so when more rows match, only the first
+        ``SCORE_BUDGET`` in slot order are ranked (a bounded sample, like a search engine's
+        ``terminate_after``; the dense side ranks within such large sets in hybrid search)."""
+        expr = f" {op} ".join(map(_quote, terms))
+        join = " JOIN products p ON p.slot = fts.rowid" if where else ""
+        base = f"FROM fts{join} WHERE fts MATCH ?{where}"
+        cut = self.db.execute(f"SELECT fts.rowid {base} LIMIT 1 OFFSET ?", [expr, *params, SCORE_BUDGET]).fetchone()
+        bound = " AND fts.rowid < ?" if cut else ""
+        args = [expr, *params] + ([cut[0]] if cut else []) + [limit]
+        return dict(self.db.execute(f"SELECT fts.rowid, -bm25(fts) {base}{bound} ORDER BY bm25(fts) LIMIT ?", args))
+
+    def _keyword_plan(self, dfs: dict[str, int], k: int, where: str, params: list) -> dict[int, float]:
+        """slot → OR-BM25 for up to ``k`` candidates, at bounded cost however large the catalog.
+
+        FTS5 has no top-k pruning: ``MATCH 'a OR b' ORDER BY bm25 LIMIT k`` computes bm25() (~3 µs,
+        it looks up each row's length) for every product containing any query word: 110 ms for a
+        5-word query over 1M generated titles. Instead, in the spirit of MaxScore (Turtle & Flood
+        1995: the rare terms decide the top, common ones add little):
+          1. when the terms' postings (Σ df) exceed ``KEYWORD_BUDGET``: the AND of all terms first
+             (FTS5 walks the rarest term's postings and seeks the others; its bm25() equals the OR's
+             score on every row it returns); enough rows → done;
+          2. the OR of the rarest terms whose postings fit ``KEYWORD_BUDGET`` (all of them in small
+             catalogs), scored in numpy from the postings (fts5vocab's per-occurrence rows through
+             ``group_concat``, ~0.3 µs a posting) and the stored row lengths: exact BM25 over these terms;
+          3. the best ``1.5·k + 2·len(step 1)`` of step 2 rescored exactly over all terms (``_term_scores``).
+        With a filter, steps 1–2 run in FTS5 over the filtered rows instead (``_keyword_plan_sql``).
+        Exact when the rare terms are all the terms; otherwise products matching only the common
+        words, or whose common words would have lifted them past step 2's cut, can be missed
+        (docs/search.md measures the effect)."""
+        if where:
+            return self._keyword_plan_sql(dfs, k, where, params)
+        terms = sorted(dfs, key=lambda t: (dfs[t], t))  # rarest first
+        found: dict[int, float] = {}
+        if len(terms) > 1 and sum(dfs.values()) > KEYWORD_BUDGET:
+            found = self._scored(terms, "AND", k, where, params)
+            if len(found) >= k:
+                return found
+        rare, used = [], 0
+        for t in terms:
+            if rare and used + dfs[t] > KEYWORD_BUDGET:
+                break
+            rare.append(t)
+            used += dfs[t]
+        n, avgdl = self._stats()
+        dl = self._doc_lengths()
+        slots, parts = [], []
+        if not self._inst:
+            self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_inst USING fts5vocab(main, fts, 'instance')")
+            self._inst = True
+        for t in rare:
+            stem = self._word_stem(t)
+            if stem is not None:  # one row per occurrence, so a row's repeats are its tf
+                sql = "SELECT group_concat(doc, ' ') FROM (SELECT doc FROM temp.fts_inst WHERE term = ? LIMIT ?)"
+                args = (stem, 2 * KEYWORD_BUDGET)
+            else:
+                sql = "SELECT group_concat(rowid, ' ') FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)"
+                args = (_quote(t), KEYWORD_BUDGET)
+            s = self.db.execute(sql, args).fetchone()[0]
+            if not s:
+                continue
+            rows, tf = np.unique(np.fromstring(s, dtype=np.int64, sep=" "), return_counts=True)
+            idf = max(math.log((n - dfs[t] + 0.5) / (dfs[t] + 0.5)), 1e-6)
+            slots.append(rows)
+            parts.append(idf * tf * (self._K1 + 1) / (tf + self._K1 * (1 - self._B + self._B * dl[rows] / avgdl)))
+        if slots:
+            allr = np.concatenate(slots)
+            uniq, inv = np.unique(allr, return_inverse=True)
+            score = np.bincount(inv, weights=np.concatenate(parts), minlength=len(uniq))
+            if found:
+                keep = ~np.isin(uniq, np.fromiter(found, dtype=np.int64))
+                uniq, score = uniq[keep], score[keep]
+            m = min(len(uniq), k + k // 2 + 2 * len(found))  # a margin for rows with a term ≥ 2 times
+            top = uniq[np.argpartition(-score, m - 1)[:m]] if m < len(uniq) else uniq
+            for s, shares in self._term_scores(top.tolist(), terms).items():
+                found[s] = sum(shares.values())
+        return found
+
+    def _keyword_plan_sql(self, dfs: dict[str, int], k: int, where: str, params: list) -> dict[int, float]:
+        """``_keyword_plan`` for a filtered search: the same steps with FTS5 scoring the filtered rows."""
+        terms = sorted(dfs, key=lambda t: (dfs[t], t))
+        if len(terms) == 1 or sum(dfs.values()) <= KEYWORD_BUDGET:
+            return self._scored(terms, "OR", k, where, params)
+        found = self._scored(terms, "AND", k, where, params)
+        if len(found) >= k:
+            return found
+        rare, used = [], 0
+        for t in terms:
+            if rare and used + dfs[t] > KEYWORD_BUDGET:
+                break
+            rare.append(t)
+            used += dfs[t]
+        part = {s: v for s, v in self._scored(rare, "OR", k + len(found), where, params).items() if s not in found}
+        missing = [t for t in terms if t not in rare]
+        if part and missing:
+            for s, shares in self._term_scores(list(part), missing).items():
+                part[s] += sum(shares.values())
+        found.update(part)
+        return found
+
+    def _doc_lengths(self) -> np.ndarray:
+        """Tokens per slot (0 for tombstones): ``doclen.npy`` of the generation, or counted once
+        from the stored normalised titles for generations written before it existed."""
+        if self._doclen is None:
+            f = self.gen_dir / "doclen.npy"
+            if f.is_file():
+                self._doclen = np.load(f, mmap_mode="r")
+            else:
+                self._doclen = _doc_lengths(self.db, self._slots)
+        return self._doclen
+
+    def _ids_of(self, slots: Sequence[int]) -> dict[int, str]:
+        slots = [int(s) for s in slots]
+        if not slots:
+            return {}
+        return dict(self.db.execute(f"SELECT slot, id FROM products WHERE slot IN ({','.join('?' * len(slots))})", slots))
+
+    # BM25 exactly as FTS5's bm25() computes it (sqlite/ext/fts5/fts5_aux.c): k1 = 1.2, b = 0.75,
+    # idf = ln((N − df + 0.5) / (df + 0.5)) floored at 1e-6, avgdl = all tokens / N.
+    _K1, _B = 1.2, 0.75
+
+    def _stats(self) -> tuple[int, float]:
+        """(rows, average tokens per row) of the FTS5 table."""
+        if self._fts_stats is None:
+            row = None
+            with contextlib.suppress(sqlite3.OperationalError):  # indexes made before keyword_stats
+                row = self.db.execute("SELECT rows, tokens FROM keyword_stats").fetchone()
+            if row is None:
+                row = self.db.execute("SELECT (SELECT count(*) FROM fts), sum(cnt) FROM fts_vocab").fetchone()
+            n, tokens = int(row[0]), float(row[1] or 0)
+            self._fts_stats = (n, tokens / n if n else 1.0)
+        return self._fts_stats
+
+    def _word_stems(self, words) -> dict[str, str | None]:
+        """The stem of each word, cached; unknown words are stemmed together in one pass."""
+        stems = self._stems
+        new = [w for w in set(words) if w not in stems]
+        if new:
+            self._stem("x")  # creates the stemming table
+            con = self._stemmer
+            con.executemany("INSERT INTO s (rowid, x) VALUES (?, ?)", list(enumerate(new, 1)))
+            got: dict[int, list[str]] = {}
+            for doc, term in con.execute("SELECT doc, term FROM sv"):
+                got.setdefault(doc, []).append(term)
+            con.execute("DELETE FROM s")
+            for i, w in enumerate(new, 1):
+                toks = got.get(i, [])
+                stems[w] = toks[0] if len(toks) == 1 else None
+        return stems
+
+    def _word_stem(self, word: str) -> str | None:
+        return self._word_stems([word])[word]
+
+    def _term_scores(self, slots: Sequence[int], terms: Sequence[str]) -> dict[int, dict[str, float]]:
+        """slot → {term: BM25 share} for the terms each row contains, computed here instead of by
+        FTS5: a ``MATCH 't' AND rowid IN (…)`` query recomputes t's idf by walking all its postings
+        once per listed row (0.4 ms a row for a term in 3% of 1M titles). A row's tokens are its
+        stored normalised text split on spaces, stemmed like FTS5 stems (cached per word); the
+        tests check the shares against FTS5's own bm25()."""
+        import math
+
+        n, avgdl = self._stats()
+        want: dict[str, list[tuple[str, float]]] = {}  # stem → query terms with that stem ("cat", "cats")
+        for t in terms:
+            st = self._word_stem(t)
+            if st is not None:
+                df = self._df(t)
+                idf = math.log((n - df + 0.5) / (df + 0.5)) if df else 0.0
+                want.setdefault(st, []).append((t, idf if idf > 0 else 1e-6))
+        key = tuple(sorted(terms))
+        if self._shares[0] != key:
+            self._shares = (key, {})
+        memo = self._shares[1]  # search then fusion then explain ask for the same rows' shares
+        out = {s: memo[s] for s in map(int, slots) if s in memo}
+        slots = [s for s in map(int, slots) if s not in memo]
+        for i in range(0, len(slots), 900):
+            chunk = slots[i:i + 900]
+            rows = [(slot, ktext.split()) for slot, ktext in self.db.execute(
+                f"SELECT slot, ktext FROM products WHERE slot IN ({','.join('?' * len(chunk))})", chunk)]
+            stems = self._word_stems(w for _, words in rows for w in words)
+            for slot, words in rows:
+                tf: dict[str, int] = {}
+                for w in words:
+                    st = stems[w]
+                    if st in want:
+                        tf[st] = tf.get(st, 0) + 1
+                norm = self._K1 * (1 - self._B + self._B * len(words) / avgdl)
+                out[slot] = memo[slot] = {t: idf * f * (self._K1 + 1) / (f + norm)
+                                          for st, f in tf.items() for t, idf in want[st]}
+        return out
 
     def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
-        # FTS5's bm25() sums over the query's phrases with corpus-wide statistics, so each term's
-        # one-term score on a row is exactly its share of the OR query's score on that row.
+        # BM25 is a sum over the query's terms with corpus-wide statistics, so each term's one-term
+        # score on a row is exactly its share of the OR query's score on that row.
         terms = self.query_terms(query)
         slots = {s: pid for pid, s in zip(ids, self._slots_of(ids)) if s is not None}
         out: dict[str, list[tuple[str, float]]] = {pid: [] for pid in slots.values()}
-        if not slots:
-            return out
-        marks = ",".join("?" * len(slots))
-        for t in terms:
-            for slot, score in self.db.execute(
-                    f"SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN ({marks})",
-                    (_quote(t), *slots)):
-                out[slots[slot]].append((t, float(score)))
+        for s, shares in self._term_scores(list(slots), terms).items():
+            out[slots[s]] = [(t, shares[t]) for t in terms if t in shares]
         return out
 
     # ------------------------------------------------------------------ rows
@@ -424,6 +659,32 @@ def _init_schema(con: sqlite3.Connection) -> None:
         CREATE VIRTUAL TABLE fts USING fts5(ktext, tokenize="{FTS_TOKENIZE}");
         CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
     """)
+    _init_term_df(con)
+
+
+def _init_term_df(con: sqlite3.Connection) -> None:
+    con.execute("CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID")
+
+
+def _doc_lengths(con: sqlite3.Connection, slots: int) -> np.ndarray:
+    """Tokens in each slot's normalised title (what FTS5 counts: the text is already split into
+    words separated by single spaces); 0 for empty slots."""
+    out = np.zeros(slots, dtype=np.uint16)
+    for slot, kt in con.execute("SELECT slot, ktext FROM products"):
+        out[slot] = min(kt.count(" ") + 1 if kt else 0, 65535)
+    return out
+
+
+def _refresh_keyword_index(con: sqlite3.Connection) -> None:
+    """Merge FTS5's segments into one (fewer b-trees to walk per query term) and store each term's
+    document frequency for the query planner (fts5vocab counts it by walking the postings)."""
+    con.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+    _init_term_df(con)
+    con.execute("DELETE FROM term_df")
+    con.execute("INSERT INTO term_df SELECT term, doc FROM fts_vocab")
+    con.execute("CREATE TABLE IF NOT EXISTS keyword_stats (rows INTEGER NOT NULL, tokens INTEGER NOT NULL)")
+    con.execute("DELETE FROM keyword_stats")
+    con.execute("INSERT INTO keyword_stats SELECT (SELECT count(*) FROM fts), coalesce(sum(cnt), 0) FROM fts_vocab")
 
 
 def _publish(root: Path, tmp: Path, gen: str, manifest: Manifest) -> None:
@@ -665,6 +926,8 @@ class _Writer(StoreWriter):
             out[n_old:] = new
             out.flush()
             del out
+        _refresh_keyword_index(self.con)
+        np.save(self.tmp / "doclen.npy", _doc_lengths(self.con, slots))
         self.con.commit()
         self.con.execute("VACUUM") if compact else None
         self.con.close()
