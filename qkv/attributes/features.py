@@ -82,11 +82,12 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                   progress=None, contents=None) -> list[np.ndarray]:
     """Contextual vectors [n_content_tokens, hidden·len(layers)] of each title, in input order.
 
-    Uses the encoder's forward pass with a trace selector for the chosen layers' outputs, stopped
-    after the last of them (layers past it are not computed); long titles are windowed (see module
-    doc). ``progress(k)`` is called after each batch of k titles. ``contents``: the tokenizer's
+    Uses the encoder's forward pass stopped after the last chosen layer (layers past it are not
+    computed; its output is the pass's result, the others come through a trace selector); long
+    titles are windowed (see module doc). ``progress(k)`` is called after each batch of k titles. ``contents``: the tokenizer's
     ``content(titles)`` if the caller already has it.
     """
+    from qkv.model.encoder import Workspace
     from qkv.model.threads import blas_threads
     from qkv.model.trace import Selector
 
@@ -103,11 +104,14 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
             if t > s:
                 items.append((i, s, t))
     dim = enc.config.hidden_size * len(chosen)
-    out = [np.zeros((len(e.ids), dim), dtype=np.float32) for e in contents]
-    best = [np.full(len(e.ids), -1, dtype=np.int64) for e in contents]  # distance to window edge
-    selector = Selector([f"layers.{l}.out" for l in chosen], nl)
+    whole = [len(_windows(len(e.ids), width)) == 1 for e in contents]  # one window: no merging needed
+    out = [None if w and len(e.ids) else np.zeros((len(e.ids), dim), dtype=np.float32) for e, w in zip(contents, whole)]
+    best = [None if w else np.full(len(e.ids), -1, dtype=np.int64) for e, w in zip(contents, whole)]
+    last = max(chosen)  # the forward pass returns this one; the others are traced
+    selector = Selector(sorted({f"layers.{l}.out" for l in chosen if l != last}), nl)
     order = sorted(range(len(items)), key=lambda j: items[j][2] - items[j][1])
     pre = len(tok.prefix_ids)
+    ws = Workspace()  # the encoder's scratch arrays, reused by every batch of this call
     with blas_threads(enc.threads):
         for b0 in range(0, len(order), batch_size):
             idx = order[b0:b0 + batch_size]
@@ -120,10 +124,14 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                 ids[r, :len(s)] = s
                 mask[r, :len(s)] = True
             store: dict = {}
-            enc.forward(ids, mask, selector, store, upto=max(chosen) + 1)
-            feats = np.concatenate([store[f"layers.{l}.out"] for l in chosen], axis=-1)
+            hidden = enc.forward(ids, mask, selector, store, upto=last + 1, workspace=ws)
+            parts = [hidden if l == last else store[f"layers.{l}.out"] for l in chosen]
+            feats = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
             for r, j in enumerate(idx):
                 i, s, t = items[j]
+                if whole[i]:
+                    out[i] = feats[r, pre:pre + t].copy()
+                    continue
                 rows = np.arange(s, t)
                 edge = np.minimum(rows - s, t - 1 - rows)
                 edge[rows == s] += (s == 0) * 10**6  # a window's edge that is the title's edge is fine
