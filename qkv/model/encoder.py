@@ -34,6 +34,9 @@ from qkv.model.weights import EncoderWeights, load_weights
 # Sequence length from which attention runs tile by tile (per text and head, cache-resident)
 # rather than on whole [batch, heads, L, L] arrays; below it the batched form has less overhead.
 TILED_FROM = 64
+# Skip padding rows when nothing inside attention is traced (see Encoder.forward); False computes
+# them as the reference implementations do (for comparisons).
+PACK_PADDING = True
 
 
 class Workspace:
@@ -155,7 +158,12 @@ class Encoder:
         """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
         Intermediates named in ``keep`` are copied into ``store``. ``upto``: run only the first
         ``upto`` layers (callers that read middle layers need not pay for the rest). ``workspace``:
-        scratch arrays to reuse across calls (one per thread)."""
+        scratch arrays to reuse across calls (one per thread).
+
+        Padding rows carry no meaning. When nothing inside attention is traced and the compiled
+        kernels are in use, they are not computed at all: the real tokens of every text are packed
+        into one [tokens, hidden] matrix for the row-wise steps (projections, LayerNorm, the
+        feed-forward block), and attention runs text by text on each text's own rows."""
         cfg, w = self.config, self.weights
         ws = Workspace() if workspace is None else workspace
         B, L = ids.shape
@@ -171,108 +179,154 @@ class Encoder:
         x = w.word[ids]
         x += w.position[pos]
         x += w.token_type[0]
-        x = layer_norm(x.reshape(B * L, H), w.emb_ln_g, w.emb_ln_b, cfg.layer_norm_eps)
-        if keep and "embeddings" in keep:
-            store["embeddings"] = x.reshape(B, L, H).copy()
+        x = x.reshape(B * L, H)
 
-        # Padding keys get -inf before the softmax, so their weight is exactly 0.
-        pad_bias = None
-        if not mask.all():
-            pad_bias = np.where(mask, 0, -np.inf).astype(self.dtype)[:, None, None, :]
         # The compiled softmax takes each text's length: it needs the real tokens first (right padding).
         lens = mask.sum(axis=1)
         if not (kernels.available() and self.dtype == np.float32
                 and np.array_equal(mask, np.arange(L)[None, :] < lens[:, None])):
             lens = None
+        row_wise = keep is None or all(n == "embeddings" or n.endswith((".out", ".norm", ".hidden")) for n in keep.names)
+        packed = PACK_PADDING and lens is not None and row_wise and not mask.all()
+        flat = np.flatnonzero(mask.ravel()) if packed else None
+        if packed:
+            x = x[flat]
+        R = x.shape[0]  # rows the row-wise steps run on: real tokens only when packed
+
+        def emit(name: str, a: np.ndarray) -> None:
+            """Copy a [R, width] intermediate into the store as [B, L, width]."""
+            if flat is None:
+                store[name] = a.reshape(B, L, -1).copy()
+            else:
+                full = np.zeros((B * L, a.shape[-1]), dtype=a.dtype)
+                full[flat] = a
+                store[name] = full.reshape(B, L, -1)
+
+        x = layer_norm(x, w.emb_ln_g, w.emb_ln_b, cfg.layer_norm_eps)
+        if keep and "embeddings" in keep:
+            emit("embeddings", x)
+
+        # Padding keys get -inf before the softmax, so their weight is exactly 0.
+        pad_bias = None
+        if not mask.all():
+            pad_bias = np.where(mask, 0, -np.inf).astype(self.dtype)[:, None, None, :]
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if packed else None
+        if packed and L < TILED_FROM:  # short texts attend all at once, on a padded copy of Q|K|V
+            padded_qkv = ws.get("qkv_padded", (B * L, 3 * H), self.dtype)
+            padded_qkv[~mask.ravel()] = 0
 
         for i, lw in enumerate(w.layers[:upto]):
             want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
             # 1. project: one fused product gives Q | K | V for every token.
-            qkv = np.matmul(x, lw.w_qkv, out=ws.get("qkv", (B * L, 3 * H), self.dtype))
+            qkv = np.matmul(x, lw.w_qkv, out=ws.get("qkv", (R, 3 * H), self.dtype))
             qkv += lw.b_qkv
-            heads = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)  # [3, B, nh, L, d], a view
-            q, k, v = heads[0], heads[1], heads[2]
-            for n, a in (("attn.q", q), ("attn.k", k), ("attn.v", v)):
-                if want(n):
-                    store[f"layers.{i}.{n}"] = a.copy()
-            ctx = ws.get("ctx", (B, L, nh, d), self.dtype)  # heads' outputs, already merged
-            traced = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
-            if not traced and lens is not None:
-                self._attend_fused(q, k, v, lens, ctx, ws)
-            elif not traced and L >= TILED_FROM:
-                # steps 2-5 tile by tile, one (text, head) at a time: see qkv.attention.chunked_attention
-                chunked_attention(q, k, v, mask=None if pad_bias is None else mask[:, None, None, :],
-                                  scale=self._scale, out=ctx.transpose(0, 2, 1, 3))
+            if packed:
+                ctx = ws.get("ctx", (R, nh, d), self.dtype)
+                if L < TILED_FROM:
+                    padded_qkv[flat] = qkv
+                    q, k, v = padded_qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)
+                    padded_ctx = ws.get("ctx_padded", (B, L, nh, d), self.dtype)
+                    self._attend_fused(q, k, v, lens, padded_ctx, ws)
+                    ctx.reshape(R, H)[:] = padded_ctx.reshape(B * L, H)[flat]
+                else:
+                    for b in range(B):
+                        rows = slice(int(starts[b]), int(starts[b] + lens[b]))
+                        q, k, v = qkv[rows].reshape(-1, 3, nh, d).transpose(1, 2, 0, 3)
+                        self._attend_text(q, k, v, ctx[rows], ws)
             else:
-                # 2. score: Q·Kᵀ, all heads and texts at once
-                s = q @ k.transpose(0, 1, 3, 2)
-                if want("attn.scores"):
-                    store[f"layers.{i}.attn.scores"] = s.copy()
-                s *= self._scale  # 3. scale by 1/√d
-                if pad_bias is not None:
-                    s += pad_bias
-                if want("attn.scaled_scores"):
-                    store[f"layers.{i}.attn.scaled_scores"] = s.copy()
-                # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
-                s -= s.max(axis=-1, keepdims=True)
-                np.exp(s, out=s)
-                s /= s.sum(axis=-1, keepdims=True)
-                if want("attn.weights"):
-                    store[f"layers.{i}.attn.weights"] = s.copy()
-                # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
-                np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
-            if want("attn.context"):
-                store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
+                heads = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)  # [3, B, nh, L, d], a view
+                q, k, v = heads[0], heads[1], heads[2]
+                for n, a in (("attn.q", q), ("attn.k", k), ("attn.v", v)):
+                    if want(n):
+                        store[f"layers.{i}.{n}"] = a.copy()
+                ctx = ws.get("ctx", (B, L, nh, d), self.dtype)  # heads' outputs, already merged
+                traced = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
+                if not traced and lens is not None:
+                    self._attend_fused(q, k, v, lens, ctx, ws)
+                elif not traced and L >= TILED_FROM:
+                    # steps 2-5 tile by tile, one (text, head) at a time: see qkv.attention.chunked_attention
+                    chunked_attention(q, k, v, mask=None if pad_bias is None else mask[:, None, None, :],
+                                      scale=self._scale, out=ctx.transpose(0, 2, 1, 3))
+                else:
+                    # 2. score: Q·Kᵀ, all heads and texts at once
+                    s = q @ k.transpose(0, 1, 3, 2)
+                    if want("attn.scores"):
+                        store[f"layers.{i}.attn.scores"] = s.copy()
+                    s *= self._scale  # 3. scale by 1/√d
+                    if pad_bias is not None:
+                        s += pad_bias
+                    if want("attn.scaled_scores"):
+                        store[f"layers.{i}.attn.scaled_scores"] = s.copy()
+                    # 4. softmax each row (in place; no row is fully masked: [CLS] is always real)
+                    s -= s.max(axis=-1, keepdims=True)
+                    np.exp(s, out=s)
+                    s /= s.sum(axis=-1, keepdims=True)
+                    if want("attn.weights"):
+                        store[f"layers.{i}.attn.weights"] = s.copy()
+                    # 5. weighted sum of V, written straight into the merged-heads layout [B, L, nh, d]
+                    np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
+                if want("attn.context"):
+                    store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
             # heads concatenated, projected, added to the input, normalised
             # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
-            a = np.matmul(ctx.reshape(B * L, H), lw.w_o, out=ws.get("a", (B * L, H), self.dtype))
+            a = np.matmul(ctx.reshape(R, H), lw.w_o, out=ws.get("a", (R, H), self.dtype))
             if want("attn.out"):
                 a += lw.b_o
-                store[f"layers.{i}.attn.out"] = a.reshape(B, L, H).copy()
+                emit(f"layers.{i}.attn.out", a)
                 x = add_layer_norm(a, x, None, lw.ln1_g, lw.ln1_b, cfg.layer_norm_eps)
             else:
                 x = add_layer_norm(a, x, lw.b_o, lw.ln1_g, lw.ln1_b, cfg.layer_norm_eps)
             if want("attn.norm"):
-                store[f"layers.{i}.attn.norm"] = x.reshape(B, L, H).copy()
+                emit(f"layers.{i}.attn.norm", x)
             # feed-forward
-            h = np.matmul(x, lw.w_in, out=ws.get("h", (B * L, cfg.intermediate_size), self.dtype))
+            h = np.matmul(x, lw.w_in, out=ws.get("h", (R, cfg.intermediate_size), self.dtype))
             bias_gelu(h, lw.b_in, cfg.hidden_act)
             if want("ffn.hidden"):
-                store[f"layers.{i}.ffn.hidden"] = h.reshape(B, L, -1).copy()
-            f = np.matmul(h, lw.w_out, out=ws.get("f", (B * L, H), self.dtype))
+                emit(f"layers.{i}.ffn.hidden", h)
+            f = np.matmul(h, lw.w_out, out=ws.get("f", (R, H), self.dtype))
             if want("ffn.out"):
                 f += lw.b_out
-                store[f"layers.{i}.ffn.out"] = f.reshape(B, L, H).copy()
+                emit(f"layers.{i}.ffn.out", f)
                 x = add_layer_norm(f, x, None, lw.ln2_g, lw.ln2_b, cfg.layer_norm_eps)
             else:
                 x = add_layer_norm(f, x, lw.b_out, lw.ln2_g, lw.ln2_b, cfg.layer_norm_eps)
             if want("out"):
-                store[f"layers.{i}.out"] = x.reshape(B, L, H).copy()
-        return x.reshape(B, L, H).copy()  # x is a workspace array
+                emit(f"layers.{i}.out", x)
+        if flat is None:
+            return x.reshape(B, L, H).copy()  # x is a workspace array
+        out = np.zeros((B * L, H), dtype=self.dtype)
+        out[flat] = x
+        return out.reshape(B, L, H)
 
     def _attend_fused(self, q, k, v, lens, ctx, ws: Workspace) -> None:
         """Steps 2-5 when nothing in them is traced, with the compiled softmax (scale, mask, max,
         exp, sum and division in one pass). q, k, v: [B, heads, L, d]; ctx: [B, L, heads, d].
 
         Short texts: all at once. Longer ones (L ≥ TILED_FROM): one text at a time, cut to its own
-        length so padding costs nothing, in groups of heads whose scores fit in about 4 MB of cache."""
+        length so padding costs nothing."""
         B, nh, L, _ = q.shape
         if L < TILED_FROM:
             s = np.matmul(q, k.transpose(0, 1, 3, 2), out=ws.get("scores", (B, nh, L, L), self.dtype))
             kernels.softmax_rows(s, float(self._scale), lens)
             np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             return
-        group = max(1, min(nh, (1 << 20) // (L * L)))
-        buf = ws.get("scores", (group * L * L,), self.dtype)
         for b in range(B):
             n = int(lens[b])
             ctx[b, n:] = 0
-            for h0 in range(0, nh, group):
-                h1 = min(h0 + group, nh)
-                s = buf[:(h1 - h0) * n * n].reshape(h1 - h0, n, n)  # contiguous, for the kernel
-                np.matmul(q[b, h0:h1, :n], k[b, h0:h1, :n].transpose(0, 2, 1), out=s)
-                kernels.softmax_rows(s, float(self._scale))
-                np.matmul(s, v[b, h0:h1, :n], out=ctx[b, :n, h0:h1].transpose(1, 0, 2))
+            self._attend_text(q[b, :, :n], k[b, :, :n], v[b, :, :n], ctx[b, :n], ws)
+
+    def _attend_text(self, q, k, v, ctx, ws: Workspace) -> None:
+        """One text's attention, no padding: q, k, v [heads, n, d] -> ctx [n, heads, d], in groups
+        of heads whose scores fit in about 4 MB of cache."""
+        nh, n, _ = q.shape
+        group = max(1, min(nh, (1 << 20) // max(1, n * n)))
+        buf = ws.get("scores", (group * n * n,), self.dtype)
+        for h0 in range(0, nh, group):
+            h1 = min(h0 + group, nh)
+            s = buf[:(h1 - h0) * n * n].reshape(h1 - h0, n, n)  # contiguous, for the kernel
+            np.matmul(q[h0:h1], k[h0:h1].transpose(0, 2, 1), out=s)
+            kernels.softmax_rows(s, float(self._scale))
+            np.matmul(s, v[h0:h1], out=ctx[:, h0:h1].transpose(1, 0, 2))
 
     # ------------------------------------------------------------------ pooling
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 
 from qkv.errors import InputError
 from qkv.model import all_names
-from qkv.model.trace import LAYER_NAMES
+from qkv.model.trace import LAYER_NAMES, Selector
 
 
 def test_trace_keeps_only_what_is_asked(encoder):
@@ -155,3 +155,27 @@ def test_tiled_attention_path_equals_the_traced_path(encoder):
     assert tiled.input_ids.shape[1] >= 64
     real = tiled.attention_mask
     np.testing.assert_allclose(tiled["layers.5.out"][real], whole["layers.5.out"][real], rtol=1e-5, atol=2e-5)
+
+
+def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
+    """Skipping padding rows (the default when nothing inside attention is traced) changes no real
+    token's value, for short batches (all texts at once) and long ones (text by text), and the
+    row-wise intermediates it traces come back in the padded [B, L, ...] layout, zero on padding."""
+    from qkv.model import encoder as E
+
+    for texts in (["red shoes", "Stainless Steel Electric Kettle 1.7L with auto shut-off", "kettle"],
+                  ["a long review of a quiet kettle " * 14, "short one", "a medium review of a kettle " * 4]):
+        b = encoder._pad(encoder.tokenize(texts))
+        keep = Selector(["layers.2.out", "layers.3.ffn.hidden", "embeddings"], encoder.config.num_layers)
+        runs = []
+        for flag in (True, False):
+            monkeypatch.setattr(E, "PACK_PADDING", flag)
+            store = {}
+            runs.append((encoder.forward(b.ids, b.mask, keep, store), store))
+        (packed, ps), (padded, qs) = runs
+        np.testing.assert_allclose(packed[b.mask], padded[b.mask], atol=1e-5)
+        assert (packed[~b.mask] == 0).all()
+        for name in keep.names:
+            assert ps[name].shape == qs[name].shape
+            np.testing.assert_allclose(ps[name][b.mask], qs[name][b.mask], atol=1e-5)
+            assert (ps[name][~b.mask] == 0).all()
