@@ -221,7 +221,7 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
     for idx in np.ndindex(*lead):
         qi, kt, vi, oi = Q[idx], K[idx].T, V[idx], out[idx]
-        k_norm = 0.0 if fused or not lk else float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max()))
+        k_norm = float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max())) if lk else 0.0
         for qs in range(0, lq, qc):
             qe = min(qs + qc, lq)
             nb = qe - qs
@@ -229,9 +229,7 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
             # Cauchy-Schwarz: |q·k| ≤ |q|·|k|. When that bound is small, exp(s) is safe as it
             # stands and the running max (one pass to find, one to subtract, and the rescaling)
             # can be skipped: softmax is the same for any shift. BERT heads are almost always so.
-            # (The compiled step keeps the max: in registers it costs next to nothing.)
-            shift_free = (not fused and Bias is None
-                          and float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max())) * k_norm <= exp_safe)
+            shift_free = Bias is None and float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max())) * k_norm <= exp_safe
             m_run = np.zeros((nb, 1), dtype=dtype) if shift_free else np.full((nb, 1), -np.inf, dtype=dtype)
             l_run = np.zeros((nb, 1), dtype=dtype)
             corr = np.empty((nb, 1), dtype=dtype)
@@ -249,7 +247,9 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
                     allowed = cm if allowed is None else (allowed & cm)
                 if allowed is not None:
                     np.copyto(s, -np.inf, where=~allowed)
-                if fused:  # max, exp, sum and the correction in one pass over the tile
+                if fused and shift_free:  # exp and the row sums in one pass
+                    kernels.exp_tile(s, l_run)
+                elif fused:  # max, exp, sum and the correction in one pass
                     kernels.online_softmax_tile(s, m_run, l_run, corr)
                     if ks:
                         acc *= corr

@@ -29,6 +29,7 @@ _SIGNATURES = {
     "qkv_add_layernorm": (_p, _p, _p, _p, _p, _i64, _i64, _f32),
     "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
     "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
+    "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
 }
 
 
@@ -212,4 +213,13 @@ def online_softmax_tile(s: np.ndarray, m: np.ndarray, l: np.ndarray, corr: np.nd
     if _lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not _native(m, l, corr):
         return False
     _lib.qkv_online_softmax_tile(_ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, _ptr(m), _ptr(l), _ptr(corr))
+    return True
+
+
+def exp_tile(s: np.ndarray, l: np.ndarray) -> bool:
+    """s = exp(s) in place and l += row sums, for a tile whose scores the caller has bounded (no
+    shift needed; see ``qkv.attention.chunked_attention``). Same contract as ``online_softmax_tile``."""
+    if _lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not _native(l):
+        return False
+    _lib.qkv_exp_tile(_ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, _ptr(l))
     return True
