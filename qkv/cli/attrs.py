@@ -151,7 +151,8 @@ def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Model file to write.")],
     dev: Annotated[int, typer.Option(help="Hold out this percent (seeded hash of the title) and score on it; 0 = none.")] = 0,
     mode: Annotated[str, typer.Option(help="crf (linear-chain CRF) or softmax (per-token, BIO-constrained decoding).")] = "crf",
-    layers: Annotated[str, typer.Option(help="Encoder layers whose outputs are features, comma-separated.")] = "-3,-1",
+    layers: Annotated[str, typer.Option(help="Encoder layers (0-based, negative from the end) whose outputs are "
+                                               "features, comma-separated; the encoder stops after the deepest.")] = "3,4",
     max_iter: Annotated[int, typer.Option(help="L-BFGS iterations.")] = 100,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Word features only (no encoder vectors).")] = False,
     cache: Annotated[Optional[Path], typer.Option(help="Cache encoder vectors in this folder.")] = None,
@@ -170,7 +171,7 @@ def train(
     try:
         layer_list = tuple(int(x) for x in layers.split(",") if x.strip())
     except ValueError:
-        raise InputError(f"--layers must be comma-separated integers, e.g. -3,-1 (got {layers!r})") from None
+        raise InputError(f"--layers must be comma-separated integers, e.g. 3,4 (got {layers!r})") from None
     if not 0 <= dev < 100:
         raise InputError("--dev is a percentage from 0 to 99")
     examples = read_examples(data)
