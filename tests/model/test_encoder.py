@@ -179,3 +179,14 @@ def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
             assert ps[name].shape == qs[name].shape
             np.testing.assert_allclose(ps[name][b.mask], qs[name][b.mask], atol=1e-5)
             assert (ps[name][~b.mask] == 0).all()
+
+
+def test_few_rows_take_the_transposed_products_with_the_same_result(encoder, monkeypatch):
+    from qkv.model import encoder as E
+
+    texts = ["breathable running shoes", "透气跑鞋 men"]
+    monkeypatch.setattr(E, "FEW_ROWS", 10**6)
+    few = encoder.encode(texts)
+    assert encoder._transposed  # the transposed weights were made and used
+    monkeypatch.setattr(E, "FEW_ROWS", 0)
+    np.testing.assert_allclose(few, encoder.encode(texts), atol=1e-6)
