@@ -334,7 +334,9 @@ class Encoder:
         """One text's attention, no padding: q, k, v [heads, n, d] -> ctx [n, heads, d], in groups
         of heads whose scores fit in about 4 MB of cache."""
         nh, n, _ = q.shape
-        group = max(1, min(nh, (1 << 20) // max(1, n * n)))
+        if n == 0:
+            return
+        group = max(1, min(nh, (1 << 20) // (n * n)))
         buf = ws.get("scores", (group * n * n,), self.dtype)
         for h0 in range(0, nh, group):
             h1 = min(h0 + group, nh)
