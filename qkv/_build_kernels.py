@@ -18,9 +18,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "_kernels.c"
 OUT = HERE / "_kernels.so"
-# -fopenmp-simd: honour `#pragma omp simd` without the OpenMP runtime. -fno-math-errno lets the
-# loops call glibc's vector erff. -march=native: the kernels are built on the machine that
-# runs them, so they may use all of its vector width.
+# -fopenmp-simd: honour `#pragma omp simd` without the OpenMP runtime. -fno-math-errno: no errno
+# bookkeeping around maths calls (sqrt), which would stop vectorisation. -march=native: the
+# kernels are built on the machine that runs them, so they may use all of its vector width.
 FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd"]
 
 

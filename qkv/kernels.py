@@ -6,7 +6,7 @@ over memory per operation. ``qkv/_kernels.c`` does each step in one pass; it is 
 time (``hatch_build.py``; or ``python -m qkv._build_kernels``) and loaded here with ctypes.
 
 Every function works without it: when the library is missing, cannot be loaded (no C compiler at
-install, glibc older than 2.35), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy
+install), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy
 twin runs instead. The tests hold the two equal.
 """
 
