@@ -313,7 +313,11 @@ def main(argv=None) -> int:
     ap.add_argument("--encode-sample", type=int, default=2000)
     ap.add_argument("--ef-search", default="64,96,128,192,256", help="efSearch values for the recall sweep")
     ap.add_argument("--dir", default=None, help="where to build (kept; an index already there is reused)")
+    ap.add_argument("--validate", type=int, default=0, metavar="N",
+                    help="only compare HNSW recall on N real embeddings with N/5 real + mixes (the stand-in)")
     args = ap.parse_args(argv)
+    if args.validate:
+        return validate(args.validate, args.queries, [int(e) for e in args.ef_search.split(",")])
     from rich.console import Console
     from rich.table import Table
 
@@ -431,6 +435,39 @@ def main(argv=None) -> int:
     console.print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 vCPUs shared)")
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def validate(n: int, nq: int, efs: list[int]) -> int:
+    """HNSW (the store's M and efConstruction) recall@10 on n real embeddings vs n/5 real + mixes."""
+    import faiss
+    from rich.console import Console
+    from rich.table import Table
+
+    import qkv
+    from qkv.search.embedded import HNSW_EF_CONSTRUCTION, HNSW_M
+
+    faiss.omp_set_num_threads(1)
+    console = Console()
+    enc = qkv.load(threads=1)
+    real, _ = embed_titles(enc, n)
+    qv = enc.encode(queries(nq), batch_size=64)
+    t = Table(title=f"stand-in check: HNSW M {HNSW_M}, efConstruction {HNSW_EF_CONSTRUCTION}, {n:,} vectors, "
+                    f"{nq} generated queries")
+    for c in ("vectors", "mean cos of 10th neighbour", *[f"recall@10 ef {e}" for e in efs]):
+        t.add_column(c, justify="right")
+    for name, X in (("real", real), (f"{n // 5:,} real + mixes", np.concatenate([real[:n // 5], synthetic(real[:n // 5], n - n // 5, 1)]))):
+        exact = np.argsort(-(qv @ X.T), axis=1)[:, :10]
+        idx = faiss.IndexHNSWFlat(X.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        idx.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        with console.status(f"HNSW over {name}"):
+            idx.add(X)
+        recs = []
+        for ef in efs:
+            idx.hnsw.efSearch = ef
+            recs.append(_recall(idx.search(qv, 10)[1], exact))
+        t.add_row(name, f"{np.sort(qv @ X.T, axis=1)[:, -10].mean():.3f}", *[f"{r:.4f}" for r in recs])
+    console.print(t)
     return 0
 
 

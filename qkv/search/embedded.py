@@ -453,7 +453,8 @@ class EmbeddedStore(VectorStore):
           2. the OR of the rarest terms whose postings fit ``KEYWORD_BUDGET`` (all of them in small
              catalogs), scored in numpy from the postings (fts5vocab's per-occurrence rows through
              ``group_concat``, ~0.3 µs a posting) and the stored row lengths: exact BM25 over these terms;
-          3. the best ``1.5·k + 2·len(step 1)`` of step 2 rescored exactly over all terms (``_term_scores``).
+          3. when step 2 left terms out, its best ``1.5·k + 2·len(step 1)`` rows get the left-out terms'
+             BM25 shares (``_term_scores``); otherwise step 2's top ``k`` are exact as they are.
         With a filter, steps 1–2 run in FTS5 over the filtered rows instead (``_keyword_plan_sql``).
         Exact when the rare terms are all the terms; otherwise products matching only the common
         words, or whose common words would have lifted them past step 2's cut, can be missed
@@ -474,7 +475,7 @@ class EmbeddedStore(VectorStore):
             used += dfs[t]
         n, avgdl = self._stats()
         dl = self._doc_lengths()
-        slots, parts = [], []
+        slots, parts, used_terms = [], [], []
         if not self._inst:
             self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_inst USING fts5vocab(main, fts, 'instance')")
             self._inst = True
@@ -489,9 +490,15 @@ class EmbeddedStore(VectorStore):
             s = self.db.execute(sql, args).fetchone()[0]
             if not s:
                 continue
-            rows, tf = np.unique(np.fromstring(s, dtype=np.int64, sep=" "), return_counts=True)
+            occ = np.fromstring(s, dtype=np.int64, sep=" ")
+            if len(occ) == args[1]:  # cut off: the last row's occurrences may be incomplete
+                occ = occ[occ != occ[-1]]
+            if not len(occ):
+                continue
+            rows, tf = np.unique(occ, return_counts=True)
             idf = max(math.log((n - dfs[t] + 0.5) / (dfs[t] + 0.5)), 1e-6)
             slots.append(rows)
+            used_terms.append(t)
             parts.append(idf * tf * (self._K1 + 1) / (tf + self._K1 * (1 - self._B + self._B * dl[rows] / avgdl)))
         if slots:
             allr = np.concatenate(slots)
@@ -500,10 +507,22 @@ class EmbeddedStore(VectorStore):
             if found:
                 keep = ~np.isin(uniq, np.fromiter(found, dtype=np.int64))
                 uniq, score = uniq[keep], score[keep]
-            m = min(len(uniq), k + k // 2 + 2 * len(found))  # a margin for rows with a term ≥ 2 times
-            top = uniq[np.argpartition(-score, m - 1)[:m]] if m < len(uniq) else uniq
-            for s, shares in self._term_scores(top.tolist(), terms).items():
-                found[s] = sum(shares.values())
+            missing = [t for t in terms if t not in rare]
+            m = min(len(uniq), k + (k // 2 + 2 * len(found) if missing else 0))  # margin: common terms may lift rows
+            top = np.sort(uniq[np.argpartition(-score, m - 1)[:m]] if m < len(uniq) else uniq)
+            memo = self._memo(terms)
+            shares: dict[int, dict[str, float]] = {int(s): {} for s in top}
+            for t, rows, contrib in zip(used_terms, slots, parts):  # each term's share, from its postings
+                pos = np.minimum(np.searchsorted(rows, top), len(rows) - 1)
+                hit = rows[pos] == top
+                for s, v in zip(top[hit].tolist(), contrib[pos[hit]].tolist()):
+                    shares[s][t] = v
+            if missing:
+                for s, extra in self._term_scores(top.tolist(), missing, use_memo=False).items():
+                    shares[s].update(extra)
+            for s, sh in shares.items():
+                memo[s] = sh
+                found[s] = sum(sh.values())
         return found
 
     def _keyword_plan_sql(self, dfs: dict[str, int], k: int, where: str, params: list) -> dict[int, float]:
@@ -581,7 +600,16 @@ class EmbeddedStore(VectorStore):
     def _word_stem(self, word: str) -> str | None:
         return self._word_stems([word])[word]
 
-    def _term_scores(self, slots: Sequence[int], terms: Sequence[str]) -> dict[int, dict[str, float]]:
+    def _memo(self, terms: Sequence[str]) -> dict[int, dict[str, float]]:
+        """The BM25 shares already computed for this query's rows (search, then fusion, then
+        explain ask for the same rows)."""
+        key = tuple(sorted(terms))
+        if self._shares[0] != key:
+            self._shares = (key, {})
+        return self._shares[1]
+
+    def _term_scores(self, slots: Sequence[int], terms: Sequence[str],
+                     use_memo: bool = True) -> dict[int, dict[str, float]]:
         """slot → {term: BM25 share} for the terms each row contains, computed here instead of by
         FTS5: a ``MATCH 't' AND rowid IN (…)`` query recomputes t's idf by walking all its postings
         once per listed row (0.4 ms a row for a term in 3% of 1M titles). A row's tokens are its
@@ -597,10 +625,7 @@ class EmbeddedStore(VectorStore):
                 df = self._df(t)
                 idf = math.log((n - df + 0.5) / (df + 0.5)) if df else 0.0
                 want.setdefault(st, []).append((t, idf if idf > 0 else 1e-6))
-        key = tuple(sorted(terms))
-        if self._shares[0] != key:
-            self._shares = (key, {})
-        memo = self._shares[1]  # search then fusion then explain ask for the same rows' shares
+        memo = self._memo(terms) if use_memo else {}
         out = {s: memo[s] for s in map(int, slots) if s in memo}
         slots = [s for s in map(int, slots) if s not in memo]
         for i in range(0, len(slots), 900):
