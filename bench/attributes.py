@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/attributes.py              # speed: extract vs the bare encoder, same titles
     .venv/bin/python bench/attributes.py --quality    # + train on train.jsonl minus a 20% dev split, score dev
+    .venv/bin/python bench/attributes.py --compare A.qkvattr B.qkvattr --sets ae110k   # paired bootstrap
 
 Reads ../shared/data/attributes (never copied into the repo); says so and exits 0 when it is absent.
 The dev split is ``qkv.attributes.split_dev(examples, 20)``: a title goes to dev when
@@ -129,6 +130,24 @@ def quality(sets: list[str], max_iter: int) -> None:
                       f"whole run {time.perf_counter() - t0:.0f}s{extra}[/]")
 
 
+def compare(name: str, model_a: str, model_b: str) -> dict:
+    """Dev micro-F1 of two models on one set's dev split, and a paired bootstrap of the difference."""
+    import qkv
+    from qkv.attributes import AttributeModel, read_jsonl, split_dev
+    from qkv.attributes.evaluate import paired_bootstrap
+
+    enc = qkv.load(threads=1)
+    _, dev = split_dev(read_jsonl(DATA / name / "train.jsonl"), 20)
+    titles, cats = [e.title for e in dev], [e.category for e in dev]
+    preds = [AttributeModel.load(m, enc).extract(titles, cats) for m in (model_a, model_b)]
+    r = paired_bootstrap(dev, *preds)
+    console.print(f"{name} dev ({len(dev)} titles): A {Path(model_a).name} micro-F1 {r['f1_a']:.2f}, "
+                  f"B {Path(model_b).name} {r['f1_b']:.2f}; A − B = {r['diff']:+.2f}, bootstrap s.d. "
+                  f"{r['sd']:.2f}, 95% interval [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] ({r['resamples']} "
+                  "resamples of the dev titles)", highlight=False)
+    return r
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quality", action="store_true", help="also train and score on dev splits (minutes)")
@@ -137,12 +156,18 @@ def main(argv=None) -> int:
     ap.add_argument("--model", help="time this attribute model instead of training a quick one")
     ap.add_argument("--titles", type=int, default=600, help="how many titles to time (default 600)")
     ap.add_argument("--repeats", type=int, default=2, help="time each step this many times, keep the best")
+    ap.add_argument("--compare", nargs=2, metavar=("MODEL_A", "MODEL_B"),
+                    help="instead of timing: score two models on the --sets dev splits, paired bootstrap")
     args = ap.parse_args(argv)
     need = [DATA / "ae110k" / "train.jsonl", DATA / "oamine" / "train.jsonl"]
     if not all(p.is_file() for p in need):
         console.print(f"[yellow]attribute bench skipped: it times extraction on real titles from {DATA} "
                       "(ae110k/ and oamine/ train.jsonl), which is not here. Nothing measured; this is not "
                       "a failure.[/]")
+        return 0
+    if args.compare:
+        for name in [s for s in args.sets.split(",") if s and s != "taobao_zh"]:
+            compare(name, *args.compare)
         return 0
     speed(args.titles, args.model, args.repeats)
     if args.quality:

@@ -49,3 +49,17 @@ def test_span_scores():
 def test_dictionary_baseline():
     train = [Example("Zorvex Red Shoes", {"Brand": ("Zorvex",), "Color": ("Red",)})]
     assert dictionary_baseline(train, ["Zorvexy Red", "Shoes Zorvex"]) == [{"Color": "Red"}, {"Brand": "Zorvex"}]
+
+
+def test_paired_bootstrap():
+    from qkv.attributes import Attribute, Example
+    from qkv.attributes.evaluate import paired_bootstrap
+
+    exs = [Example(f"Zorvex {i}", {"Brand": ("Zorvex",)}) for i in range(40)]
+    right = [[Attribute("Brand", "Zorvex", 0, 6, 1.0)] for _ in exs]
+    half = [r if i % 2 else [] for i, r in enumerate(right)]
+    same = paired_bootstrap(exs, right, right, n=200)
+    assert same["diff"] == 0 and same["sd"] == 0 and same["f1_a"] == 100
+    d = paired_bootstrap(exs, right, half, n=500)
+    assert abs(d["f1_b"] - 100 * 2 * 20 / (2 * 20 + 20)) < 1e-9  # 20 tp, 20 fn
+    assert d["diff"] > 0 and 0 < d["sd"] < d["diff"] and d["ci95"][0] > 0
