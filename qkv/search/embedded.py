@@ -149,6 +149,7 @@ class EmbeddedStore(VectorStore):
         self._stemmer = None  # in-memory FTS5 table that stems query terms like the index does
         self._stems: dict[str, str | None] = {}
         self._dfs: dict[str, int] = {}  # a generation is immutable: its counts can be kept
+        self._seen: dict[str, int] = {}  # id → slot of recently returned products
         self._shares: tuple[tuple, dict] = ((), {})  # the last query's BM25 shares per slot
         self._has_df = None
         self._fts_stats = None
@@ -324,7 +325,7 @@ class EmbeddedStore(VectorStore):
         slots = [int(s) for s in slots]
         if not slots:
             return []
-        ids = dict(self.db.execute(f"SELECT slot, id FROM products WHERE slot IN ({','.join('?' * len(slots))})", slots))
+        ids = self._ids_of(slots)
         return [Hit(ids[s], float(v)) for s, v in zip(slots, scores) if s in ids]
 
     def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
@@ -337,8 +338,11 @@ class EmbeddedStore(VectorStore):
         return np.asarray(self.vectors[np.asarray(slots, dtype=np.int64)], dtype=np.float32)
 
     def _slots_of(self, ids: Sequence[str]) -> list[int | None]:
-        found: dict[str, int] = {}
         ids = list(ids)
+        seen = self._seen
+        if all(i in seen for i in ids):  # the ids the last searches returned (fusion, explain)
+            return [seen[i] for i in ids]
+        found: dict[str, int] = {}
         for i in range(0, len(ids), 900):
             chunk = ids[i:i + 900]
             found.update(self.db.execute(
@@ -562,7 +566,14 @@ class EmbeddedStore(VectorStore):
         slots = [int(s) for s in slots]
         if not slots:
             return {}
-        return dict(self.db.execute(f"SELECT slot, id FROM products WHERE slot IN ({','.join('?' * len(slots))})", slots))
+        out = {}
+        for i in range(0, len(slots), 900):
+            chunk = slots[i:i + 900]
+            out.update(self.db.execute(f"SELECT slot, id FROM products WHERE slot IN ({','.join('?' * len(chunk))})", chunk))
+        if len(self._seen) > 50_000:
+            self._seen.clear()
+        self._seen.update((pid, s) for s, pid in out.items())  # a generation never changes: keep them
+        return out
 
     # BM25 exactly as FTS5's bm25() computes it (sqlite/ext/fts5/fts5_aux.c): k1 = 1.2, b = 0.75,
     # idf = ln((N − df + 0.5) / (df + 0.5)) floored at 1e-6, avgdl = all tokens / N.
