@@ -43,7 +43,7 @@ from qkv.search.store import (FieldInfo, Hit, IndexError_, Manifest, Row, StoreW
 
 FLAT_THRESHOLD = 100_000  # "auto": exact search below this many products, HNSW above
 HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_CONSTRUCTION = 40  # 80 built twice as slowly for the same recall at 100k (docs/search.md)
 HNSW_EF_SEARCH = 96
 EXACT_SUBSET = 50_000
 IVFPQ_MIN = 10_000  # IVF-PQ needs enough vectors to train its quantisers
