@@ -256,8 +256,10 @@ class Gazetteer:
 
 
 def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None,
-                    exclude=frozenset()) -> list[list[str]]:
-    """String features of each token (all binary). The word-level ones are made once per word."""
+                    exclude=frozenset(), vocab: dict[str, int] | None = None) -> list[list]:
+    """String features of each token (all binary). The word-level ones are made once per word.
+    With ``vocab``: each token's feature ids instead (the features in ``vocab``, each once), the
+    word-level ones looked up once per word — what extraction needs, without the strings."""
     n = len(tt)
     if n == 0:
         return []
@@ -284,9 +286,11 @@ def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None
         tail.append((f, tl))
     offs = tt.offsets.tolist()
     pl = [low(s, e) for s, e in offs]
+    word_of = tt.word_of.tolist()
+    if vocab is not None:
+        return _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of)
     cat = ["cat=" + category] if category else []
     feats: list[list[str]] = []
-    word_of = tt.word_of.tolist()
     for i, (s, e) in enumerate(offs):
         wi = word_of[i]
         ws, we = wspans[wi]
@@ -297,12 +301,48 @@ def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None
         feats.append(f)
     if gaz is not None:
         for i, j, a, c in gaz.matches(tt, exclude, low):
-            feats[i].append("gB=" + a)
-            for k in range(i + 1, j + 1):
-                feats[k].append("gI=" + a)
-            if j == i:
-                feats[i].append("gU=" + a)
-            feats[i].append("gB*")
-            if c > 1:
-                feats[i].append("gB2=" + a)
+            for k, f in _gazetteer_features(i, j, a, c):
+                feats[k].append(f)
     return feats
+
+
+def _gazetteer_features(i: int, j: int, a: str, c: int):
+    """(token, feature) pairs of one gazetteer match of attribute ``a`` over tokens i..j."""
+    yield i, "gB=" + a
+    for k in range(i + 1, j + 1):
+        yield k, "gI=" + a
+    if j == i:
+        yield i, "gU=" + a
+    yield i, "gB*"
+    if c > 1:
+        yield i, "gB2=" + a
+
+
+def _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of) -> list[list[int]]:
+    """``sparse_features`` as vocabulary ids (see there). The base features of a token are all
+    distinct (each template has its own prefix), so only the gazetteer's, which can repeat when
+    several matches start at one token, need de-duplicating."""
+    get = vocab.get
+    n, t, wspans = len(offs), tt.title, tt.words
+    word_ids = [[k for k in map(get, (*h, *f, *tl)) if k is not None] for h, (f, tl) in zip(head, tail)]
+    edge = [get("wcont"), get("wstart"), get("wmid"), get("wend")]
+    fixed = [get("cat=" + category)] if category else []
+    out = []
+    for i, (s, e) in enumerate(offs):
+        wi = word_of[i]
+        ws, we = wspans[wi]
+        row = [k for k in (get("t=" + pl[i]), get("tsh=" + shape(t[s:e])), edge[s == ws], edge[2 + (e == we)],
+                           get("pt=" + (pl[i - 1] if i > 0 else "<s>")),
+                           get("nt=" + (pl[i + 1] if i + 1 < n else "</s>")), *fixed) if k is not None]
+        row += word_ids[wi]
+        out.append(row)
+    if gaz is not None:
+        extra: dict[int, set] = {}
+        for i, j, a, c in gaz.matches(tt, exclude, low):
+            for k, f in _gazetteer_features(i, j, a, c):
+                fid = get(f)
+                if fid is not None:
+                    extra.setdefault(k, set()).add(fid)
+        for k, ids in extra.items():
+            out[k] += ids
+    return out

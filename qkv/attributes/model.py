@@ -163,10 +163,17 @@ class AttributeModel:
         E += c
         return E
 
-    def _sparse_emissions(self, feats: list[list[list[str]]]) -> np.ndarray:
-        """Packed [N, K] sparse emission scores (float64) from each title's string features."""
-        Xs = _sparse_matrix([fs for title in feats for fs in title], self.vocab)
-        return Xs @ self.crf.Ws if self.crf.F else np.zeros((Xs.shape[0], self.crf.K))
+    def _sparse_emissions(self, ids: list[list[list[int]]]) -> np.ndarray:
+        """Packed [N, K] sparse emission scores (float64) from each title's feature ids
+        (``sparse_features(..., vocab=self.vocab)``: each token's ids, each once)."""
+        rows = [r for title in ids for r in title]
+        if not self.crf.F:
+            return np.zeros((len(rows), self.crf.K))
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=indptr[1:])
+        cols = np.fromiter((k for r in rows for k in r), dtype=np.int64, count=int(indptr[-1]))
+        Xs = sp.csr_matrix((np.ones(len(cols)), cols, indptr), shape=(len(rows), self.crf.F))
+        return Xs @ self.crf.Ws
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -312,8 +319,8 @@ class AttributeModel:
         if not nonempty:
             return results
         lengths = np.asarray([len(tts[i]) for i in nonempty], dtype=np.int64)
-        E = self._sparse_emissions([sparse_features(tts[i], cats[i] if cats else None, self.gazetteer)
-                                    for i in nonempty])
+        E = self._sparse_emissions([sparse_features(tts[i], cats[i] if cats else None, self.gazetteer,
+                                                    vocab=self.vocab) for i in nonempty])
         if self.settings.get("use_dense", True):
             vecs = cached_token_vectors(enc, [titles[i] for i in nonempty], tuple(self.settings["layers"]),
                                         cache_dir, contents=[contents[i] for i in nonempty])

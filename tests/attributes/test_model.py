@@ -128,6 +128,7 @@ def test_fast_emissions_equal_the_training_features(tiny_model, synthetic):
     """Extraction folds projection, scaling and the word mean into one matrix on the encoder
     vectors; the scores must equal those of the explicit training-time features."""
     from qkv.attributes.crf import Batch
+    from qkv.attributes.features import sparse_features
 
     model, _ = tiny_model
     _, held = synthetic
@@ -136,7 +137,11 @@ def test_fast_emissions_equal_the_training_features(tiny_model, synthetic):
     tts, nonempty, dense, sparse = model._featurize(enc, titles, None, model.gazetteer, model.settings["layers"], None)
     ref = model.crf.emissions(model._batch(nonempty, tts, dense, sparse))
     vecs = [dense[i][:, :dense[i].shape[1] // 2] for i in nonempty]  # the token half is the vectors
-    fast = model._sparse_emissions([sparse[i] for i in nonempty])
+    ids = [sparse_features(tts[i], None, model.gazetteer, vocab=model.vocab) for i in nonempty]
+    for i, title_ids in zip(nonempty, ids):  # each token's known features, each once
+        for got, fs in zip(title_ids, sparse[i], strict=True):
+            assert sorted(got) == sorted({model.vocab[f] for f in fs if f in model.vocab})
+    fast = model._sparse_emissions(ids)
     fast += model._dense_emissions(vecs, [tts[i].word_of for i in nonempty])
     fast += model.crf.b
     assert fast.shape == ref.shape
