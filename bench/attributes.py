@@ -57,15 +57,16 @@ def speed(n_titles: int = 600, model_path: str | None = None, repeats: int = 2) 
     titles = [ex.title for ex in read_jsonl(DATA / "ae110k" / "train.jsonl")][:n_titles * 2 // 3]
     titles += [ex.title for ex in read_jsonl(DATA / "oamine" / "train.jsonl")][:n_titles - len(titles)]
     layers = tuple(model.settings["layers"])
+    dense = model.settings.get("use_dense", True)
     nl = enc.config.num_layers
-    upto = max(l % nl for l in layers) + 1
+    upto = max(l % nl for l in layers) + 1 if dense else 0
     enc.encode(titles[:32])  # warm up
     model.extract(titles[:32])
-    rows = [
-        (f"encoder alone: enc.encode ({nl} layers)", _timed(lambda: enc.encode(titles), repeats)),
-        (f"encoder, model's layers ({upto} of {nl})", _timed(lambda: token_vectors(enc, titles, layers), repeats)),
-        ("extraction: model.extract", _timed(lambda: model.extract(titles), repeats)),
-    ]
+    rows = [(f"encoder alone: enc.encode ({nl} layers)", _timed(lambda: enc.encode(titles), repeats))]
+    if dense:
+        rows.append((f"encoder, model's layers ({upto} of {nl})",
+                     _timed(lambda: token_vectors(enc, titles, layers), repeats)))
+    rows.append(("extraction: model.extract", _timed(lambda: model.extract(titles), repeats)))
     n = len(titles)
     tab = Table(title=f"attribute extraction speed: {n} titles (AE-110K + OA-Mine), 1 BLAS thread, "
                       f"best of {repeats}; target ≥ {TARGET} titles/s")
@@ -75,11 +76,12 @@ def speed(n_titles: int = 600, model_path: str | None = None, repeats: int = 2) 
         tab.add_row(name, f"{w:.2f}", f"{n / w:.0f}", f"{c:.2f}", f"{n / c:.0f}", f"{rows[0][1][1] / c:.2f}")
     console.print(tab)
     w_ext, c_ext = rows[-1][1]
-    w_vec, c_vec = rows[1][1]
+    c_vec = rows[1][1][1] if dense else 0.0
     load = os.getloadavg()[0]
-    console.print(f"[dim]model: {what}; {len(model.attrs)} attributes ({model.crf.K} BIO labels), features "
-                  f"from encoder layers {list(layers)}, so {upto} of {nl} layers run. extract = tokens, encoder, "
-                  "features, CRF, spans; outside the encoder: "
+    uses = (f"features from encoder layers {list(layers)}, so {upto} of {nl} layers run" if dense
+            else "word features only (--no-dense): no encoder pass at all")
+    console.print(f"[dim]model: {what}; {len(model.attrs)} attributes ({model.crf.K} BIO labels), {uses}. "
+                  "extract = tokens, encoder, features, CRF, spans; outside the encoder: "
                   f"{100 * (c_ext - c_vec) / c_ext:.0f}% of its CPU time. "
                   f"Load average {load:.1f} on {os.cpu_count()} CPUs (wall-clock figures fall with load; "
                   "CPU time is the fairer measure on a shared machine).[/]")
