@@ -314,11 +314,15 @@ def main(argv=None) -> int:
     ap.add_argument("--ef-search", default="64,96,128,192,256", help="efSearch values for the recall sweep")
     ap.add_argument("--dir", default=None, help="where to build (kept; an index already there is reused)")
     ap.add_argument("--build-threads", type=int, default=1, help="faiss threads while building (queries: one)")
+    ap.add_argument("--keyword-compare", default="", metavar="SIZES",
+                    help="only compare the planned keyword search with FTS5's exact OR query (no encoder)")
     ap.add_argument("--validate", type=int, default=0, metavar="N",
                     help="only compare HNSW recall on N real embeddings with N/5 real + mixes (the stand-in)")
     args = ap.parse_args(argv)
     if args.validate:
         return validate(args.validate, args.queries, [int(e) for e in args.ef_search.split(",")])
+    if args.keyword_compare:
+        return keyword_compare([int(s) for s in args.keyword_compare.split(",")], args.queries)
     from rich.console import Console
     from rich.table import Table
 
@@ -481,6 +485,54 @@ def validate(n: int, nq: int, efs: list[int]) -> int:
             recs.append(_recall(idx.search(qv, 10)[1], exact))
         t.add_row(name, f"{np.sort(qv @ X.T, axis=1)[:, -10].mean():.3f}", *[f"{r:.4f}" for r in recs])
     console.print(t)
+    return 0
+
+
+def keyword_compare(sizes: list[int], nq: int, depth: int = 200) -> int:
+    """Keyword side alone: FTS5's exact OR (``ORDER BY bm25`` over every matching row, joined to
+    the rows as the store did before planning) against ``keyword_search``; CPU ms per query."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from qkv.search.embedded import EmbeddedStore, _quote, title_hash
+    from qkv.search.store import Manifest, open_store
+
+    console = Console(width=max(Console().width, 150))
+    t = Table(title=f"keyword search, depth {depth}, {nq} generated queries, CPU ms p50 / p90 / p99")
+    for c in ("products", "exact OR", "planned", "planned top ∩ exact top", "top 10 ∩"):
+        t.add_column(c, justify="right")
+    qs = queries(nq)
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as d:
+            st = EmbeddedStore.create(Path(d) / "kw", Manifest(model="m", fingerprint="f", dim=1, ann="flat"))
+            rows = [{"id": f"b{i}", "title": x} for i, x in enumerate(titles(n))]
+            with console.status(f"FTS5 table of {n:,} titles"), st.writer() as w:
+                for a in range(0, n, 65536):
+                    part = rows[a:a + 65536]
+                    w.upsert(part, np.ones((len(part), 1), np.float32), [title_hash(r["title"]) for r in part])
+            st.close()
+            st = open_store(Path(d) / "kw")
+            for q in queries(50, seed=2):
+                st.keyword_search(q, depth)  # warm-up: page cache, stem cache
+            old, new, ov, ov10 = [], [], [], []
+            for q in qs:
+                expr = " OR ".join(map(_quote, st.query_terms(q)))
+                c0 = time.process_time()
+                exact = [i for i, _ in st.db.execute(
+                    "SELECT p.id, -bm25(fts) FROM fts JOIN products p ON p.slot = fts.rowid WHERE fts MATCH ? "
+                    "ORDER BY bm25(fts) LIMIT ?", (expr, depth))]
+                c1 = time.process_time()
+                got = [h.id for h in st.keyword_search(q, depth)]
+                c2 = time.process_time()
+                old.append(c1 - c0)
+                new.append(c2 - c1)
+                ov.append(len(set(exact) & set(got)) / max(1, len(exact)))
+                ov10.append(len(set(exact[:10]) & set(got[:10])) / max(1, len(exact[:10])))
+            st.close()
+        t.add_row(f"{n:,}", " / ".join(f"{pct(old, p):.1f}" for p in (50, 90, 99)),
+                  " / ".join(f"{pct(new, p):.1f}" for p in (50, 90, 99)), f"{np.mean(ov):.3f}", f"{np.mean(ov10):.3f}")
+    console.print(t)
+    console.print(f"load average: {os.getloadavg()[0]:.1f} (2 vCPUs shared)")
     return 0
 
 
