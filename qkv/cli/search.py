@@ -75,7 +75,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
         engine: Annotated[str, typer.Option(help="local (this process) or ray (embedding on Ray actors; qkv[ray]).")] = "local",
         address: Annotated[Optional[str], typer.Option(help="With --engine ray: auto or ray://HOST:10001 (default: a local Ray).")] = None,
-        workers: Annotated[int, typer.Option(help="With --engine ray: embedding actors.")] = 2,
+        workers: Annotated[Optional[int], typer.Option(help="Embedding processes, one BLAS thread each (local, default 1: "
+                                                             "pays only when cores are free), or Ray actors (--engine ray, default 2).")] = None,
         store: Annotated[Optional[str], typer.Option(help="Keep the data in Milvus: milvus://PATH.db or http://HOST:19530 (qkv[milvus]).")] = None,
     ):
         """Build or update a search index from CATALOG."""
@@ -91,7 +92,7 @@ def register(app: typer.Typer) -> None:
                                  "the Ray engine and --store build whole indexes (use --rebuild to replace one)")
             from qkv.cli.scale import index_cmd as scale_index
 
-            return scale_index(catalog, index, engine=engine, address=address, workers=workers, store=store,
+            return scale_index(catalog, index, engine=engine, address=address, workers=workers or 2, store=store,
                                rebuild=rebuild, block_rows=512, work_dir=None, keep_shards=False,
                                id_column=id_column, title_column=title_column, model=model, as_json=as_json)
 
@@ -104,7 +105,8 @@ def register(app: typer.Typer) -> None:
         with bar:
             rep = build_index(catalog, index, enc, upsert=upsert, rebuild=rebuild,
                               dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
-                              title_column=title_column, fmt=fmt, batch_size=batch_size, progress=cb)
+                              title_column=title_column, fmt=fmt, batch_size=batch_size, progress=cb,
+                              workers=workers or 1)
         if as_json:
             print_json(rep.__dict__)
             return

@@ -75,10 +75,12 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
                 dtype: str = "float32", ann: str = "auto", id_column: str | None = None,
                 title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
                 chunk: int = 4096, progress: Callable[[int, int], None] | None = None,
-                backend: str = "embedded", **store_options) -> BuildReport:
+                backend: str = "embedded", workers: int = 1, **store_options) -> BuildReport:
     """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
     (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
-    ``progress(done, total)`` is called as titles are embedded."""
+    ``progress(done, total)`` is called as titles are embedded. ``workers`` > 1 embeds in that many
+    processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
+    its cores were already busy: docs/search.md)."""
     import qkv
 
     t0 = time.perf_counter()
@@ -120,7 +122,20 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             done = 0
             if progress:
                 progress(0, len(todo))
-            for a in range(0, len(todo), chunk):
+            if workers > 1 and len(todo) > batch_size:
+                chunk = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
+                parts = [todo[a:a + chunk] for a in range(0, len(todo), chunk)]
+                te = time.perf_counter()
+                with _EncoderPool(encoder, workers) as pool:
+                    for part, vecs in zip(parts, pool.encode([[r["title"] for r, _ in p] for p in parts], batch_size)):
+                        report.embed_seconds += time.perf_counter() - te
+                        w.upsert([r for r, _ in part], vecs, [h for _, h in part])
+                        report.embedded += len(part)
+                        done += len(part)
+                        if progress:
+                            progress(done, len(todo))
+                        te = time.perf_counter()
+            for a in range(0, len(todo) if workers <= 1 or len(todo) <= batch_size else 0, chunk):
                 part = todo[a:a + chunk]
                 te = time.perf_counter()
 
@@ -139,6 +154,60 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     report.count = read_manifest(path).count
     report.seconds = time.perf_counter() - t0
     return report
+
+
+_WORKER_ENCODER = None
+
+
+def _worker_init(path: str) -> None:
+    global _WORKER_ENCODER
+    import qkv
+
+    _WORKER_ENCODER = qkv.load(path, threads=1)
+
+
+def _worker_fingerprint(_: int) -> str:
+    return _WORKER_ENCODER.fingerprint()
+
+
+def _worker_encode(job: tuple[list[str], int]) -> np.ndarray:
+    texts, batch_size = job
+    return _WORKER_ENCODER.encode(texts, batch_size=batch_size)
+
+
+class _EncoderPool:
+    """``workers`` spawned processes, each loading the same model files with one BLAS thread;
+    ``encode`` yields the chunks' vectors in order as they finish."""
+
+    def __init__(self, encoder, workers: int):
+        self.encoder, self.workers = encoder, workers
+
+    def __enter__(self):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        from qkv.errors import ModelError
+
+        if self.encoder.path is None:
+            raise InputError("--workers needs a model loaded from files (encoder.path is unset)")
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                        initializer=_worker_init, initargs=(str(self.encoder.path),))
+        try:
+            fps = set(self.pool.map(_worker_fingerprint, range(self.workers)))
+            if fps != {self.encoder.fingerprint()}:
+                raise ModelError(f"worker processes loaded weights with fingerprint(s) {sorted(fps)} from "
+                                 f"{self.encoder.path}, not {self.encoder.fingerprint()}; build with --workers 1")
+        except BaseException:
+            self.pool.shutdown(cancel_futures=True)
+            raise
+        return self
+
+    def encode(self, texts: list[list[str]], batch_size: int):
+        return self.pool.map(_worker_encode, [(t, batch_size) for t in texts])
+
+    def __exit__(self, *exc):
+        self.pool.shutdown(cancel_futures=True)
+        return False
 
 
 def delete_products(path, ids: Sequence[str]) -> int:
