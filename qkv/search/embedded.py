@@ -565,7 +565,7 @@ class EmbeddedStore(VectorStore):
         part = {s: v for s, v in self._scored(rare, "OR", k + len(found), where, params).items() if s not in found}
         missing = [t for t in terms if t not in rare]
         if part and missing:
-            for s, shares in self._term_scores(list(part), missing).items():
+            for s, shares in self._term_scores(list(part), missing, use_memo=False).items():
                 part[s] += sum(shares.values())
         found.update(part)
         return found
