@@ -6,7 +6,8 @@
 Titles come from a generator of realistic product titles (below; ~1,400 words plus model codes), so
 no data set is needed. Vectors are the real all-MiniLM-L6-v2 embeddings of those titles, computed
 once in chunks of 10,000 and cached under /tmp/qkv-cache/search-bench (resumable: `embed_titles`),
-up to ``--real`` titles (default 100,000). Beyond that (the 1M size) title i gets a synthetic
+up to ``--real`` titles (default 20,000: ~1.5 min on an idle core the first time; docs/search.md
+used 100,000). Beyond that (the 1M size) title i gets a synthetic
 vector: a random convex mix λ·a + (1−λ)·b (λ ∈ [0.5, 0.85]) of two real embeddings, renormalised.
 Such mixes stay on the real embeddings' manifold (unlike isotropic jitter, which made HNSW recall
 look worse than it is); ``--validate`` measures HNSW recall on real vectors against real + mixes at
@@ -309,7 +310,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--real", type=int, default=100_000, help="titles with real embeddings (the rest: mixes)")
+    ap.add_argument("--real", type=int, default=20_000,
+                    help="titles with real embeddings, cached (the rest: mixes); docs/search.md used 100000")
     ap.add_argument("--encode-sample", type=int, default=2000)
     ap.add_argument("--ef-search", default="64,96,128,192,256", help="efSearch values for the recall sweep")
     ap.add_argument("--dir", default=None, help="where to build (kept; an index already there is reused)")
