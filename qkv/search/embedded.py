@@ -45,12 +45,24 @@ FLAT_THRESHOLD = 100_000  # "auto": exact search below this many products, HNSW 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 40  # 80 built twice as slowly for the same recall at 100k (docs/search.md)
 HNSW_EF_SEARCH = 96
-EXACT_SUBSET = 50_000
+EXACT_SUBSET = 50_000  # a filter leaving at most this many products is searched exactly
 IVFPQ_MIN = 10_000  # IVF-PQ needs enough vectors to train its quantisers
-IVFPQ_RESCORE = 8  # IVF-PQ fetches k × this candidates and rescores them with the stored vectors  # a filter leaving at most this many products is searched exactly
+IVFPQ_RESCORE = 8  # IVF-PQ fetches k × this candidates and rescores them with the stored vectors
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"
 KEYWORD_BUDGET = 20_000  # postings one keyword query reads (0.1 µs each; see _keyword_plan)
 SCORE_BUDGET = 2_000  # rows one FTS5 bm25() query may score (~3 µs each; see _scored)
+
+
+def _rare_terms(terms: list[str], dfs: dict[str, int]) -> list[str]:
+    """The rarest terms (``terms`` sorted rarest first) whose postings fit ``KEYWORD_BUDGET``
+    together; always at least one."""
+    rare, used = [], 0
+    for t in terms:
+        if rare and used + dfs[t] > KEYWORD_BUDGET:
+            break
+        rare.append(t)
+        used += dfs[t]
+    return rare
 
 
 def title_hash(title: str) -> str:
@@ -490,12 +502,7 @@ class EmbeddedStore(VectorStore):
             found = self._scored(terms, "AND", k, where, params)
             if len(found) >= k:
                 return found
-        rare, used = [], 0
-        for t in terms:
-            if rare and used + dfs[t] > KEYWORD_BUDGET:
-                break
-            rare.append(t)
-            used += dfs[t]
+        rare = _rare_terms(terms, dfs)
         n, avgdl = self._stats()
         dl = self._doc_lengths()
         slots, parts, used_terms = [], [], []
@@ -556,12 +563,7 @@ class EmbeddedStore(VectorStore):
         found = self._scored(terms, "AND", k, where, params)
         if len(found) >= k:
             return found
-        rare, used = [], 0
-        for t in terms:
-            if rare and used + dfs[t] > KEYWORD_BUDGET:
-                break
-            rare.append(t)
-            used += dfs[t]
+        rare = _rare_terms(terms, dfs)
         part = {s: v for s, v in self._scored(rare, "OR", k + len(found), where, params).items() if s not in found}
         missing = [t for t in terms if t not in rare]
         if part and missing:
