@@ -369,7 +369,7 @@ def _attn_inputs(length: int, seed: int = 0):
     return [rng.standard_normal(shape, dtype=np.float32) for _ in range(3)]
 
 
-def _attn_fn(impl: str, q, k, v):
+def _attn_fn(impl: str, q, k, v, threads: int = 1):
     if impl == "qkv-plain":
         import qkv.attention as A
 
@@ -378,7 +378,7 @@ def _attn_fn(impl: str, q, k, v):
     if impl == "qkv-chunked":
         import qkv.attention as A
 
-        return lambda: A.chunked_attention(q, k, v, chunk_size=A.DEFAULT_CHUNK)
+        return lambda: A.chunked_attention(q, k, v, chunk_size=A.DEFAULT_CHUNK, threads=threads)
     if impl == "torch-sdpa":
         import torch
         import torch.nn.functional as F
@@ -402,7 +402,7 @@ def worker_attention(job: dict) -> dict:
 
         torch.set_num_threads(threads)
     q, k, v = _attn_inputs(length)
-    fn = _attn_fn(impl, q, k, v)
+    fn = _attn_fn(impl, q, k, v, threads)
     out = np.asarray(fn())
     # float64 reference on the first (batch, head): enough to catch a wrong kernel, cheap in memory
     q0, k0, v0 = (a[0, 0].astype(np.float64) for a in (q, k, v))
@@ -430,7 +430,7 @@ def worker_attention_memory(job: dict) -> dict:
 
         torch.set_num_threads(job["threads"])
     q, k, v = _attn_inputs(length)
-    fn = _attn_fn(impl, q, k, v)
+    fn = _attn_fn(impl, q, k, v, job["threads"])
     tracemalloc.start()
     ok = _reset_peak_rss()
     rss0 = _rss_kib("VmRSS")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qkv import kernels
+from qkv.blas import blas_threads
 
 __all__ = [
     "softmax",
@@ -183,7 +184,8 @@ def _lead_view(a: np.ndarray | None, lead: tuple, last2: tuple):
 
 
 def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None,
-                      chunk_size: int = DEFAULT_CHUNK, q_chunk: int = DEFAULT_CHUNK, out=None):
+                      chunk_size: int = DEFAULT_CHUNK, q_chunk: int = DEFAULT_CHUNK, out=None,
+                      threads: int = 1):
     """The same result as the plain path, computed tile by tile.
 
     For each leading index (batch, head) and each block of ``q_chunk`` queries, keys are visited
@@ -193,6 +195,7 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     than on the scores. One q_chunk×chunk_size score buffer is reused throughout, so extra memory
     is O(tile), independent of length, and the tile stays in cache. Rows with no allowed key are
     zeros. ``out`` (optional, shape [..., Lq, d_v], any strides) receives the result.
+    ``threads`` > 1 spreads the leading indices over that many threads (one tile each).
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_qkv(q, k, v)
@@ -213,65 +216,81 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
         out = np.zeros(lead + (lq, dv), dtype=dtype)
     pos = np.arange(lq) + (lk - lq)  # each query's position among the keys (causal, end-aligned)
     qc, kc = min(q_chunk, lq), min(chunk_size, lk)
-    s_buf = np.empty((qc, kc), dtype=dtype)
-    pv_buf = np.empty((qc, dv), dtype=dtype)
     cval = dtype.type(c)
     # exp(x) neither overflows nor underflows to 0 for |x| ≤ this (float32: e^±88.7 is the range).
     exp_safe = 80.0 if dtype == np.float32 else 700.0
     fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
-    for idx in np.ndindex(*lead):
-        qi, kt, vi, oi = Q[idx], K[idx].T, V[idx], out[idx]
-        k_norm = float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max())) if lk else 0.0
-        for qs in range(0, lq, qc):
-            qe = min(qs + qc, lq)
-            nb = qe - qs
-            qb = qi[qs:qe] * cval
-            # Cauchy-Schwarz: |q·k| ≤ |q|·|k|. When that bound is small, exp(s) is safe as it
-            # stands and the running max (one pass to find, one to subtract, and the rescaling)
-            # can be skipped: softmax is the same for any shift. BERT heads are almost always so.
-            shift_free = Bias is None and float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max())) * k_norm <= exp_safe
-            m_run = np.zeros((nb, 1), dtype=dtype) if shift_free else np.full((nb, 1), -np.inf, dtype=dtype)
-            l_run = np.zeros((nb, 1), dtype=dtype)
-            corr = np.empty((nb, 1), dtype=dtype)
-            acc = np.zeros((nb, dv), dtype=dtype)
-            k_end = min(lk, int(pos[qe - 1]) + 1) if causal else lk  # later keys are in every row's future
-            for ks in range(0, k_end, kc):
-                ke = min(ks + kc, lk)
-                s = s_buf[:nb, :ke - ks]
-                np.matmul(qb, kt[:, ks:ke], out=s)
-                if Bias is not None:
-                    s += Bias[idx][qs:qe, ks:ke]
-                allowed = None if M is None else M[idx][qs:qe, ks:ke]
-                if causal:
-                    cm = np.arange(ks, ke)[None, :] <= pos[qs:qe, None]
-                    allowed = cm if allowed is None else (allowed & cm)
-                if allowed is not None:
-                    np.copyto(s, -np.inf, where=~allowed)
-                if fused and shift_free:  # exp and the row sums in one pass
-                    kernels.exp_tile(s, l_run)
-                elif fused:  # max, exp, sum and the correction in one pass
-                    kernels.online_softmax_tile(s, m_run, l_run, corr)
-                    if ks:
-                        acc *= corr
-                else:
-                    if not shift_free:
-                        m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
-                        safe = np.where(np.isfinite(m_new), m_new, 0).astype(dtype, copy=False)
-                        with np.errstate(invalid="ignore"):
-                            np.exp(m_run - safe, out=corr)  # exp(-inf) = 0 on the first tile
-                        s -= safe
-                        l_run *= corr
-                        acc *= corr
-                        m_run = m_new
-                    np.exp(s, out=s)
-                    l_run += s.sum(axis=-1, keepdims=True)
-                pv = pv_buf[:nb]
-                np.matmul(s, vi[ks:ke], out=pv)
-                acc += pv
-            empty = l_run[:, 0] == 0
-            np.divide(acc, l_run, out=acc, where=~empty[:, None])
-            acc[empty] = 0
-            oi[qs:qe] = acc
+
+    def attend(part) -> None:
+        s_buf = np.empty((qc, kc), dtype=dtype)  # one tile per worker, reused
+        pv_buf = np.empty((qc, dv), dtype=dtype)
+        for idx in part:
+            qi, kt, vi, oi = Q[idx], K[idx].T, V[idx], out[idx]
+            k_norm = float(np.sqrt(np.einsum("ij,ij->j", kt, kt).max())) if lk else 0.0
+            for qs in range(0, lq, qc):
+                qe = min(qs + qc, lq)
+                nb = qe - qs
+                qb = qi[qs:qe] * cval
+                # Cauchy-Schwarz: |q·k| ≤ |q|·|k|. When that bound is small, exp(s) is safe as it
+                # stands and the running max (one pass to find, one to subtract, and the rescaling)
+                # can be skipped: softmax is the same for any shift. BERT heads are almost always so.
+                q_norm = float(np.sqrt(np.einsum("ij,ij->i", qb, qb).max()))
+                shift_free = Bias is None and q_norm * k_norm <= exp_safe
+                m_run = np.zeros((nb, 1), dtype=dtype) if shift_free else np.full((nb, 1), -np.inf, dtype=dtype)
+                l_run = np.zeros((nb, 1), dtype=dtype)
+                corr = np.empty((nb, 1), dtype=dtype)
+                acc = np.zeros((nb, dv), dtype=dtype)
+                # keys after the block's last query are in every row's future
+                k_end = min(lk, int(pos[qe - 1]) + 1) if causal else lk
+                for ks in range(0, k_end, kc):
+                    ke = min(ks + kc, lk)
+                    s = s_buf[:nb, :ke - ks]
+                    np.matmul(qb, kt[:, ks:ke], out=s)
+                    if Bias is not None:
+                        s += Bias[idx][qs:qe, ks:ke]
+                    allowed = None if M is None else M[idx][qs:qe, ks:ke]
+                    if causal:
+                        cm = np.arange(ks, ke)[None, :] <= pos[qs:qe, None]
+                        allowed = cm if allowed is None else (allowed & cm)
+                    if allowed is not None:
+                        np.copyto(s, -np.inf, where=~allowed)
+                    if fused and shift_free:  # exp and the row sums in one pass
+                        kernels.exp_tile(s, l_run)
+                    elif fused:  # max, exp, sum and the correction in one pass
+                        kernels.online_softmax_tile(s, m_run, l_run, corr)
+                        if ks:
+                            acc *= corr
+                    else:
+                        if not shift_free:
+                            m_new = np.maximum(m_run, s.max(axis=-1, keepdims=True))
+                            safe = np.where(np.isfinite(m_new), m_new, 0).astype(dtype, copy=False)
+                            with np.errstate(invalid="ignore"):
+                                np.exp(m_run - safe, out=corr)  # exp(-inf) = 0 on the first tile
+                            s -= safe
+                            l_run *= corr
+                            acc *= corr
+                            m_run = m_new
+                        np.exp(s, out=s)
+                        l_run += s.sum(axis=-1, keepdims=True)
+                    pv = pv_buf[:nb]
+                    np.matmul(s, vi[ks:ke], out=pv)
+                    acc += pv
+                empty = l_run[:, 0] == 0
+                np.divide(acc, l_run, out=acc, where=~empty[:, None])
+                acc[empty] = 0
+                oi[qs:qe] = acc
+
+    parts = list(np.ndindex(*lead))
+    if threads > 1 and len(parts) > 1:
+        # (text, head) pairs spread over threads: the products and the compiled steps release the
+        # GIL, and BLAS is held to one thread inside so the two levels do not oversubscribe.
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = min(threads, len(parts))
+        with blas_threads(1), ThreadPoolExecutor(n) as pool:
+            list(pool.map(attend, [parts[w::n] for w in range(n)]))
+    else:
+        attend(parts)
     return out
 
 

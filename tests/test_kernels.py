@@ -160,3 +160,16 @@ def test_encoder_is_the_same_with_and_without_the_kernels(encoder):
     native, plain = twin(lambda ids, mask: encoder.forward(ids, mask), b.ids, b.mask)
     np.testing.assert_allclose(native[b.mask], plain[b.mask], atol=2e-5)
     assert b.ids.shape[1] >= 64  # the long text takes the per-text attention path
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_chunked_attention_on_two_threads_is_the_same(fused, monkeypatch):
+    """Spreading (batch, head) pairs over threads changes nothing, compiled steps or NumPy."""
+    if not fused:
+        monkeypatch.setattr(kernels, "_lib", None)
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 3, 70, 16)).astype(np.float32) for _ in range(3))
+    mask = rng.random((2, 1, 1, 70)) > 0.3
+    one = chunked_attention(q, k, v, mask=mask, causal=True, chunk_size=16, q_chunk=32)
+    two = chunked_attention(q, k, v, mask=mask, causal=True, chunk_size=16, q_chunk=32, threads=2)
+    np.testing.assert_array_equal(one, two)

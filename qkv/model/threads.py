@@ -10,9 +10,8 @@ keeps its own setting.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
-_controller = None
+from qkv.blas import blas_threads  # noqa: F401  (re-exported: callers import it from here)
 
 
 def default_threads() -> int:
@@ -22,18 +21,3 @@ def default_threads() -> int:
     except ValueError:
         raise ValueError(f"QKV_THREADS={raw!r} is not a whole number") from None
     return max(1, n)
-
-
-@contextmanager
-def blas_threads(n: int | None):
-    """Limit BLAS to ``n`` threads inside the block (None: leave as is)."""
-    global _controller
-    if n is None:
-        yield
-        return
-    if _controller is None:
-        from threadpoolctl import ThreadpoolController
-
-        _controller = ThreadpoolController()
-    with _controller.limit(limits=n, user_api="blas"):
-        yield
