@@ -26,6 +26,15 @@ def sample_catalog() -> Path:
     return SAMPLE
 
 
+@pytest.fixture()
+def small_csv(tmp_path) -> Path:
+    """Twelve products from the sample catalog, as a small CSV of our own (search and scale tests)."""
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    p = tmp_path / "small.csv"
+    p.write_text("\n".join(lines[:1] + lines[1:277:23]) + "\n", encoding="utf-8")
+    return p
+
+
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory, encoder):
     """A read-only index of the whole sample catalog, built once (tests that write make their own)."""

@@ -194,7 +194,8 @@ class Encoder:
         if not (kernels.available() and self.dtype == np.float32
                 and np.array_equal(mask, np.arange(L)[None, :] < lens[:, None])):
             lens = None
-        row_wise = keep is None or all(n == "embeddings" or n.endswith((".out", ".norm", ".hidden")) for n in keep.names)
+        row_wise = keep is None or all(n == "embeddings" or n.endswith((".out", ".norm", ".hidden"))
+                                       for n in keep.names)
         packed = PACK_PADDING and lens is not None and row_wise and not mask.all()
         flat = np.flatnonzero(mask.ravel()) if packed else None
         if packed:

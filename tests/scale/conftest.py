@@ -1,11 +1,7 @@
 """Fixtures for scale tests: the sample index (tests/conftest.py) in the embedded store, and the
 same index migrated into Milvus Lite (a .db file under pytest's tmp dir; no server, no network)."""
 
-from pathlib import Path
-
 import pytest
-
-SAMPLE = Path(__file__).resolve().parents[2] / "qkv" / "data" / "sample_catalog.csv"
 
 
 @pytest.fixture(scope="session")
@@ -27,11 +23,3 @@ def milvus_index(tmp_path_factory, embedded_index):
 @pytest.fixture(scope="session", params=["embedded", "milvus"])
 def any_index(request, embedded_index, milvus_index):
     return embedded_index if request.param == "embedded" else milvus_index[0]
-
-
-@pytest.fixture()
-def small_csv(tmp_path) -> Path:
-    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
-    p = tmp_path / "small.csv"
-    p.write_text("\n".join(lines[:1] + lines[1:277:23]) + "\n", encoding="utf-8")
-    return p

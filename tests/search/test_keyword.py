@@ -13,15 +13,13 @@ from qkv.search.embedded import EmbeddedStore, _quote, title_hash
 from qkv.search.filters import parse_filter
 from qkv.search.store import Manifest, open_store
 
-from .conftest import SAMPLE
-
 QUERIES = ["waterproof hiking boots", "boot boots", "透气跑鞋", "stainless steel 1/2 in. x 10 ft.",
            "women's running shoes size 8", "black", "usb-c charger 65w", "cotton t-shirt pack of 3"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    rows = read_catalog(SAMPLE).rows
+def store(tmp_path_factory, sample_catalog):
+    rows = read_catalog(sample_catalog).rows
     extra = [{"id": f"x{i}", "title": f"black cotton t-shirt pack of {i % 7} boots {'boot ' * (i % 3)}size {i % 13}",
               "price": float(i)} for i in range(400)]
     rows = [{"id": r["id"], "title": r["title"], "price": r.get("price")} for r in rows] + extra
