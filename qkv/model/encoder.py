@@ -40,9 +40,11 @@ PACK_PADDING = True
 # Attention scores computed at once for one text, in float32 elements (a group of heads): 4 MB.
 # (1 MB and 256 kB groups measured the same within noise on 8 × 256-token reviews.)
 SCORES_BUDGET = 1 << 20
-# Up to this many rows (a lone query is ~8), the products with a wide output (Wqkv, W1) run as
-# (Wᵀ·xᵀ)ᵀ on a transposed copy of the weights: OpenBLAS takes that shape about 1.5× faster
-# (measured: 6×384 by 384×1536, 0.49 ms as x·W, 0.29 ms as (Wᵀ·xᵀ)ᵀ), which a lone query feels.
+# Up to this many rows (a lone query is ~8 tokens), the products read each weight once and do
+# little with it. They run in the compiled panel product (qkv.kernels.panel_matmul) on a copy of
+# the weights packed for it, made on first use: 8×384 by 384×1536 took 0.14 ms there against
+# 0.22 ms in OpenBLAS as (Wᵀ·xᵀ)ᵀ and 0.56 ms as x·W (hot caches). Without the compiled kernels,
+# (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes fastest.
 FEW_ROWS = 32
 
 
@@ -87,7 +89,7 @@ class Encoder:
         self.threads = default_threads() if threads is None else max(1, int(threads))
         self.dtype = weights.word.dtype
         self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
-        self._transposed: dict[int, np.ndarray] = {}  # id(weight) -> its transpose, made on first use
+        self._few_rows: dict[int, np.ndarray] = {}  # id(weight) -> its few-row layout, made on first use
 
     @classmethod
     def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
@@ -227,8 +229,7 @@ class Encoder:
         for i, lw in enumerate(w.layers[:upto]):
             want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
             # 1. project: one fused product gives Q | K | V for every token.
-            qkv = self._dense(x, lw.w_qkv, ws.get("qkv", (R, 3 * H), self.dtype), ws)
-            qkv += lw.b_qkv
+            qkv = self._dense(x, lw.w_qkv, ws.get("qkv", (R, 3 * H), self.dtype), ws, lw.b_qkv)
             if packed:
                 ctx = ws.get("ctx", (R, nh, d), self.dtype)
                 if L < TILED_FROM:
@@ -278,7 +279,7 @@ class Encoder:
                     store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
             # heads concatenated, projected, added to the input, normalised
             # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
-            a = np.matmul(ctx.reshape(R, H), lw.w_o, out=ws.get("a", (R, H), self.dtype))
+            a = self._dense(ctx.reshape(R, H), lw.w_o, ws.get("a", (R, H), self.dtype), ws)
             if want("attn.out"):
                 a += lw.b_o
                 emit(f"layers.{i}.attn.out", a)
@@ -292,7 +293,7 @@ class Encoder:
             bias_gelu(h, lw.b_in, cfg.hidden_act)
             if want("ffn.hidden"):
                 emit(f"layers.{i}.ffn.hidden", h)
-            f = np.matmul(h, lw.w_out, out=ws.get("f", (R, H), self.dtype))
+            f = self._dense(h, lw.w_out, ws.get("f", (R, H), self.dtype), ws)
             if want("ffn.out"):
                 f += lw.b_out
                 emit(f"layers.{i}.ffn.out", f)
@@ -307,14 +308,23 @@ class Encoder:
         out[flat] = x
         return out.reshape(B, L, H)
 
-    def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace) -> np.ndarray:
-        """x·W into ``out``; for a few rows, as (Wᵀ·xᵀ)ᵀ (see FEW_ROWS)."""
+    def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,
+               bias: np.ndarray | None = None) -> np.ndarray:
+        """x·W (+ bias) into ``out``; for a few rows, in a layout made for them (see FEW_ROWS)."""
         if x.shape[0] > FEW_ROWS:
-            return np.matmul(x, w, out=out)
-        wt = self._transposed.get(id(w))
-        if wt is None:
-            wt = self._transposed[id(w)] = np.ascontiguousarray(w.T)
-        out[:] = np.matmul(wt, x.T, out=ws.get("dense_t", (w.shape[1], x.shape[0]), self.dtype)).T
+            np.matmul(x, w, out=out)
+        else:
+            packed = self._few_rows.get(id(w))
+            if packed is None:
+                packed = kernels.pack_panels(w) if self.dtype == np.float32 else None
+                if packed is None:
+                    packed = np.ascontiguousarray(w.T)
+                self._few_rows[id(w)] = packed
+            if packed.ndim == 3:
+                return kernels.panel_matmul(np.ascontiguousarray(x), packed, bias, out)
+            out[:] = np.matmul(packed, x.T, out=ws.get("dense_t", (w.shape[1], x.shape[0]), self.dtype)).T
+        if bias is not None:
+            out += bias
         return out
 
     def _attend_fused(self, q, k, v, lens, ctx, ws: Workspace) -> None:

@@ -181,12 +181,22 @@ def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
             assert (ps[name][~b.mask] == 0).all()
 
 
-def test_few_rows_take_the_transposed_products_with_the_same_result(encoder, monkeypatch):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_few_rows_take_their_own_products_with_the_same_result(encoder, monkeypatch, compiled):
+    """A few rows run on weights packed for them (compiled panels, or a transposed copy without
+    the kernels); the sentence vectors are those of the plain products."""
+    from qkv import kernels
     from qkv.model import encoder as E
 
     texts = ["breathable running shoes", "透气跑鞋 men"]
+    monkeypatch.setattr(E, "FEW_ROWS", 0)
+    plain = encoder.encode(texts)
+    if not compiled:
+        monkeypatch.setattr(kernels, "_lib", None)
+    monkeypatch.setattr(encoder, "_few_rows", {})
     monkeypatch.setattr(E, "FEW_ROWS", 10**6)
     few = encoder.encode(texts)
-    assert encoder._transposed  # the transposed weights were made and used
-    monkeypatch.setattr(E, "FEW_ROWS", 0)
-    np.testing.assert_allclose(few, encoder.encode(texts), atol=1e-6)
+    layouts = list(encoder._few_rows.values())
+    assert len(layouts) == 4 * encoder.config.num_layers  # Wqkv, Wo, W1, W2 of every layer
+    assert all(a.ndim == (3 if compiled and kernels.available() else 2) for a in layouts)
+    np.testing.assert_allclose(few, plain, atol=1e-6)
