@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
 RRF_K = 60
 ALPHA = 0.5  # weight of the dense cosine in score fusion (tuned on dev half a; see docs/search.md)
 COVERAGE_POWER = 2.0  # BM25 × (query terms matched)^p before fusion (tuned on dev half a)
@@ -43,6 +45,14 @@ def score_fusion(dense: Mapping[str, float], keyword: Mapping[str, float], alpha
     kw_scale = 1.0 / top if top > 0 else 0.0
     ids = set(dense) | set(keyword)
     return {i: alpha * dense.get(i, 0.0) + (1 - alpha) * keyword.get(i, 0.0) * kw_scale for i in ids}
+
+
+def score_fusion_arrays(cos: np.ndarray, keyword: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """``score_fusion`` over aligned float64 arrays (keyword 0 where the keyword side missed),
+    with the same operations in the same order, so the fused scores are bit-for-bit equal."""
+    top = float(keyword.max()) if len(keyword) else 0.0
+    kw_scale = 1.0 / top if top > 0 else 0.0
+    return alpha * cos + (1 - alpha) * keyword * kw_scale
 
 
 def ranked(scores: Mapping[str, float], k: int) -> list[tuple[str, float]]:

@@ -203,3 +203,37 @@ def test_kill_9_during_indexing_keeps_the_last_good_index(tmp_path, small_csv, e
     # the lock died with the process: a new writer works and cleans the leftovers
     assert delete_products(path, [victim]) == 1
     assert not any(p.name.startswith(".tmp-gen-") for p in path.iterdir())
+
+
+@pytest.mark.parametrize("where", [None, "price < 40"])
+def test_slot_space_hybrid_equals_the_generic_fusion(idx, encoder, where):
+    # the embedded store fuses in slot space; the ranking, scores and details must be the ones the
+    # store-neutral ``fuse`` gives on the same dense and keyword hit lists
+    from qkv.search.filters import parse_filter
+
+    queries = ["merino sweater", "waterproof hiking boots", "透气跑鞋", "red", "usb c charger 20w",
+               "kids toy car", "stainless steel water bottle 750ml"]
+    vecs = encoder.encode(queries)
+    flt = parse_filter(where) if where else None
+    seen = {"both": 0, "keyword only": 0}
+    for q, v in zip(queries, vecs):
+        for depth, k in ((200, 10), (8, 5), (3, 3)):
+            fast = idx.retrieve(q, k, "hybrid", flt, candidates=depth, vector=v)
+            dense = idx.store.dense_search(v, depth, flt)
+            kw = idx.store.keyword_search(q, depth, flt)
+            slow = idx.fuse("hybrid", dense, kw, k, v, query=q)
+            assert fast == slow, (q, depth)
+            assert len(fast) == min(k, len({h.id for h in dense} | {h.id for h in kw}))
+            seen["both"] += sum(d["keyword_rank"] is not None and d["dense_rank"] is not None for _, _, d in fast)
+            seen["keyword only"] += sum(d["dense_rank"] is None for _, _, d in fast)
+    assert seen["both"] and seen["keyword only"]  # both kinds of candidate were compared
+
+
+def test_hybrid_timings_add_up(idx):
+    t0 = time.perf_counter()
+    idx.search("merino wool sweater", k=5)
+    total = time.perf_counter() - t0
+    parts = idx.last_timings
+    assert set(parts) >= {"encode", "ann", "keyword", "fuse", "fetch"}
+    assert all(v > 0 for k, v in parts.items() if k != "explain")
+    assert sum(parts.values()) <= total
