@@ -21,7 +21,7 @@ OUT = HERE / "_kernels.so"
 # -fopenmp-simd: honour `#pragma omp simd` without the OpenMP runtime. -fno-math-errno: no errno
 # bookkeeping around maths calls (sqrt), which would stop vectorisation. -march=native: the
 # kernels are built on the machine that runs them, so they may use all of its vector width.
-FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd"]
+FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd", "-Wno-psabi"]
 
 
 def compiler() -> str | None:

@@ -173,70 +173,111 @@ void qkv_exp_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *l)
  * y = x·W (+ bias) for x of a few rows (a lone query: one row per token). Such a product reads
  * every weight once and does little with it, so it is bound by how fast W streams from memory;
  * BLAS packs W into its own layout on every call, and W's rows are N floats apart, so each step
- * of the walk down W lands on a new page where the hardware prefetcher stops.
- * Here W is packed once (when the model loads) into column panels of PANEL floats stored one
- * after another, [N / PANEL][K][PANEL], so the walk is sequential, and each panel row is used for
- * up to ROWS rows of x while it sits in registers: ROWS × PANEL/16 accumulators of 16 floats
- * (16 of the 32 AVX-512 registers). GCC's vector extension keeps the code plain C; without
- * AVX-512 the compiler splits each 16-float vector into narrower ones. */
+ * of the walk down W lands on a new page, where the hardware prefetcher stops.
+ * Here W comes packed once (qkv.kernels.pack_panels) into column panels of PANEL values stored
+ * one after another, [N / PANEL][K][PANEL], so the walk is sequential, and each panel row serves
+ * up to ROWS rows of x while it sits in registers: ROWS × PANEL/16 accumulators of 16 floats (16
+ * of the 32 AVX-512 registers). The panels may hold float32 or, for half the memory traffic,
+ * float16 (IEEE binary16, widened to float32 as they are read; sums stay float32). GCC's vector
+ * extension keeps the code plain C; without AVX-512 the compiler splits each 16-float vector. */
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
 #define PANEL 32
 #define ROWS 8
 typedef float v16f __attribute__((vector_size(64)));
 
-static inline v16f load_v16(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
-static inline void store_v16(float *p, v16f v) { memcpy(p, &v, sizeof v); }
+static inline v16f load_f32(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
+static inline void store_f32(float *p, v16f v) { memcpy(p, &v, sizeof v); }
 
-/* y[r, 0:PANEL] = bias + Σ_k x[r, k]·panel[k, 0:PANEL] for r < rr (the compiler specialises the
- * r-loops for each constant rr below, so the accumulators live in registers). */
-static inline void panel_rows(const float *x, int64_t K, const float *panel, const float *bias,
-                              float *y, int64_t ldy, const int rr)
+/* One binary16 value (bits) as a float, for machines without the conversion instruction. */
+static inline float half_to_float(uint16_t h)
 {
-    v16f acc[ROWS][2];
-    for (int r = 0; r < rr; r++) {
-        acc[r][0] = bias ? load_v16(bias) : (v16f){0};
-        acc[r][1] = bias ? load_v16(bias + 16) : (v16f){0};
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13); /* inf, NaN */
+    } else if (exp) {
+        bits = sign | ((exp + 112) << 23) | (man << 13); /* normal: rebias 15 -> 127 */
+    } else if (man) {
+        int shift = 0; /* subnormal: normalise the mantissa */
+        while (!(man & 0x400)) { man <<= 1; shift++; }
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ff) << 13);
+    } else {
+        bits = sign; /* ±0 */
     }
-    for (int64_t k = 0; k < K; k++) {
-        const v16f w0 = load_v16(panel + k * PANEL), w1 = load_v16(panel + k * PANEL + 16);
-        for (int r = 0; r < rr; r++) {
-            const float xr = x[r * K + k];
-            acc[r][0] += xr * w0;
-            acc[r][1] += xr * w1;
-        }
-    }
-    for (int r = 0; r < rr; r++) {
-        store_v16(y + r * ldy, acc[r][0]);
-        store_v16(y + r * ldy + 16, acc[r][1]);
-    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
-#define PANEL_ROWS(RR) \
-    static void panel_rows_##RR(const float *x, int64_t K, const float *p, const float *b, float *y, \
-                                int64_t ldy) { panel_rows(x, K, p, b, y, ldy, RR); }
-PANEL_ROWS(1) PANEL_ROWS(2) PANEL_ROWS(3) PANEL_ROWS(4)
-PANEL_ROWS(5) PANEL_ROWS(6) PANEL_ROWS(7) PANEL_ROWS(8)
-static void (*const panel_rows_n[ROWS + 1])(const float *, int64_t, const float *, const float *,
-                                            float *, int64_t) = {
-    NULL, panel_rows_1, panel_rows_2, panel_rows_3, panel_rows_4,
-    panel_rows_5, panel_rows_6, panel_rows_7, panel_rows_8};
-
-/* W [K, N] row-major into panels [N / PANEL][K][PANEL]; N must be a multiple of PANEL. */
-void qkv_pack_panels(const float *w, int64_t K, int64_t N, float *panels)
+static inline v16f load_f16(const uint16_t *p)
 {
-    for (int64_t p = 0; p < N / PANEL; p++)
-        for (int64_t k = 0; k < K; k++)
-            memcpy(panels + (p * K + k) * PANEL, w + k * N + p * PANEL, PANEL * sizeof(float));
+    v16f v;
+#if defined(__AVX512F__)
+    __m512 r = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    memcpy(&v, &r, sizeof v);
+#elif defined(__F16C__) && defined(__AVX__)
+    __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
+    memcpy(&v, &lo, 32);
+    memcpy((char *)&v + 32, &hi, 32);
+#else
+    for (int j = 0; j < 16; j++) v[j] = half_to_float(p[j]);
+#endif
+    return v;
 }
 
-/* y [R, N] = x [R, K] · W + bias (bias may be NULL), W given as qkv_pack_panels made it. */
-void qkv_panel_matmul(const float *x, int64_t R, int64_t K, const float *panels, int64_t N,
-                      const float *bias, float *y)
-{
-    for (int64_t p = 0; p < N / PANEL; p++) {
-        const float *panel = panels + p * K * PANEL, *b = bias ? bias + p * PANEL : NULL;
-        for (int64_t r = 0; r < R; r += ROWS) {
-            const int64_t rr = R - r < ROWS ? R - r : ROWS;
-            panel_rows_n[rr](x + r * K, K, panel, b, y + r * N + p * PANEL, N);
-        }
+/* y[r, 0:PANEL] = bias + Σ_k x[r, k]·panel[k, 0:PANEL] for r < rr; the compiler specialises the
+ * r-loops for each constant rr below, so the accumulators live in registers. */
+#define PANEL_PRODUCT(T, LOAD)                                                                     \
+    static inline void panel_rows_##T(const float *x, int64_t K, const T *panel, const float *bias, \
+                                      float *y, int64_t ldy, const int rr)                         \
+    {                                                                                              \
+        v16f acc[ROWS][2];                                                                         \
+        for (int r = 0; r < rr; r++) {                                                             \
+            acc[r][0] = bias ? load_f32(bias) : (v16f){0};                                         \
+            acc[r][1] = bias ? load_f32(bias + 16) : (v16f){0};                                    \
+        }                                                                                          \
+        for (int64_t k = 0; k < K; k++) {                                                          \
+            const v16f w0 = LOAD(panel + k * PANEL), w1 = LOAD(panel + k * PANEL + 16);            \
+            for (int r = 0; r < rr; r++) {                                                         \
+                const float xr = x[r * K + k];                                                     \
+                acc[r][0] += xr * w0;                                                              \
+                acc[r][1] += xr * w1;                                                              \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < rr; r++) {                                                             \
+            store_f32(y + r * ldy, acc[r][0]);                                                     \
+            store_f32(y + r * ldy + 16, acc[r][1]);                                                \
+        }                                                                                          \
+    }                                                                                              \
+    static void panel_block_##T(const float *x, int64_t K, const T *p, const float *b, float *y,  \
+                                int64_t ldy, int64_t rr)                                           \
+    {                                                                                              \
+        switch (rr) {                                                                              \
+        case 1: panel_rows_##T(x, K, p, b, y, ldy, 1); break;                                      \
+        case 2: panel_rows_##T(x, K, p, b, y, ldy, 2); break;                                      \
+        case 3: panel_rows_##T(x, K, p, b, y, ldy, 3); break;                                      \
+        case 4: panel_rows_##T(x, K, p, b, y, ldy, 4); break;                                      \
+        case 5: panel_rows_##T(x, K, p, b, y, ldy, 5); break;                                      \
+        case 6: panel_rows_##T(x, K, p, b, y, ldy, 6); break;                                      \
+        case 7: panel_rows_##T(x, K, p, b, y, ldy, 7); break;                                      \
+        default: panel_rows_##T(x, K, p, b, y, ldy, 8); break;                                     \
+        }                                                                                          \
+    }                                                                                              \
+    /* y [R, N] = x [R, K] · W + bias (bias may be NULL), W as panels [N / PANEL][K][PANEL]. */    \
+    void qkv_panel_matmul_##T(const float *x, int64_t R, int64_t K, const T *panels, int64_t N,    \
+                              const float *bias, float *y)                                         \
+    {                                                                                              \
+        for (int64_t p = 0; p < N / PANEL; p++) {                                                  \
+            const T *panel = panels + p * K * PANEL;                                               \
+            const float *b = bias ? bias + p * PANEL : NULL;                                       \
+            for (int64_t r = 0; r < R; r += ROWS)                                                  \
+                panel_block_##T(x + r * K, K, panel, b, y + r * N + p * PANEL, N,                  \
+                                R - r < ROWS ? R - r : ROWS);                                      \
+        }                                                                                          \
     }
-}
+
+typedef uint16_t f16bits;
+PANEL_PRODUCT(float, load_f32)
+PANEL_PRODUCT(f16bits, load_f16)

@@ -30,8 +30,8 @@ _SIGNATURES = {
     "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
     "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
-    "qkv_pack_panels": (_p, _i64, _i64, _p),
-    "qkv_panel_matmul": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
 }
 
 
@@ -231,34 +231,36 @@ def exp_tile(s: np.ndarray, l: np.ndarray) -> bool:
 PANEL = 32  # columns per panel, as in _kernels.c
 
 
-def pack_panels(w: np.ndarray) -> np.ndarray | None:
-    """W [K, N] (float32) in the panel layout of ``panel_matmul``: [N / PANEL, K, PANEL], each
-    panel's rows one after another so a product streams W sequentially. None when the compiled
+def pack_panels(w: np.ndarray, dtype=np.float32) -> np.ndarray | None:
+    """W [K, N] in the layout of ``panel_matmul``: column panels [N / PANEL, K, PANEL], each panel's
+    rows one after another so a product streams W sequentially; ``dtype`` float32 or float16
+    (half the bytes to read, each weight rounded to 11 significant bits). None when the compiled
     kernels are not in use or N is not a multiple of PANEL (callers then use BLAS)."""
-    if _lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL:
+    dtype = np.dtype(dtype)
+    if _lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL or dtype not in (np.float32, np.float16):
         return None
-    w = np.ascontiguousarray(w)
-    panels = np.empty((w.shape[1] // PANEL, w.shape[0], PANEL), dtype=np.float32)
-    _lib.qkv_pack_panels(_ptr(w), w.shape[0], w.shape[1], _ptr(panels))
-    return panels
+    k, n = w.shape
+    return np.ascontiguousarray(w.reshape(k, n // PANEL, PANEL).transpose(1, 0, 2), dtype=dtype)
 
 
 def unpack_panels(panels: np.ndarray) -> np.ndarray:
-    """The inverse of ``pack_panels``: W [K, N]."""
+    """The inverse of ``pack_panels``: W [K, N] (float32)."""
     p, k, width = panels.shape
-    return panels.transpose(1, 0, 2).reshape(k, p * width)
+    return panels.transpose(1, 0, 2).reshape(k, p * width).astype(np.float32)
 
 
 def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
-    """out [R, N] = x [R, K] · W + bias, W packed by ``pack_panels``. Meant for a few rows (a
-    lone query), where it is bound by reading W; see ``_kernels.c``. The NumPy twin unpacks W."""
+    """out [R, N] = x [R, K] · W + bias, W packed by ``pack_panels`` (float32 or float16 panels;
+    the sums are float32). Meant for a few rows (a lone query), where the product is bound by
+    reading W; see ``_kernels.c``. The NumPy twin unpacks W."""
     R, K = x.shape
     N = panels.shape[0] * panels.shape[2]
-    if panels.shape[1] != K or out.shape != (R, N):
+    if panels.ndim != 3 or panels.shape[1:] != (K, PANEL) or out.shape != (R, N):
         raise ValueError(f"panel_matmul: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
-    arrays = [a for a in (x, panels, bias, out) if a is not None]
-    if _native(*arrays):
-        _lib.qkv_panel_matmul(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
+    arrays = [a for a in (x, bias, out) if a is not None]
+    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype in (np.float32, np.float16):
+        fn = _lib.qkv_panel_matmul_float if panels.dtype == np.float32 else _lib.qkv_panel_matmul_f16bits
+        fn(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
         return out
     np.matmul(x, unpack_panels(panels), out=out)
     if bias is not None:

@@ -117,17 +117,20 @@ def test_exp_tile_adds_row_sums():
 
 @needs_lib
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_panel_matmul_matches_blas_for_every_row_count(with_bias):
-    """Rows 1..19 cover every register block (8 rows at a time, then 1-7) and more than one block."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_panel_matmul_matches_blas_for_every_row_count(with_bias, dtype):
+    """Rows 1..19 cover every register block (8 rows at a time, then 1-7) and more than one block;
+    float16 panels give the product of the rounded weights."""
     rng = np.random.default_rng(5)
     w = rng.standard_normal((48, 96), dtype=np.float32)
-    panels = kernels.pack_panels(w)
-    assert panels.shape == (3, 48, 32)
-    np.testing.assert_array_equal(kernels.unpack_panels(panels), w)
+    panels = kernels.pack_panels(w, dtype)
+    assert panels.shape == (3, 48, 32) and panels.dtype == dtype
+    np.testing.assert_array_equal(kernels.unpack_panels(panels), w.astype(dtype).astype(np.float32))
     bias = rng.standard_normal(96, dtype=np.float32) if with_bias else None
+    rounded = w.astype(dtype).astype(np.float64)
     for rows in range(1, 20):
         x = rng.standard_normal((rows, 48), dtype=np.float32)
-        expect = x.astype(np.float64) @ w.astype(np.float64) + (0 if bias is None else bias)
+        expect = x.astype(np.float64) @ rounded + (0 if bias is None else bias)
         native, plain = twin(kernels.panel_matmul, x, panels, bias, np.full((rows, 96), np.nan, np.float32))
         np.testing.assert_allclose(native, expect, rtol=1e-5, atol=2e-5)
         np.testing.assert_allclose(plain, expect, rtol=1e-5, atol=2e-5)
@@ -137,6 +140,7 @@ def test_panel_matmul_refuses_what_it_cannot_run():
     w = np.ones((8, 40), np.float32)
     assert kernels.pack_panels(w) is None  # 40 columns are not whole panels: callers use BLAS
     assert kernels.pack_panels(np.ones((8, 64))) is None  # float64
+    assert kernels.pack_panels(np.ones((8, 64), np.float32), np.int8) is None
     panels = np.ones((2, 8, 32), np.float32)
     with pytest.raises(ValueError, match="do not fit"):
         kernels.panel_matmul(np.ones((3, 9), np.float32), panels, None, np.empty((3, 64), np.float32))

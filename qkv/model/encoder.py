@@ -46,6 +46,7 @@ SCORES_BUDGET = 1 << 20
 # 0.22 ms in OpenBLAS as (Wᵀ·xᵀ)ᵀ and 0.56 ms as x·W (hot caches). Without the compiled kernels,
 # (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes fastest.
 FEW_ROWS = 32
+PRECISIONS = ("float32", "float16")  # of the weights a few-row product reads (see Encoder.encode)
 
 
 class Workspace:
@@ -89,7 +90,7 @@ class Encoder:
         self.threads = default_threads() if threads is None else max(1, int(threads))
         self.dtype = weights.word.dtype
         self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
-        self._few_rows: dict[int, np.ndarray] = {}  # id(weight) -> its few-row layout, made on first use
+        self._few_rows: dict[tuple, np.ndarray] = {}  # (id(weight), dtype) -> its few-row layout, made on first use
 
     @classmethod
     def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
@@ -164,11 +165,11 @@ class Encoder:
 
     def forward(self, ids: np.ndarray, mask: np.ndarray, keep: Selector | None = None,
                 store: dict | None = None, *, upto: int | None = None,
-                workspace: Workspace | None = None) -> np.ndarray:
+                workspace: Workspace | None = None, precision: str = "float32") -> np.ndarray:
         """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
         Intermediates named in ``keep`` are copied into ``store``. ``upto``: run only the first
         ``upto`` layers (callers that read middle layers need not pay for the rest). ``workspace``:
-        scratch arrays to reuse across calls (one per thread).
+        scratch arrays to reuse across calls (one per thread). ``precision``: see ``encode``.
 
         Padding rows carry no meaning. When nothing inside attention is traced and the compiled
         kernels are in use, they are not computed at all: the real tokens of every text are packed
@@ -176,6 +177,9 @@ class Encoder:
         feed-forward block), and attention runs text by text on each text's own rows."""
         cfg, w = self.config, self.weights
         ws = Workspace() if workspace is None else workspace
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        half = precision == "float16"
         B, L = ids.shape
         H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
         keep = keep if keep else None
@@ -229,7 +233,7 @@ class Encoder:
         for i, lw in enumerate(w.layers[:upto]):
             want = (lambda n: False) if keep is None else (lambda n, i=i: f"layers.{i}.{n}" in keep)
             # 1. project: one fused product gives Q | K | V for every token.
-            qkv = self._dense(x, lw.w_qkv, ws.get("qkv", (R, 3 * H), self.dtype), ws, lw.b_qkv)
+            qkv = self._dense(x, lw.w_qkv, ws.get("qkv", (R, 3 * H), self.dtype), ws, lw.b_qkv, half)
             if packed:
                 ctx = ws.get("ctx", (R, nh, d), self.dtype)
                 if L < TILED_FROM:
@@ -279,7 +283,7 @@ class Encoder:
                     store[f"layers.{i}.attn.context"] = ctx.transpose(0, 2, 1, 3).copy()
             # heads concatenated, projected, added to the input, normalised
             # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
-            a = self._dense(ctx.reshape(R, H), lw.w_o, ws.get("a", (R, H), self.dtype), ws)
+            a = self._dense(ctx.reshape(R, H), lw.w_o, ws.get("a", (R, H), self.dtype), ws, None, half)
             if want("attn.out"):
                 a += lw.b_o
                 emit(f"layers.{i}.attn.out", a)
@@ -289,11 +293,11 @@ class Encoder:
             if want("attn.norm"):
                 emit(f"layers.{i}.attn.norm", x)
             # feed-forward
-            h = self._dense(x, lw.w_in, ws.get("h", (R, cfg.intermediate_size), self.dtype), ws)
+            h = self._dense(x, lw.w_in, ws.get("h", (R, cfg.intermediate_size), self.dtype), ws, None, half)
             bias_gelu(h, lw.b_in, cfg.hidden_act)
             if want("ffn.hidden"):
                 emit(f"layers.{i}.ffn.hidden", h)
-            f = self._dense(h, lw.w_out, ws.get("f", (R, H), self.dtype), ws)
+            f = self._dense(h, lw.w_out, ws.get("f", (R, H), self.dtype), ws, None, half)
             if want("ffn.out"):
                 f += lw.b_out
                 emit(f"layers.{i}.ffn.out", f)
@@ -309,17 +313,20 @@ class Encoder:
         return out.reshape(B, L, H)
 
     def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,
-               bias: np.ndarray | None = None) -> np.ndarray:
-        """x·W (+ bias) into ``out``; for a few rows, in a layout made for them (see FEW_ROWS)."""
+               bias: np.ndarray | None = None, half: bool = False) -> np.ndarray:
+        """x·W (+ bias) into ``out``; for a few rows, in a layout made for them (see FEW_ROWS),
+        from float16 copies of the weights if ``half``."""
         if x.shape[0] > FEW_ROWS:
             np.matmul(x, w, out=out)
         else:
-            packed = self._few_rows.get(id(w))
+            panels = kernels.available() and self.dtype == np.float32
+            key = (id(w), (np.float16 if half else np.float32) if panels else None)
+            packed = self._few_rows.get(key)
             if packed is None:
-                packed = kernels.pack_panels(w) if self.dtype == np.float32 else None
-                if packed is None:
+                packed = kernels.pack_panels(w, key[1]) if panels else None
+                if packed is None:  # BLAS on a transposed copy, float32 whatever ``half`` asks
                     packed = np.ascontiguousarray(w.T)
-                self._few_rows[id(w)] = packed
+                self._few_rows[key] = packed
             if packed.ndim == 3:
                 return kernels.panel_matmul(np.ascontiguousarray(x), packed, bias, out)
             out[:] = np.matmul(packed, x.T, out=ws.get("dense_t", (w.shape[1], x.shape[0]), self.dtype)).T
@@ -382,7 +389,7 @@ class Encoder:
             yield batch
 
     def _run(self, items: list[Tokens], batch_size: int, progress, fn, keep: Selector | None = None,
-             upto: int | None = None):
+             upto: int | None = None, precision: str = "float32"):
         """Run ``fn(batch_indices, hidden, mask, store)`` over length-bucketed batches; ``store``
         holds the intermediates ``keep`` names."""
         if batch_size < 1:
@@ -392,12 +399,13 @@ class Encoder:
             for idx in self._batches(items, batch_size):
                 b = self._pad([items[j] for j in idx])
                 store: dict = {}
-                fn(idx, self.forward(b.ids, b.mask, keep, store, upto=upto, workspace=ws), b.mask, store)
+                hidden = self.forward(b.ids, b.mask, keep, store, upto=upto, workspace=ws, precision=precision)
+                fn(idx, hidden, b.mask, store)
                 if progress is not None:
                     progress(len(idx))
 
     def encode(self, texts, *, batch_size: int = 32, normalize: bool | None = None,
-               truncate: bool = False, progress=None) -> np.ndarray:
+               truncate: bool = False, progress=None, precision: str = "float32") -> np.ndarray:
         """Sentence embeddings, float32 [n, dim], in input order.
 
         Long texts are never cut silently. By default a text longer than the model's window
@@ -406,6 +414,10 @@ class Encoder:
         weighted by their token counts. ``truncate=True`` keeps only the first window, with a warning.
         ``normalize`` defaults to the model's own setting (True for all-MiniLM-L6-v2).
         ``progress``, if given, is called with the number of sequences done after each batch.
+        ``precision="float16"``: batches of at most FEW_ROWS tokens (a lone search query) read
+        float16 copies of the weights, half the bytes of a pass that is bound by reading them;
+        sums stay float32, and the vectors differ from float32 ones by cosine distance ~1e-7
+        (see docs/engine.md). Larger batches, bound by arithmetic, stay float32.
         """
         texts = Tokenizer._check(texts)
         normalize = self.config.normalize if normalize is None else normalize
@@ -428,7 +440,7 @@ class Encoder:
         def keep(idx, hidden, mask, _store):
             pooled[idx] = self._pool(hidden, mask)
 
-        self._run(items, batch_size, progress, keep)
+        self._run(items, batch_size, progress, keep, precision=precision)
         if len(items) == len(texts):
             out = pooled
         else:  # average each text's windows, weighted by their content length
