@@ -29,6 +29,7 @@ import math
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -51,17 +52,20 @@ IVFPQ_RESCORE = 8  # IVF-PQ fetches k × this candidates and rescores them with 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"
 KEYWORD_BUDGET = 20_000  # postings one keyword query reads (0.1 µs each; see _keyword_plan)
 SCORE_BUDGET = 2_000  # rows one FTS5 bm25() query may score (~3 µs each; see _scored)
+MAXSCORE_POOL = 5_000  # rows the postings plan completes with the common terms' shares, at most
+POSTINGS_BUDGET = 100_000  # postings the in-memory plan scores exactly per query (~10 ns each; _postings_plan)
 
 
 _NO_SLOTS = (np.zeros(0, np.int64), np.zeros(0, np.float32))
 
 
-def _rare_terms(terms: list[str], dfs: dict[str, int]) -> list[str]:
-    """The rarest terms (``terms`` sorted rarest first) whose postings fit ``KEYWORD_BUDGET``
-    together; always at least one."""
+def _rare_terms(terms: list[str], dfs: dict[str, int], budget: int | None = None) -> list[str]:
+    """The rarest terms (``terms`` sorted rarest first) whose postings fit ``budget`` (default
+    ``KEYWORD_BUDGET``) together; always at least one."""
+    budget = KEYWORD_BUDGET if budget is None else budget
     rare, used = [], 0
     for t in terms:
-        if rare and used + dfs[t] > KEYWORD_BUDGET:
+        if rare and used + dfs[t] > budget:
             break
         rare.append(t)
         used += dfs[t]
@@ -171,6 +175,9 @@ class EmbeddedStore(VectorStore):
         self._fts_stats = None
         self._doclen = None
         self._inst = False  # temp.fts_inst (fts5vocab 'instance': term → rows, one per occurrence) made
+        self._post = None  # (postings, tf) memory-mapped, or False for generations written without them
+        self._post_at: dict[str, tuple[int, int]] = {}  # stem → (start, df) in the postings arrays
+        self._acc = threading.local()  # a per-thread score accumulator over all slots (_postings_plan)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -523,6 +530,8 @@ class EmbeddedStore(VectorStore):
         if where:
             return self._keyword_plan_sql(dfs, k, where, params)
         terms = sorted(dfs, key=lambda t: (dfs[t], t))  # rarest first
+        if self._postings() is not None and all(self._word_stem(t) is not None for t in terms):
+            return self._postings_plan(terms, dfs, k)
         found: dict[int, float] = {}
         if len(terms) > 1 and sum(dfs.values()) > KEYWORD_BUDGET:
             found = self._scored(terms, "AND", k, where, params)
@@ -580,6 +589,120 @@ class EmbeddedStore(VectorStore):
                 memo[s] = sh
                 found[s] = sum(sh.values())
         return found
+
+    def _postings(self):
+        """(postings, tf) of this generation memory-mapped (see ``_write_postings``), or None."""
+        if self._post is None:
+            try:
+                self._post = (np.load(self.gen_dir / "postings.npy", mmap_mode="r"),
+                              np.load(self.gen_dir / "postings_tf.npy", mmap_mode="r"))
+                self.db.execute("SELECT 1 FROM term_postings LIMIT 1").fetchall()
+            except (OSError, ValueError, sqlite3.OperationalError):
+                self._post = False
+        return self._post or None
+
+    def _term_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ascending, tf) of a single-token query term, as slices of the mapped arrays."""
+        stem = self._word_stem(term)
+        at = self._post_at.get(stem)
+        if at is None:
+            row = self.db.execute("SELECT start, df FROM term_postings WHERE term = ?", (stem,)).fetchone()
+            at = self._post_at[stem] = (int(row[0]), int(row[1])) if row else (0, 0)
+            if len(self._post_at) > 100_000:
+                self._post_at.clear()
+        docs, tfs = self._postings()
+        return docs[at[0]:at[0] + at[1]], tfs[at[0]:at[0] + at[1]]
+
+    def _accumulator(self) -> np.ndarray:
+        acc = getattr(self._acc, "a", None)
+        if acc is None or len(acc) != self._slots:
+            acc = self._acc.a = np.zeros(self._slots)
+        return acc
+
+    def _bm25_part(self, term: str, rows: np.ndarray, tf: np.ndarray) -> np.ndarray:
+        n, avgdl = self._stats()
+        df = self._df(term)
+        idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+        dl = self._doc_lengths()
+        tf = tf.astype(np.float64)
+        return idf * tf * (self._K1 + 1) / (tf + self._K1 * (1 - self._B + self._B * dl[rows] / avgdl))
+
+    def _postings_plan(self, terms: list[str], dfs: dict[str, int], k: int) -> dict[int, float]:
+        """``_keyword_plan`` from the generation's postings arrays, MaxScore-style (Turtle & Flood
+        1995): the rarest terms whose postings fit ``POSTINGS_BUDGET`` (all terms in most queries)
+        are scored exactly for every row containing them (numpy, ~10 ns a posting); the best 4·k of
+        those rows get the common terms' shares by binary search in those terms' postings; if a row
+        left out could still reach the top k (its rare-term score plus the common terms' largest
+        possible share, idf·(k1+1) each, is not below the k-th full score), one wider pool takes
+        every such row (at most ``MAXSCORE_POOL``). Exact for every row containing a rare term
+        unless that cap binds; rows matching only common terms can be missed when the k-th score is
+        below the common terms' largest possible sum. Shares of the returned rows go to the memo
+        (fusion, explain)."""
+        rare = _rare_terms(terms, dfs, POSTINGS_BUDGET)
+        common = terms[len(rare):]
+        n, _ = self._stats()
+        acc = self._accumulator()
+        post = {}
+        try:
+            for t in rare:  # a term's rows are distinct, so one fancy-indexed add per term is exact
+                rows, tf = self._term_postings(t)
+                rows = np.asarray(rows, dtype=np.int64)
+                part = self._bm25_part(t, rows, np.asarray(tf))
+                post[t] = (rows, part)
+                acc[rows] += part
+            touched = np.concatenate([r for r, _ in post.values()]) if post else np.zeros(0, np.int64)
+            score = acc[touched]
+        finally:
+            for rows, _ in post.values():  # leave the accumulator zeroed for the next query
+                acc[rows] = 0.0
+        if not len(touched):
+            return {}
+        # the most any row can gain from the common terms: idf·(k1+1) each (tf → ∞)
+        bound = sum(max(math.log((n - dfs[t] + 0.5) / (dfs[t] + 0.5)), 1e-6) * (self._K1 + 1) for t in common)
+        def complete(top):  # the distinct rows of ``touched[top]``: rare-term score, full score
+            cand, first = np.unique(touched[top], return_index=True)
+            base = score[top][first]
+            full = base.copy()
+            for t in common:
+                rows, tf = self._term_postings(t)
+                if not len(rows):
+                    continue
+                pos = np.minimum(np.searchsorted(rows, cand), len(rows) - 1)
+                hit = np.asarray(rows[pos] == cand)
+                if hit.any():
+                    part = self._bm25_part(t, cand[hit], np.asarray(tf[pos[hit]]))
+                    full[hit] += part
+                    post[t] = (cand[hit], part)
+            return cand, base, full
+
+        m = min(len(touched), (4 * k if common else k) * len(rare))  # a row appears once per rare term it has
+        cand, base, full = complete(np.argpartition(-score, m - 1)[:m] if m < len(touched) else slice(None))
+        if common and m < len(touched):
+            kth = np.partition(full, len(full) - k)[len(full) - k] if len(full) >= k else -np.inf
+            if base.min() + bound >= kth:  # rows left out could still reach the top k: one wider pool,
+                wide = np.flatnonzero(score + bound >= kth)  # every row that can, at most MAXSCORE_POOL
+                cap = MAXSCORE_POOL * len(rare)
+                if len(wide) > cap:
+                    wide = wide[np.argpartition(-score[wide], cap - 1)[:cap]]
+                cand, base, full = complete(wide)
+        keep = np.argsort(-full, kind="stable")[:max(k, 1)] if len(cand) > k else np.arange(len(cand))
+        memo = self._memo(terms)
+        out: dict[int, float] = {}
+        shares: dict[int, dict[str, float]] = {int(s): {} for s in cand[keep]}
+        for t in terms:  # each returned row's per-term shares, from the postings scored above
+            if t not in post:
+                continue
+            rows, part = post[t]
+            sel = cand[keep]
+            pos = np.minimum(np.searchsorted(rows, sel), len(rows) - 1)
+            hit = rows[pos] == sel
+            for s, v in zip(sel[hit].tolist(), part[pos[hit]].tolist()):
+                shares[s][t] = v
+        for i in keep.tolist():
+            s = int(cand[i])
+            memo[s] = shares[s]
+            out[s] = float(full[i])
+        return out
 
     def _keyword_plan_sql(self, dfs: dict[str, int], k: int, where: str, params: list) -> dict[int, float]:
         """``_keyword_plan`` for a filtered search: the same steps with FTS5 scoring the filtered rows."""
@@ -768,6 +891,29 @@ def _refresh_keyword_index(con: sqlite3.Connection) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS keyword_stats (rows INTEGER NOT NULL, tokens INTEGER NOT NULL)")
     con.execute("DELETE FROM keyword_stats")
     con.execute("INSERT INTO keyword_stats SELECT (SELECT count(*) FROM fts), coalesce(sum(cnt), 0) FROM fts_vocab")
+
+
+def _write_postings(con: sqlite3.Connection, out: Path, slots: int) -> None:
+    """Every term's postings as two flat arrays, term after term (``postings.npy``: slots, ascending
+    within a term; ``postings_tf.npy``: the term's count in that row), and ``term_postings`` (term →
+    where its run starts, how long it is). Read memory-mapped by ``_postings_plan``: FTS5 hands
+    postings out only row by row (fts5vocab, ~0.3 µs a posting), numpy scores them at ~10 ns."""
+    con.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.w_inst USING fts5vocab(main, fts, 'instance')")
+    con.execute("DROP TABLE IF EXISTS term_postings")
+    con.execute("CREATE TABLE term_postings (term TEXT PRIMARY KEY, start INTEGER NOT NULL, "
+                "df INTEGER NOT NULL) WITHOUT ROWID")
+    dtype = np.uint32 if slots < 2 ** 32 else np.int64
+    docs, tfs, meta, start = [], [], [], 0
+    for term, occ in con.execute("SELECT term, group_concat(doc, ' ') FROM temp.w_inst GROUP BY term"):
+        rows, tf = np.unique(np.fromstring(occ, dtype=np.int64, sep=" "), return_counts=True)
+        docs.append(rows.astype(dtype))
+        tfs.append(np.minimum(tf, 65535).astype(np.uint16))
+        meta.append((term, start, len(rows)))
+        start += len(rows)
+    con.executemany("INSERT INTO term_postings VALUES (?, ?, ?)", meta)
+    con.execute("DROP TABLE temp.w_inst")
+    np.save(out / "postings.npy", np.concatenate(docs) if docs else np.zeros(0, dtype))
+    np.save(out / "postings_tf.npy", np.concatenate(tfs) if tfs else np.zeros(0, np.uint16))
 
 
 def _publish(root: Path, tmp: Path, gen: str, manifest: Manifest) -> None:
@@ -1011,6 +1157,7 @@ class _Writer(StoreWriter):
             del out
         _refresh_keyword_index(self.con)
         np.save(self.tmp / "doclen.npy", _doc_lengths(self.con, slots))
+        _write_postings(self.con, self.tmp, slots)
         self.con.commit()
         self.con.execute("VACUUM") if compact else None
         self.con.close()

@@ -64,6 +64,7 @@ def test_unbounded_plan_is_the_exact_or_query(store, query):
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_budgeted_plan_returns_exact_scores_in_order(store, query, monkeypatch):
+    monkeypatch.setattr(store, "_post", False)  # the SQL plan (generations without postings arrays)
     monkeypatch.setattr(embedded, "KEYWORD_BUDGET", 40)
     monkeypatch.setattr(embedded, "SCORE_BUDGET", 25)
     exact = dict(_fts_or(store, query))
@@ -74,8 +75,12 @@ def test_budgeted_plan_returns_exact_scores_in_order(store, query, monkeypatch):
         assert h.score == pytest.approx(exact[h.id], rel=1e-9)
 
 
-def test_budgeted_plan_prefers_products_matching_every_word(store, monkeypatch):
+@pytest.mark.parametrize("postings", [True, False])
+def test_budgeted_plan_prefers_products_matching_every_word(store, monkeypatch, postings):
+    if not postings:
+        monkeypatch.setattr(store, "_post", False)
     monkeypatch.setattr(embedded, "KEYWORD_BUDGET", 40)
+    monkeypatch.setattr(embedded, "POSTINGS_BUDGET", 40)
     got = store.keyword_search("black cotton boots", 10)
     assert len(got) == 10
     rows = store.get_rows([h.id for h in got])
@@ -98,12 +103,82 @@ def test_index_written_before_the_planner_tables_searches_the_same(store, tmp_pa
     shutil.copytree(store.path, old)
     gen = old / store.manifest.extra["generation"]
     (gen / "doclen.npy").unlink()
+    (gen / "postings.npy").unlink()
+    (gen / "postings_tf.npy").unlink()
     con = sqlite3.connect(gen / "catalog.sqlite")
+    con.execute("DROP TABLE term_postings")
     con.execute("DROP TABLE term_df")
     con.execute("DROP TABLE keyword_stats")
     con.commit()
     con.close()
     with open_store(old) as st:
-        for q in QUERIES:
-            assert [(h.id, round(h.score, 9)) for h in st.keyword_search(q, 12)] == \
-                   [(h.id, round(h.score, 9)) for h in store.keyword_search(q, 12)]
+        assert st._postings() is None
+        for q in QUERIES:  # the same scores; rows tied at the cut may differ (the SQL plan picks any)
+            a, b = st.keyword_search(q, 12), store.keyword_search(q, 12)
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-12)
+            assert {h.id for h in a if h.score > a[-1].score} == {h.id for h in b if h.score > b[-1].score}
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("budget", [1, 40, 400])
+def test_postings_plan_is_exact_where_maxscore_says_so(store, query, budget, monkeypatch):
+    """With few postings allowed, the in-memory plan still returns exact OR-BM25 scores, best
+    first; and whenever its k-th score is at least what the common terms alone could add up to,
+    the top k is the exact OR query's (rows with a rare term are complete by MaxScore's bound)."""
+    import math
+
+    monkeypatch.setattr(embedded, "POSTINGS_BUDGET", budget)
+    assert store._postings() is not None
+    k = 12
+    want = _fts_or(store, query)
+    exact = dict(want)
+    got = store.keyword_search(query, k)
+    assert got and [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+    for h in got:
+        assert h.score == pytest.approx(exact[h.id], rel=1e-9, abs=1e-9)
+    parts = store.keyword_terms(query, [h.id for h in got])  # shares from the plan's memo
+    for h in got:
+        assert sum(v for _, v in parts[h.id]) == pytest.approx(h.score, rel=1e-9, abs=1e-9)
+    dfs = store._query_dfs(query)
+    terms = sorted(dfs, key=lambda t: (dfs[t], t))
+    common = terms[len(embedded._rare_terms(terms, dfs, budget)):]
+    n, _ = store._stats()
+    bound = sum(max(math.log((n - dfs[t] + 0.5) / (dfs[t] + 0.5)), 1e-6) * 2.2 for t in common)
+    if len(got) == k and got[-1].score >= bound:
+        cut = want[k - 1][1]
+        assert {h.id for h in got if h.score > cut + 1e-9} == {i for i, s in want[:k] if s > cut + 1e-9}
+
+
+def test_postings_arrays_match_fts5(store):
+    docs, tfs = store._postings()
+    assert len(docs) == store.db.execute("SELECT sum(doc) FROM fts_vocab").fetchone()[0]
+    for term in ("boot", "black", "3", "跑"):
+        rows, tf = store._term_postings(term)
+        want = store.db.execute("SELECT doc, count(*) FROM temp.fts_inst WHERE term = ? GROUP BY doc ORDER BY doc",
+                                (store._word_stem(term),)).fetchall() if store._inst else None
+        if want is None:
+            store.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_inst USING fts5vocab(main, fts, 'instance')")
+            store._inst = True
+            want = store.db.execute("SELECT doc, count(*) FROM temp.fts_inst WHERE term = ? GROUP BY doc ORDER BY doc",
+                                    (store._word_stem(term),)).fetchall()
+        assert want and [(int(r), int(t)) for r, t in zip(rows, tf)] == want
+
+
+def test_postings_plan_widens_its_pool_for_rows_lifted_by_common_terms(tmp_path, monkeypatch):
+    """Rows whose rare-term score is low but whose common terms lift them to the top are found:
+    the first pool holds only the rows best on the rare term, so the plan must widen it."""
+    rows = [{"id": f"s{i}", "title": "zork"} for i in range(20)]  # best on the rare term alone
+    rows += [{"id": f"l{i}", "title": "zork plum plum quux frob nib"} for i in range(10)]  # lifted by plum
+    rows += [{"id": f"p{i}", "title": f"plum filler{i % 9} more"} for i in range(90)]
+    rows += [{"id": f"f{i}", "title": f"filler{i % 9} other words"} for i in range(880)]
+    st = EmbeddedStore.create(tmp_path / "idx", Manifest(model="m", fingerprint="f", dim=4))
+    v = np.random.default_rng(1).normal(size=(len(rows), 4)).astype(np.float32)
+    with st.writer() as w:
+        w.upsert(rows, v, [title_hash(r["title"]) for r in rows])
+    st.close()
+    with open_store(tmp_path / "idx") as st:
+        monkeypatch.setattr(embedded, "POSTINGS_BUDGET", 30)  # zork's 30 postings fit, plum's 100 do not
+        want = _fts_or(st, "zork plum", 2)
+        assert {i for i, _ in want} <= {f"l{i}" for i in range(10)}
+        got = st.keyword_search("zork plum", 2)
+        assert [(h.id, h.score) for h in got] == [(i, pytest.approx(s, rel=1e-9)) for i, s in want]
