@@ -276,13 +276,18 @@ class Index:
             raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion_!r}")
         return query.strip()
 
-    def encode_query(self, query: str) -> np.ndarray:
-        return self.encoder.encode([query], truncate=True)[0]
+    def encode_query(self, query: str, exact: bool = False) -> np.ndarray:
+        """The query's vector. A lone query reads float16 copies of the weights (half the bytes of
+        a pass bound by reading them; the vector is within cosine distance ~2e-7 of float32's,
+        see ``Encoder.encode``); ``exact`` keeps float32, which explanations need so that their
+        parts add up to the very score returned."""
+        return self.encoder.encode([query], truncate=True, precision="float32" if exact else "float16")[0]
 
     def retrieve(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
                  fusion_: str = "score", alpha: float = fusion.ALPHA, candidates: int = CANDIDATES,
-                 vector: np.ndarray | None = None) -> list[tuple[str, float, dict]]:
-        """Ranked (id, score, details) without fetching rows; ``vector`` skips query encoding."""
+                 vector: np.ndarray | None = None, exact: bool = False) -> list[tuple[str, float, dict]]:
+        """Ranked (id, score, details) without fetching rows; ``vector`` skips query encoding;
+        ``exact``: see ``encode_query``."""
         query = self._check(query, k, mode, fusion_)
         flt = parse_filter(where) if isinstance(where, str) or where is None else where
         if flt is not None:
@@ -290,12 +295,12 @@ class Index:
         t = self.last_timings = {"encode": 0.0, "ann": 0.0, "keyword": 0.0, "fuse": 0.0, "fetch": 0.0}
         depth = k if mode != "hybrid" else max(k, candidates)
         if mode == "hybrid" and fusion_ == "score" and hasattr(self.store, "dense_slots"):
-            return self._hybrid_slots(query, k, depth, flt, vector, alpha, t)
+            return self._hybrid_slots(query, k, depth, flt, vector, alpha, t, exact)
         dense: list = []
         kw: list = []
         if mode in ("dense", "hybrid"):
             t0 = time.perf_counter()
-            vector = self.encode_query(query) if vector is None else vector
+            vector = self.encode_query(query, exact) if vector is None else vector
             t1 = time.perf_counter()
             dense = self.store.dense_search(vector, depth, flt)
             t["encode"], t["ann"] = t1 - t0, time.perf_counter() - t1
@@ -309,13 +314,13 @@ class Index:
         return out
 
     def _hybrid_slots(self, query: str, k: int, depth: int, flt, vector, alpha: float,
-                      t: dict[str, float]) -> list[tuple[str, float, dict]]:
+                      t: dict[str, float], exact: bool = False) -> list[tuple[str, float, dict]]:
         """Hybrid score fusion in the store's slot space (``dense_slots``/``keyword_slots``): the
         same ranking as ``fuse`` (a test compares them), but only the ``k`` products returned are
         looked up by id, and the fusion is array arithmetic instead of dicts of 400 candidates."""
         st = self.store
         t0 = time.perf_counter()
-        vector = self.encode_query(query) if vector is None else vector
+        vector = self.encode_query(query, exact) if vector is None else vector
         vector = np.asarray(vector, np.float32)
         t1 = time.perf_counter()
         d_slots, d_cos = st.dense_slots(vector, depth, flt)
@@ -392,7 +397,7 @@ class Index:
                explain: bool = False, fusion: str = "score") -> list[SearchResult]:
         """The top ``k`` products for ``query`` (see ``SearchResult``); ``where`` filters on fields;
         ``explain`` adds the token grid and BM25 terms of each result."""
-        ranked = self.retrieve(query, k, mode, where, fusion_=fusion)
+        ranked = self.retrieve(query, k, mode, where, fusion_=fusion, exact=explain)
         t0 = time.perf_counter()
         rows = self.store.get_rows([pid for pid, _, _ in ranked])
         self.last_timings["fetch"] = time.perf_counter() - t0
