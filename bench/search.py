@@ -313,7 +313,9 @@ def main(argv=None) -> int:
     ap.add_argument("--real", type=int, default=20_000,
                     help="titles with real embeddings, cached (the rest: mixes); docs/search.md used 100000")
     ap.add_argument("--encode-sample", type=int, default=2000)
-    ap.add_argument("--ef-search", default="64,96,128,192,256", help="efSearch values for the recall sweep")
+    ap.add_argument("--ef-search", default="64,96,128,192,256",
+                    help="efSearch values for the recall sweep ('' skips the sweep)")
+    ap.add_argument("--modes", default="dense,keyword,hybrid", help="search modes timed for latency")
     ap.add_argument("--dir", default=None, help="where to build (kept; an index already there is reused)")
     ap.add_argument("--build-threads", type=int, default=1, help="faiss threads while building (queries: one)")
     ap.add_argument("--keyword-compare", default="", metavar="SIZES",
@@ -324,7 +326,8 @@ def main(argv=None) -> int:
     if args.validate:
         return validate(args.validate, args.queries, [int(e) for e in args.ef_search.split(",")])
     if args.keyword_compare:
-        return keyword_compare([int(s) for s in args.keyword_compare.split(",")], args.queries)
+        return keyword_compare([int(s) for s in args.keyword_compare.split(",")], args.queries,
+                               root=Path(args.dir) if args.dir else None)
     from rich.console import Console
     from rich.table import Table
 
@@ -393,8 +396,8 @@ def main(argv=None) -> int:
             for q in qs[:20]:
                 idx.search(q, k=10)  # warm-up: stem cache, file pages
             mem = rss_mb() - before
-            for mode in ("dense", "keyword", "hybrid"):
-                parts = {k: [] for k in ("encode", "ann", "keyword", "fuse", "fetch", "total", "cpu")}
+            for mode in args.modes.split(","):
+                parts = {k: [] for k in ("encode", "ann", "keyword", "fuse", "fetch", "total", "cpu", "index")}
                 for q in qs:
                     c1, t1 = time.process_time(), time.perf_counter()
                     idx.search(q, k=10, mode=mode)
@@ -402,8 +405,9 @@ def main(argv=None) -> int:
                     parts["cpu"].append(time.process_time() - c1)
                     for k_ in ("encode", "ann", "keyword", "fuse", "fetch"):
                         parts[k_].append(idx.last_timings.get(k_, 0.0))
+                    parts["index"].append(parts["total"][-1] - parts["encode"][-1])  # all but the encoder
                 lat_rows.append((n, mode, *[(pct(parts[k], 50), pct(parts[k], 99)) for k in
-                                            ("total", "cpu", "encode", "ann", "keyword", "fuse", "fetch")]))
+                                            ("total", "cpu", "index", "encode", "ann", "keyword", "fuse", "fetch")]))
             # ---- ANN recall@10 against exact search over the same vectors
             store = idx.store
             ann_kind = store.manifest.extra.get("ann_kind")
@@ -414,7 +418,7 @@ def main(argv=None) -> int:
 
             ann = store.ann
             if isinstance(ann, faiss.IndexHNSW):
-                for ef in [int(e) for e in args.ef_search.split(",")]:
+                for ef in [int(e) for e in args.ef_search.split(",") if e]:
                     ann.hnsw.efSearch = ef
                     t1 = time.perf_counter()
                     _, I = ann.search(np.ascontiguousarray(qv), 10)
@@ -433,7 +437,8 @@ def main(argv=None) -> int:
         t.add_row(f"{n:,}", f"{rate:,.0f}", f"{ratio:.3f}", f"{share:.1%}", f"{cshare:.1%}", f"{mb:,.1f}", how)
     console.print(t)
     t = Table(title=f"query latency, ms p50 / p99 over {len(qs)} queries, k=10, one thread")
-    for c in ("products", "mode", "total", "total CPU time", "encode", "ANN", "keyword", "fuse", "fetch"):
+    for c in ("products", "mode", "total", "total CPU time", "total − encode", "encode", "ANN", "keyword", "fuse",
+              "fetch"):
         t.add_column(c, justify="right")
     for n, mode, *parts in lat_rows:
         t.add_row(f"{n:,}", mode, *[f"{a:.2f} / {b:.2f}" for a, b in parts])
@@ -490,9 +495,11 @@ def validate(n: int, nq: int, efs: list[int]) -> int:
     return 0
 
 
-def keyword_compare(sizes: list[int], nq: int, depth: int = 200) -> int:
-    """Keyword side alone: FTS5's exact OR (``ORDER BY bm25`` over every matching row, joined to
-    the rows as the store did before planning) against ``keyword_search``; CPU ms per query."""
+def keyword_compare(sizes: list[int], nq: int, depth: int = 200, root: Path | None = None) -> int:
+    """Keyword side alone: FTS5's exact OR (``ORDER BY bm25`` over every matching row, joined to the
+    rows as the store did before planning) against ``keyword_search`` with the SQL plan (what
+    generations without postings arrays use) and with the postings plan; CPU ms per query. Uses the
+    benchmark index ``root/idx-N`` when there is one, else builds FTS5 tables of the titles."""
     from rich.console import Console
     from rich.table import Table
 
@@ -500,39 +507,54 @@ def keyword_compare(sizes: list[int], nq: int, depth: int = 200) -> int:
     from qkv.search.store import Manifest, open_store
 
     console = Console(width=max(Console().width, 150))
-    t = Table(title=f"keyword search, depth {depth}, {nq} generated queries, CPU ms p50 / p90 / p99")
-    for c in ("products", "exact OR", "planned", "planned top ∩ exact top", "top 10 ∩"):
+    t = Table(title=f"keyword search, depth {depth}, {nq} generated queries, CPU ms p50 / p90 / p99; "
+                    "∩ = share of the exact OR query's top 200 (top 10) returned")
+    for c in ("products", "exact OR", "SQL plan", "∩ top 200 / top 10", "postings plan", "∩ top 200 / top 10"):
         t.add_column(c, justify="right")
     qs = queries(nq)
     for n in sizes:
         with tempfile.TemporaryDirectory() as d:
-            st = EmbeddedStore.create(Path(d) / "kw", Manifest(model="m", fingerprint="f", dim=1, ann="flat"))
-            rows = [{"id": f"b{i}", "title": x} for i, x in enumerate(titles(n))]
-            with console.status(f"FTS5 table of {n:,} titles"), st.writer() as w:
-                for a in range(0, n, 65536):
-                    part = rows[a:a + 65536]
-                    w.upsert(part, np.ones((len(part), 1), np.float32), [title_hash(r["title"]) for r in part])
-            st.close()
-            st = open_store(Path(d) / "kw")
-            for q in queries(50, seed=2):
-                st.keyword_search(q, depth)  # warm-up: page cache, stem cache
-            old, new, ov, ov10 = [], [], [], []
+            path = root / f"idx-{n}" if root is not None else None
+            if path is None or not (path / "manifest.json").is_file():
+                path = Path(d) / "kw"
+                st = EmbeddedStore.create(path, Manifest(model="m", fingerprint="f", dim=1, ann="flat"))
+                rows = [{"id": f"b{i}", "title": x} for i, x in enumerate(titles(n))]
+                with console.status(f"FTS5 table of {n:,} titles"), st.writer() as w:
+                    for a in range(0, n, 65536):
+                        part = rows[a:a + 65536]
+                        w.upsert(part, np.ones((len(part), 1), np.float32), [title_hash(r["title"]) for r in part])
+                st.close()
+            st = open_store(path)
+            if st._postings() is None:
+                console.print(f"[yellow]{path} has no postings arrays (written by older code): the postings "
+                              "column repeats the SQL plan")
+            exact, times, overlap = [], {"exact": [], "sql": [], "post": []}, {"sql": [], "post": []}
             for q in qs:
                 expr = " OR ".join(map(_quote, st.query_terms(q)))
                 c0 = time.process_time()
-                exact = [i for i, _ in st.db.execute(
+                exact.append([i for i, _ in st.db.execute(
                     "SELECT p.id, -bm25(fts) FROM fts JOIN products p ON p.slot = fts.rowid WHERE fts MATCH ? "
-                    "ORDER BY bm25(fts) LIMIT ?", (expr, depth))]
-                c1 = time.process_time()
-                got = [h.id for h in st.keyword_search(q, depth)]
-                c2 = time.process_time()
-                old.append(c1 - c0)
-                new.append(c2 - c1)
-                ov.append(len(set(exact) & set(got)) / max(1, len(exact)))
-                ov10.append(len(set(exact[:10]) & set(got[:10])) / max(1, len(exact[:10])))
+                    "ORDER BY bm25(fts) LIMIT ?", (expr, depth))])
+                times["exact"].append(time.process_time() - c0)
+            for plan in ("sql", "post"):
+                st._post = False if plan == "sql" else None
+                for q in queries(50, seed=2):
+                    st.keyword_search(q, depth)  # warm-up: page cache, stem cache
+                for q, ex in zip(qs, exact):
+                    c1 = time.process_time()
+                    got = [h.id for h in st.keyword_search(q, depth)]
+                    times[plan].append(time.process_time() - c1)
+                    overlap[plan].append((len(set(ex) & set(got)) / max(1, len(ex)),
+                                          len(set(ex[:10]) & set(got[:10])) / max(1, len(ex[:10]))))
             st.close()
-        t.add_row(f"{n:,}", " / ".join(f"{pct(old, p):.1f}" for p in (50, 90, 99)),
-                  " / ".join(f"{pct(new, p):.1f}" for p in (50, 90, 99)), f"{np.mean(ov):.3f}", f"{np.mean(ov10):.3f}")
+
+        def ms(xs):
+            return " / ".join(f"{pct(xs, p):.1f}" for p in (50, 90, 99))
+
+        def ov(plan):
+            return " / ".join(f"{x:.3f}" for x in np.mean(overlap[plan], axis=0))
+
+        t.add_row(f"{n:,}", ms(times["exact"]), ms(times["sql"]), ov("sql"), ms(times["post"]), ov("post"))
     console.print(t)
     console.print(f"load average: {os.getloadavg()[0]:.1f} (2 vCPUs shared)")
     return 0

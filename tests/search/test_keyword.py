@@ -182,3 +182,24 @@ def test_postings_plan_widens_its_pool_for_rows_lifted_by_common_terms(tmp_path,
         assert {i for i, _ in want} <= {f"l{i}" for i in range(10)}
         got = st.keyword_search("zork plum", 2)
         assert [(h.id, h.score) for h in got] == [(i, pytest.approx(s, rel=1e-9)) for i, s in want]
+
+
+def test_postings_follow_upserts_and_deletes(store, tmp_path):
+    """Every write rewrites the postings arrays from FTS5: a replaced title's old words and a deleted
+    product stop matching, and the plan still equals FTS5's exact OR query."""
+    path = tmp_path / "copy"
+    shutil.copytree(store.path, path)
+    with open_store(path) as st:
+        with st.writer() as w:
+            w.upsert([{"id": "x1", "title": "zzyzx lantern"}], np.ones((1, 8), np.float32) / np.sqrt(8),
+                     [title_hash("zzyzx lantern")])
+            w.delete(["x2"])
+    with open_store(path) as st:
+        assert st._postings() is not None
+        ids = {h.id for h in st.keyword_search("black cotton boots", 1000)}
+        assert "x2" not in ids and "x1" not in ids and "x3" in ids
+        assert [h.id for h in st.keyword_search("zzyzx", 5)] == ["x1"]
+        for q in QUERIES:
+            want = _fts_or(st, q)
+            got = st.keyword_search(q, 15)
+            assert [h.score for h in got] == pytest.approx([s for _, s in want[:15]], rel=1e-9, abs=1e-5)
