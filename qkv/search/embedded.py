@@ -1099,6 +1099,12 @@ class _Writer(StoreWriter):
         self.changed = self.changed or n > 0
         return n
 
+    def refresh(self) -> None:
+        """Publish a new generation with the same rows, so that one written by older code gets the
+        derived files the current code writes (keyword tables, postings arrays); the ANN index is
+        copied, not rebuilt."""
+        self.changed = True
+
     # -- publishing
     def __exit__(self, et, ev, tb):
         try:

@@ -203,3 +203,22 @@ def test_postings_follow_upserts_and_deletes(store, tmp_path):
             want = _fts_or(st, q)
             got = st.keyword_search(q, 15)
             assert [h.score for h in got] == pytest.approx([s for _, s in want[:15]], rel=1e-9, abs=1e-5)
+
+
+def test_refresh_adds_postings_to_an_old_generation(store, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(store.path, old)
+    gen = old / store.manifest.extra["generation"]
+    for f in ("postings.npy", "postings_tf.npy"):
+        (gen / f).unlink()
+    with open_store(old) as st:
+        assert st._postings() is None
+        before = [[(h.id, h.score) for h in st.keyword_search(q, 12)] for q in QUERIES]
+        with st.writer() as w:
+            w.refresh()
+    with open_store(old) as st:
+        assert st.manifest.extra["generation"] != gen.name and st._postings() is not None
+        assert st.count() == store.count()
+        for q, b in zip(QUERIES, before):
+            got = st.keyword_search(q, 12)
+            assert [h.score for h in got] == pytest.approx([s for _, s in b], rel=1e-12)
