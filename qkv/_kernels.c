@@ -281,3 +281,111 @@ static inline v16f load_f16(const uint16_t *p)
 typedef uint16_t f16bits;
 PANEL_PRODUCT(float, load_f32)
 PANEL_PRODUCT(f16bits, load_f16)
+
+/* ----------------------------------------------------------------- one text's attention, fused
+ * Steps 2-5 for every head of one text without padding, all in cache: for a block of QROWS
+ * queries, the scores against every key (Q·Kᵀ), the softmax of each row, and the weighted sum
+ * of V, before the next block; the scores never leave L1 (QROWS × n floats), where the unfused
+ * path writes [heads, n, n] and reads it back twice. The two products are register-blocked like
+ * the panel product above: 8 query rows × 32 keys, then 8 rows × d.
+ *   qkv: row i holds Q | K | V of token i, head h at columns h·d, H + h·d, 2H + h·d (H = heads·d);
+ *        rows are ld floats apart.   ctx: row i gets the heads' outputs, head h at column h·d.
+ *   work: at least d·roundup(n, 32) + QROWS·roundup(n, 32) floats.
+ * d must be 16 or a multiple of 32. */
+#define QROWS 8
+#define KEYS 32
+
+static inline void scores_block(const float *q, int64_t ld, int rows, const float *kt, int64_t npad,
+                                int64_t d, float *s)
+{
+    const float *qr[QROWS]; /* rows past the text repeat its last row; their scores are dropped */
+    for (int r = 0; r < QROWS; r++) qr[r] = q + (r < rows ? r : rows - 1) * ld;
+    for (int64_t j0 = 0; j0 < npad; j0 += KEYS) {
+        v16f acc[QROWS][2];
+        for (int r = 0; r < QROWS; r++) acc[r][0] = acc[r][1] = (v16f){0};
+        for (int64_t c = 0; c < d; c++) {
+            const v16f k0 = load_f32(kt + c * npad + j0), k1 = load_f32(kt + c * npad + j0 + 16);
+            for (int r = 0; r < QROWS; r++) {
+                acc[r][0] += qr[r][c] * k0;
+                acc[r][1] += qr[r][c] * k1;
+            }
+        }
+        for (int r = 0; r < QROWS; r++) {
+            store_f32(s + r * npad + j0, acc[r][0]);
+            store_f32(s + r * npad + j0 + 16, acc[r][1]);
+        }
+    }
+}
+
+/* out[r, :] = Σ_j p[r, j]·v[j, :] / sums[r] for d = DV·16 */
+#define WEIGHTED_SUM(DV)                                                                          \
+    static void weighted_sum_##DV(const float *p, int64_t npad, int64_t n, const float *v,       \
+                                  int64_t ld, int rows, const float *inv, float *out, int64_t ldo) \
+    {                                                                                             \
+        v16f acc[QROWS][DV];                                                                      \
+        for (int r = 0; r < QROWS; r++)                                                           \
+            for (int c = 0; c < DV; c++) acc[r][c] = (v16f){0};                                   \
+        for (int64_t j = 0; j < n; j++) {                                                         \
+            v16f vj[DV];                                                                          \
+            for (int c = 0; c < DV; c++) vj[c] = load_f32(v + j * ld + 16 * c);                   \
+            for (int r = 0; r < QROWS; r++) {                                                     \
+                const float pr = p[r * npad + j];                                                 \
+                for (int c = 0; c < DV; c++) acc[r][c] += pr * vj[c];                             \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < rows; r++)                                                            \
+            for (int c = 0; c < DV; c++) store_f32(out + r * ldo + 16 * c, acc[r][c] * inv[r]);  \
+    }
+WEIGHTED_SUM(1)
+WEIGHTED_SUM(2)
+
+void qkv_attention_text(const float *qkv, int64_t n, int64_t heads, int64_t d, int64_t ld,
+                        float scale, float *ctx, int64_t ldo, float *work)
+{
+    const int64_t H = heads * d, npad = (n + KEYS - 1) / KEYS * KEYS;
+    float *kt = work, *s = work + d * npad;
+    float inv[QROWS];
+    for (int64_t h = 0; h < heads; h++) {
+        const float *q = qkv + h * d, *k = qkv + H + h * d, *v = qkv + 2 * H + h * d;
+        /* Kᵀ [d, npad], keys past n set to 0 (their scores are never read) */
+        for (int64_t c = 0; c < d; c++) {
+            float *row = kt + c * npad;
+            for (int64_t j = 0; j < n; j++) row[j] = k[j * ld + c];
+            for (int64_t j = n; j < npad; j++) row[j] = 0.0f;
+        }
+        /* Cauchy–Schwarz: |scale·q·k| ≤ scale·max|q|·max|k|. When that is at most 80, exp of the
+         * unshifted scores can neither overflow nor reach 0 (e^-80 is a normal float), and
+         * softmax is the same for any shift: the pass for each row's maximum is skipped. */
+        float q2 = 0.0f, k2 = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            float a = 0.0f, b = 0.0f;
+#pragma omp simd reduction(+ : a, b)
+            for (int64_t c = 0; c < d; c++) { a += q[j * ld + c] * q[j * ld + c]; b += k[j * ld + c] * k[j * ld + c]; }
+            q2 = a > q2 ? a : q2;
+            k2 = b > k2 ? b : k2;
+        }
+        const int shift = scale * sqrtf(q2) * sqrtf(k2) > 80.0f;
+        for (int64_t i0 = 0; i0 < n; i0 += QROWS) {
+            const int rows = n - i0 < QROWS ? (int)(n - i0) : QROWS;
+            scores_block(q + i0 * ld, ld, rows, kt, npad, d, s);
+            for (int r = 0; r < QROWS; r++) {
+                float *row = s + r * npad;
+                if (r >= rows) { memset(row, 0, (size_t)n * sizeof(float)); inv[r] = 0.0f; continue; }
+                float mx = shift ? -INFINITY : 0.0f;
+                if (shift) {
+#pragma omp simd reduction(max : mx)
+                    for (int64_t j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+                }
+                float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                for (int64_t j = 0; j < n; j++) { float e = exp_f32((row[j] - mx) * scale); row[j] = e; sum += e; }
+                inv[r] = 1.0f / sum;
+            }
+            float *out = ctx + i0 * ldo + h * d;
+            if (d == 16) weighted_sum_1(s, npad, n, v, ld, rows, inv, out, ldo);
+            else if (d == 32) weighted_sum_2(s, npad, n, v, ld, rows, inv, out, ldo);
+            else for (int64_t c = 0; c < d; c += 32)
+                weighted_sum_2(s, npad, n, v + c, ld, rows, inv, out + c, ldo);
+        }
+    }
+}

@@ -32,6 +32,7 @@ _SIGNATURES = {
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
     "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_attention_text": (_p, _i64, _i64, _i64, _i64, _f32, _p, _i64, _p),
 }
 
 
@@ -266,3 +267,44 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
     if bias is not None:
         out += bias
     return out
+
+
+# ------------------------------------------------------------------ one text's attention, fused
+ATTENTION_QROWS, ATTENTION_KEYS = 8, 32  # as QROWS and KEYS in _kernels.c
+
+
+def attention_text_work(n: int, d: int) -> int:
+    """Floats of scratch ``attention_text`` needs for a text of n tokens and head size d."""
+    npad = -(-n // ATTENTION_KEYS) * ATTENTION_KEYS
+    return (d + ATTENTION_QROWS) * npad
+
+
+def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
+                   work: np.ndarray | None = None) -> np.ndarray:
+    """Steps 2-5 of attention for every head of one text without padding: softmax(scale·Q·Kᵀ)·V.
+    qkv [n, 3·H] holds Q | K | V per token (heads side by side in each, H = heads·d; rows may be
+    further apart than 3·H, columns must be adjacent); ctx [n, H] receives the heads' outputs,
+    merged. Compiled: block by block of 8 queries, scores kept in L1 (see ``_kernels.c``); the
+    NumPy twin runs the five steps on whole arrays. ``work``: optional float32 scratch of at least
+    ``attention_text_work(n, d)`` elements."""
+    n, width = qkv.shape
+    H = width // 3
+    d = H // heads
+    if width != 3 * H or H != heads * d or ctx.shape != (n, H):
+        raise ValueError(f"attention_text: qkv {qkv.shape}, ctx {ctx.shape} and {heads} heads do not fit")
+    if n == 0:
+        return ctx
+    native = (_lib is not None and qkv.dtype == ctx.dtype == np.float32 and qkv.strides[1] == 4
+              and ctx.strides[1] == 4 and (d == 16 or (d % 32 == 0 and d <= 128)))
+    if native:
+        need = attention_text_work(n, d)
+        if work is None or work.size < need or work.dtype != np.float32 or not work.flags.c_contiguous:
+            work = np.empty(need, dtype=np.float32)
+        _lib.qkv_attention_text(_ptr(qkv), n, heads, d, qkv.strides[0] // 4, scale, _ptr(ctx),
+                                ctx.strides[0] // 4, _ptr(work))
+        return ctx
+    q, k, v = qkv.reshape(n, 3, heads, d).transpose(1, 2, 0, 3)
+    s = np.ascontiguousarray(q @ k.transpose(0, 2, 1))
+    softmax_rows(s, scale)
+    ctx[:] = (s @ v).transpose(1, 0, 2).reshape(n, H)
+    return ctx

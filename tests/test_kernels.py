@@ -147,6 +147,38 @@ def test_panel_matmul_refuses_what_it_cannot_run():
 
 
 @needs_lib
+@pytest.mark.parametrize("n", [1, 5, 8, 9, 33, 77, 256])
+@pytest.mark.parametrize("heads,d", [(12, 32), (2, 16), (3, 64)])
+def test_fused_attention_matches_the_five_steps(n, heads, d):
+    """Every query-block tail (n not a multiple of 8), key tail (n not a multiple of 32) and head
+    size the kernel takes; rows of qkv further apart than 3·H (a view into a wider buffer)."""
+    rng = np.random.default_rng(n + d)
+    H = heads * d
+    wide = (rng.standard_normal((n, 3 * H + 7)) * 1.5).astype(np.float32)
+    qkv = wide[:, :3 * H]
+    q, k, v = qkv.astype(np.float64).reshape(n, 3, heads, d).transpose(1, 2, 0, 3)
+    expect = scaled_dot_product_attention(q, k, v).transpose(1, 0, 2).reshape(n, H)
+    native, plain = twin(lambda a, c: kernels.attention_text(a, heads, 1 / np.sqrt(d), c),
+                         qkv, np.full((n, H), np.nan, np.float32))
+    np.testing.assert_allclose(native, expect, atol=1e-5)  # float32 rounding of sums over d and n
+    np.testing.assert_allclose(plain, expect, atol=1e-5)
+
+
+@needs_lib
+def test_fused_attention_shifts_when_scores_are_large():
+    """Scores far beyond exp's range need the running maximum (the Cauchy-Schwarz bound fails)."""
+    rng = np.random.default_rng(3)
+    qkv = (rng.standard_normal((40, 3 * 32)) * 30).astype(np.float32)
+    q, k, v = qkv.astype(np.float64).reshape(40, 3, 1, 32).transpose(1, 2, 0, 3)
+    expect = scaled_dot_product_attention(q, k, v).transpose(1, 0, 2).reshape(40, 32)
+    out = kernels.attention_text(qkv, 1, 1 / np.sqrt(32), np.zeros((40, 32), np.float32))
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, expect, atol=1e-4)
+    with pytest.raises(ValueError, match="do not fit"):
+        kernels.attention_text(qkv, 5, 0.1, np.zeros((40, 32), np.float32))
+
+
+@needs_lib
 def test_online_tiles_give_the_softmax_and_masked_entries_zero():
     """Feeding a row's scores tile by tile, with the running rescale, gives softmax weights·V."""
     rng = np.random.default_rng(3)

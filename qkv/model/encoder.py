@@ -37,9 +37,6 @@ TILED_FROM = 64
 # Skip padding rows when nothing inside attention is traced (see Encoder.forward); False computes
 # them as the reference implementations do (for comparisons).
 PACK_PADDING = True
-# Attention scores computed at once for one text, in float32 elements (a group of heads): 4 MB.
-# (1 MB and 256 kB groups measured the same within noise on 8 × 256-token reviews.)
-SCORES_BUDGET = 1 << 20
 # Up to this many rows (a lone query is ~8 tokens), the products read each weight once and do
 # little with it. They run in the compiled panel product (qkv.kernels.panel_matmul) on a copy of
 # the weights packed for it, made on first use: 8×384 by 384×1536 took 0.14 ms there against
@@ -238,15 +235,14 @@ class Encoder:
                 ctx = ws.get("ctx", (R, nh, d), self.dtype)
                 if L < TILED_FROM:
                     padded_qkv[flat] = qkv
-                    q, k, v = padded_qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)
                     padded_ctx = ws.get("ctx_padded", (B, L, nh, d), self.dtype)
-                    self._attend_fused(q, k, v, lens, padded_ctx, ws)
+                    self._attend_fused(padded_qkv, B, L, lens, padded_ctx, ws)
                     ctx.reshape(R, H)[:] = padded_ctx.reshape(B * L, H)[flat]
                 else:
+                    work = ws.get("attn_work", (kernels.attention_text_work(L, d),), np.float32)
                     for b in range(B):
                         rows = slice(int(starts[b]), int(starts[b] + lens[b]))
-                        q, k, v = qkv[rows].reshape(-1, 3, nh, d).transpose(1, 2, 0, 3)
-                        self._attend_text(q, k, v, ctx[rows], ws)
+                        kernels.attention_text(qkv[rows], nh, float(self._scale), ctx.reshape(R, H)[rows], work)
             else:
                 heads = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)  # [3, B, nh, L, d], a view
                 q, k, v = heads[0], heads[1], heads[2]
@@ -256,7 +252,7 @@ class Encoder:
                 ctx = ws.get("ctx", (B, L, nh, d), self.dtype)  # heads' outputs, already merged
                 traced = want("attn.scores") or want("attn.scaled_scores") or want("attn.weights")
                 if not traced and lens is not None:
-                    self._attend_fused(q, k, v, lens, ctx, ws)
+                    self._attend_fused(qkv, B, L, lens, ctx, ws)
                 elif not traced and L >= TILED_FROM:
                     # steps 2-5 tile by tile, one (text, head) at a time: see qkv.attention.chunked_attention
                     chunked_attention(q, k, v, mask=None if pad_bias is None else mask[:, None, None, :],
@@ -334,37 +330,26 @@ class Encoder:
             out += bias
         return out
 
-    def _attend_fused(self, q, k, v, lens, ctx, ws: Workspace) -> None:
-        """Steps 2-5 when nothing in them is traced, with the compiled softmax (scale, mask, max,
-        exp, sum and division in one pass). q, k, v: [B, heads, L, d]; ctx: [B, L, heads, d].
+    def _attend_fused(self, qkv, B: int, L: int, lens, ctx, ws: Workspace) -> None:
+        """Steps 2-5 when nothing in them is traced, with the compiled kernels. qkv: [B·L, 3H],
+        texts of L rows each, the first lens[b] of them real; ctx: [B, L, heads, d].
 
-        Short texts: all at once. Longer ones (L ≥ TILED_FROM): one text at a time, cut to its own
-        length so padding costs nothing."""
-        B, nh, L, _ = q.shape
+        Short texts (L < TILED_FROM): all at once, with the compiled masked softmax (scale, mask,
+        max, exp, sum and division in one pass). Longer ones: text by text, cut to its own length
+        so padding costs nothing, in the fused kernel that keeps each block's scores in L1
+        (``kernels.attention_text``)."""
+        nh, d = self.config.num_heads, self.config.head_dim
         if L < TILED_FROM:
+            q, k, v = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)
             s = np.matmul(q, k.transpose(0, 1, 3, 2), out=ws.get("scores", (B, nh, L, L), self.dtype))
             kernels.softmax_rows(s, float(self._scale), lens)
             np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             return
+        work = ws.get("attn_work", (kernels.attention_text_work(L, d),), np.float32)
         for b in range(B):
             n = int(lens[b])
             ctx[b, n:] = 0
-            self._attend_text(q[b, :, :n], k[b, :, :n], v[b, :, :n], ctx[b, :n], ws)
-
-    def _attend_text(self, q, k, v, ctx, ws: Workspace) -> None:
-        """One text's attention, no padding: q, k, v [heads, n, d] -> ctx [n, heads, d], in groups
-        of heads whose scores fit in about 4 MB of cache."""
-        nh, n, _ = q.shape
-        if n == 0:
-            return
-        group = max(1, min(nh, SCORES_BUDGET // (n * n)))
-        buf = ws.get("scores", (group * n * n,), self.dtype)
-        for h0 in range(0, nh, group):
-            h1 = min(h0 + group, nh)
-            s = buf[:(h1 - h0) * n * n].reshape(h1 - h0, n, n)  # contiguous, for the kernel
-            np.matmul(q[h0:h1], k[h0:h1].transpose(0, 2, 1), out=s)
-            kernels.softmax_rows(s, float(self._scale))
-            np.matmul(s, v[h0:h1], out=ctx[:, h0:h1].transpose(1, 0, 2))
+            kernels.attention_text(qkv[b * L:b * L + n], nh, float(self._scale), ctx[b, :n].reshape(n, nh * d), work)
 
     # ------------------------------------------------------------------ pooling
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
