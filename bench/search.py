@@ -24,6 +24,7 @@ ANN recall@10 against exact search over the same vectors, for several efSearch v
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -226,6 +227,13 @@ def rss_mb() -> float:
 
 
 def dir_mb(p: Path) -> float:
+    """An index's size on disk: its current generation and manifest (a write keeps the previous
+    generation for open readers until the next write: not counted)."""
+    m = p / "manifest.json"
+    if m.is_file():
+        gen = json.loads(m.read_text()).get("extra", {}).get("generation")
+        if gen and (p / gen).is_dir():
+            return (m.stat().st_size + sum(f.stat().st_size for f in (p / gen).rglob("*") if f.is_file())) / 2**20
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 2**20
 
 

@@ -488,7 +488,7 @@ class EmbeddedStore(VectorStore):
         slot space; the shares come from the keyword search's memo when it just scored them)."""
         terms = self.query_terms(query)
         shares = self._term_scores([int(s) for s in slots], terms)
-        return np.array([sum(t in shares.get(int(s), ()) for t in terms) for s in slots], dtype=np.int64)
+        return np.array([len(shares.get(s, ())) for s in slots.tolist()], dtype=np.int64)  # keys ⊆ terms
 
     def ids_of(self, slots: Sequence[int]) -> dict[int, str]:
         """slot → product id for live slots."""
