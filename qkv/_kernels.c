@@ -282,110 +282,151 @@ typedef uint16_t f16bits;
 PANEL_PRODUCT(float, load_f32)
 PANEL_PRODUCT(f16bits, load_f16)
 
-/* ----------------------------------------------------------------- one text's attention, fused
- * Steps 2-5 for every head of one text without padding, all in cache: for a block of QROWS
- * queries, the scores against every key (Q·Kᵀ), the softmax of each row, and the weighted sum
- * of V, before the next block; the scores never leave L1 (QROWS × n floats), where the unfused
- * path writes [heads, n, n] and reads it back twice. The two products are register-blocked like
- * the panel product above: 8 query rows × 32 keys, then 8 rows × d.
- *   qkv: row i holds Q | K | V of token i, head h at columns h·d, H + h·d, 2H + h·d (H = heads·d);
- *        rows are ld floats apart.   ctx: row i gets the heads' outputs, head h at column h·d.
- *   work: at least d·roundup(n, 32) + QROWS·roundup(n, 32) floats.
- * d must be 16 or a multiple of 32. */
+/* ----------------------------------------------------------------------- attention, fused
+ * Steps 2-5 for a few heads, with every intermediate in cache: for a block of QROWS queries, the
+ * scores against a chunk of up to KCHUNK keys (Q·Kᵀ), their exponentials, and the weighted sum of
+ * V, then the next chunk, with the online softmax of FlashAttention (Dao et al. 2022) carrying
+ * each row's running maximum m and sum l across chunks and rescaling the partial sums when m
+ * grows; one division at the end. The unfused path writes [heads, nq, nk] scores to memory and
+ * reads them back twice; here a block's scores (QROWS × KCHUNK floats, 16 kB) stay in L1. Both
+ * products are register-blocked like the panel product above: 8 rows × 32 keys, then 8 rows × dv.
+ *   q [heads][nq][d], k [heads][nk][d], v [heads][nk][dv], out [heads][nq][dv]: any head and row
+ *   strides (in floats), adjacent columns.   dv must be 16 or a multiple of 32.
+ *   work: at least attention_work(nk, d, dv) floats (Kᵀ of one head, one block's scores and sums).
+ * Extra memory is therefore O(d·nk), the size of one head's K, whatever nq. */
 #define QROWS 8
 #define KEYS 32
+#define KCHUNK 512
 
-static inline void scores_block(const float *q, int64_t ld, int rows, const float *kt, int64_t npad,
-                                int64_t d, float *s)
+static inline int64_t round_keys(int64_t n) { return (n + KEYS - 1) / KEYS * KEYS; }
+
+int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
 {
-    const float *qr[QROWS]; /* rows past the text repeat its last row; their scores are dropped */
+    return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;
+}
+
+/* s[r, 0:nkeys) = q_r·kᵀ over keys [j0, j0 + nkeys) of kt [d][ldk]; rows ≥ rows repeat the last. */
+static inline void scores_block(const float *q, int64_t ld, int rows, const float *kt, int64_t ldk,
+                                int64_t j0, int64_t nkeys, int64_t d, float *s)
+{
+    const float *qr[QROWS];
     for (int r = 0; r < QROWS; r++) qr[r] = q + (r < rows ? r : rows - 1) * ld;
-    for (int64_t j0 = 0; j0 < npad; j0 += KEYS) {
+    for (int64_t jb = 0; jb < nkeys; jb += KEYS) {
         v16f acc[QROWS][2];
         for (int r = 0; r < QROWS; r++) acc[r][0] = acc[r][1] = (v16f){0};
         for (int64_t c = 0; c < d; c++) {
-            const v16f k0 = load_f32(kt + c * npad + j0), k1 = load_f32(kt + c * npad + j0 + 16);
+            const float *kc = kt + c * ldk + j0 + jb;
+            const v16f k0 = load_f32(kc), k1 = load_f32(kc + 16);
             for (int r = 0; r < QROWS; r++) {
                 acc[r][0] += qr[r][c] * k0;
                 acc[r][1] += qr[r][c] * k1;
             }
         }
         for (int r = 0; r < QROWS; r++) {
-            store_f32(s + r * npad + j0, acc[r][0]);
-            store_f32(s + r * npad + j0 + 16, acc[r][1]);
+            store_f32(s + r * KCHUNK + jb, acc[r][0]);
+            store_f32(s + r * KCHUNK + jb + 16, acc[r][1]);
         }
     }
 }
 
-/* out[r, :] = Σ_j p[r, j]·v[j, :] / sums[r] for d = DV·16 */
+/* o[r, c0:c0+16·DV] += Σ_j p[r, j]·v[j, c0:...] over j < nkeys */
 #define WEIGHTED_SUM(DV)                                                                          \
-    static void weighted_sum_##DV(const float *p, int64_t npad, int64_t n, const float *v,       \
-                                  int64_t ld, int rows, const float *inv, float *out, int64_t ldo) \
+    static void weighted_sum_##DV(const float *p, int64_t nkeys, const float *v, int64_t ld,     \
+                                  float *o, int64_t ldo)                                          \
     {                                                                                             \
         v16f acc[QROWS][DV];                                                                      \
         for (int r = 0; r < QROWS; r++)                                                           \
-            for (int c = 0; c < DV; c++) acc[r][c] = (v16f){0};                                   \
-        for (int64_t j = 0; j < n; j++) {                                                         \
+            for (int c = 0; c < DV; c++) acc[r][c] = load_f32(o + r * ldo + 16 * c);              \
+        for (int64_t j = 0; j < nkeys; j++) {                                                     \
             v16f vj[DV];                                                                          \
             for (int c = 0; c < DV; c++) vj[c] = load_f32(v + j * ld + 16 * c);                   \
             for (int r = 0; r < QROWS; r++) {                                                     \
-                const float pr = p[r * npad + j];                                                 \
+                const float pr = p[r * KCHUNK + j];                                               \
                 for (int c = 0; c < DV; c++) acc[r][c] += pr * vj[c];                             \
             }                                                                                     \
         }                                                                                         \
-        for (int r = 0; r < rows; r++)                                                            \
-            for (int c = 0; c < DV; c++) store_f32(out + r * ldo + 16 * c, acc[r][c] * inv[r]);  \
+        for (int r = 0; r < QROWS; r++)                                                           \
+            for (int c = 0; c < DV; c++) store_f32(o + r * ldo + 16 * c, acc[r][c]);              \
     }
 WEIGHTED_SUM(1)
 WEIGHTED_SUM(2)
 
-void qkv_attention_text(const float *qkv, int64_t n, int64_t heads, int64_t d, int64_t ld,
-                        float scale, float *ctx, int64_t ldo, float *work)
+void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t heads,
+                         int64_t hq, int64_t hk, int64_t hv, int64_t ho,
+                         int64_t ldq, int64_t ldk, int64_t ldv, int64_t ldo,
+                         int64_t nq, int64_t nk, int64_t d, int64_t dv, float scale,
+                         float *out, float *work)
 {
-    const int64_t H = heads * d, npad = (n + KEYS - 1) / KEYS * KEYS;
-    float *kt = work, *s = work + d * npad;
-    float inv[QROWS];
+    const int64_t npad = round_keys(nk);
+    float *kt = work, *s = work + d * npad, *o = s + QROWS * KCHUNK;
+    float m[QROWS], l[QROWS];
     for (int64_t h = 0; h < heads; h++) {
-        const float *q = qkv + h * d, *k = qkv + H + h * d, *v = qkv + 2 * H + h * d;
-        /* Kᵀ [d, npad], keys past n set to 0 (their scores are never read) */
+        const float *qh = q + h * hq, *kh = k + h * hk, *vh = v + h * hv;
+        float *oh = out + h * ho;
+        if (nk == 0) {
+            for (int64_t i = 0; i < nq; i++) memset(oh + i * ldo, 0, (size_t)dv * sizeof(float));
+            continue;
+        }
+        /* Kᵀ [d][npad], keys past nk set to 0 (their scores are never read); and the largest
+         * |q|², |k|² for the Cauchy–Schwarz bound |scale·q·k| ≤ scale·max|q|·max|k|. When that is
+         * at most 80, exp of the unshifted scores can neither overflow nor reach 0 (e^-80 is a
+         * normal float), and softmax is the same for any shift: no running maximum is needed. */
+        float q2 = 0.0f, k2 = 0.0f;
         for (int64_t c = 0; c < d; c++) {
             float *row = kt + c * npad;
-            for (int64_t j = 0; j < n; j++) row[j] = k[j * ld + c];
-            for (int64_t j = n; j < npad; j++) row[j] = 0.0f;
+            for (int64_t j = 0; j < nk; j++) row[j] = kh[j * ldk + c];
+            for (int64_t j = nk; j < npad; j++) row[j] = 0.0f;
         }
-        /* Cauchy–Schwarz: |scale·q·k| ≤ scale·max|q|·max|k|. When that is at most 80, exp of the
-         * unshifted scores can neither overflow nor reach 0 (e^-80 is a normal float), and
-         * softmax is the same for any shift: the pass for each row's maximum is skipped. */
-        float q2 = 0.0f, k2 = 0.0f;
-        for (int64_t j = 0; j < n; j++) {
-            float a = 0.0f, b = 0.0f;
-#pragma omp simd reduction(+ : a, b)
-            for (int64_t c = 0; c < d; c++) { a += q[j * ld + c] * q[j * ld + c]; b += k[j * ld + c] * k[j * ld + c]; }
-            q2 = a > q2 ? a : q2;
+        for (int64_t j = 0; j < nk; j++) {
+            float b = 0.0f;
+#pragma omp simd reduction(+ : b)
+            for (int64_t c = 0; c < d; c++) b += kh[j * ldk + c] * kh[j * ldk + c];
             k2 = b > k2 ? b : k2;
         }
+        for (int64_t i = 0; i < nq; i++) {
+            float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+            for (int64_t c = 0; c < d; c++) a += qh[i * ldq + c] * qh[i * ldq + c];
+            q2 = a > q2 ? a : q2;
+        }
         const int shift = scale * sqrtf(q2) * sqrtf(k2) > 80.0f;
-        for (int64_t i0 = 0; i0 < n; i0 += QROWS) {
-            const int rows = n - i0 < QROWS ? (int)(n - i0) : QROWS;
-            scores_block(q + i0 * ld, ld, rows, kt, npad, d, s);
+        for (int64_t i0 = 0; i0 < nq; i0 += QROWS) {
+            const int rows = nq - i0 < QROWS ? (int)(nq - i0) : QROWS;
             for (int r = 0; r < QROWS; r++) {
-                float *row = s + r * npad;
-                if (r >= rows) { memset(row, 0, (size_t)n * sizeof(float)); inv[r] = 0.0f; continue; }
-                float mx = shift ? -INFINITY : 0.0f;
-                if (shift) {
-#pragma omp simd reduction(max : mx)
-                    for (int64_t j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
-                }
-                float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                for (int64_t j = 0; j < n; j++) { float e = exp_f32((row[j] - mx) * scale); row[j] = e; sum += e; }
-                inv[r] = 1.0f / sum;
+                m[r] = shift ? -INFINITY : 0.0f;
+                l[r] = 0.0f;
+                memset(o + r * dv, 0, (size_t)dv * sizeof(float));
             }
-            float *out = ctx + i0 * ldo + h * d;
-            if (d == 16) weighted_sum_1(s, npad, n, v, ld, rows, inv, out, ldo);
-            else if (d == 32) weighted_sum_2(s, npad, n, v, ld, rows, inv, out, ldo);
-            else for (int64_t c = 0; c < d; c += 32)
-                weighted_sum_2(s, npad, n, v + c, ld, rows, inv, out + c, ldo);
+            for (int64_t j0 = 0; j0 < nk; j0 += KCHUNK) {
+                const int64_t nkeys = nk - j0 < KCHUNK ? nk - j0 : KCHUNK;
+                scores_block(qh + i0 * ldq, ldq, rows, kt, npad, j0, round_keys(nkeys), d, s);
+                for (int r = 0; r < QROWS; r++) {
+                    float *row = s + r * KCHUNK;
+                    float mx = m[r];
+                    if (shift) {
+#pragma omp simd reduction(max : mx)
+                        for (int64_t j = 0; j < nkeys; j++) mx = row[j] > mx ? row[j] : mx;
+                        if (mx > m[r]) { /* rescale what the earlier chunks summed */
+                            const float corr = exp_f32((m[r] - mx) * scale); /* 0 on the first */
+                            l[r] *= corr;
+                            for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= corr;
+                            m[r] = mx;
+                        }
+                    }
+                    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                    for (int64_t j = 0; j < nkeys; j++) { float e = exp_f32((row[j] - mx) * scale); row[j] = e; sum += e; }
+                    l[r] += sum;
+                }
+                const float *vc = vh + j0 * ldv;
+                if (dv == 16) weighted_sum_1(s, nkeys, vc, ldv, o, dv);
+                else for (int64_t c = 0; c < dv; c += 32) weighted_sum_2(s, nkeys, vc + c, ldv, o + c, dv);
+            }
+            for (int r = 0; r < rows; r++) {
+                const float inv = 1.0f / l[r];
+                float *dst = oh + (i0 + r) * ldo;
+                for (int64_t c = 0; c < dv; c++) dst[c] = o[r * dv + c] * inv;
+            }
         }
     }
 }

@@ -196,6 +196,11 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     is O(tile), independent of length, and the tile stays in cache. Rows with no allowed key are
     zeros. ``out`` (optional, shape [..., Lq, d_v], any strides) receives the result.
     ``threads`` > 1 spreads the leading indices over that many threads (one tile each).
+
+    Without mask, bias or causality, float32 runs compiled (``qkv.kernels.fused_attention``): the
+    same online softmax over 512-key chunks for blocks of 8 queries, the products register-blocked,
+    a block's scores in L1; extra memory one head's Kᵀ (d × Lk) per thread plus 16 kB, and the
+    chunk sizes given here do not apply.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_qkv(q, k, v)
@@ -220,6 +225,18 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     # exp(x) neither overflows nor underflows to 0 for |x| ≤ this (float32: e^±88.7 is the range).
     exp_safe = 80.0 if dtype == np.float32 else 700.0
     fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
+    # Without mask, bias or causality the whole of steps 2-5 runs compiled, blocks of 8 queries
+    # against 512-key chunks with the same online softmax (kernels.fused_attention); it declines
+    # what it cannot take (other dtypes or strides, odd d_v), which then runs tile by tile below.
+    whole = fused and M is None and Bias is None and not causal and lq and all(
+        a.dtype == np.float32 for a in (Q, K, V, out))
+
+    def attend_whole(part) -> bool:
+        work = np.empty(kernels.attention_work(lk, d, dv), dtype=np.float32)
+        for idx in part:
+            if not kernels.fused_attention(Q[idx][None], K[idx][None], V[idx][None], c, out[idx][None], work):
+                return False
+        return True
 
     def attend(part) -> None:
         s_buf = np.empty((qc, kc), dtype=dtype)  # one tile per worker, reused
@@ -281,6 +298,11 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
                 oi[qs:qe] = acc
 
     parts = list(np.ndindex(*lead))
+    if whole and parts and not attend_whole(parts[:1]):
+        whole = False  # declined: tile by tile
+    elif whole:
+        parts = parts[1:]
+    run = attend_whole if whole else attend
     if threads > 1 and len(parts) > 1:
         # (text, head) pairs spread over threads: the products and the compiled steps release the
         # GIL, and BLAS is held to one thread inside so the two levels do not oversubscribe.
@@ -288,9 +310,9 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
 
         n = min(threads, len(parts))
         with blas_threads(1), ThreadPoolExecutor(n) as pool:
-            list(pool.map(attend, [parts[w::n] for w in range(n)]))
-    else:
-        attend(parts)
+            list(pool.map(run, [parts[w::n] for w in range(n)]))
+    elif parts:
+        run(parts)
     return out
 
 

@@ -32,7 +32,8 @@ _SIGNATURES = {
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
     "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
-    "qkv_attention_text": (_p, _i64, _i64, _i64, _i64, _f32, _p, _i64, _p),
+    "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
+                            _i64, _i64, _i64, _i64, _f32, _p, _p),
 }
 
 
@@ -269,14 +270,52 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
     return out
 
 
-# ------------------------------------------------------------------ one text's attention, fused
-ATTENTION_QROWS, ATTENTION_KEYS = 8, 32  # as QROWS and KEYS in _kernels.c
+# ----------------------------------------------------------------------------- attention, fused
+ATTENTION_QROWS, ATTENTION_KEYS, ATTENTION_KCHUNK = 8, 32, 512  # as QROWS, KEYS, KCHUNK in _kernels.c
 
 
-def attention_text_work(n: int, d: int) -> int:
-    """Floats of scratch ``attention_text`` needs for a text of n tokens and head size d."""
-    npad = -(-n // ATTENTION_KEYS) * ATTENTION_KEYS
-    return (d + ATTENTION_QROWS) * npad
+def attention_work(nk: int, d: int, dv: int) -> int:
+    """Floats of scratch the fused attention needs for nk keys (Kᵀ of one head, one block)."""
+    return d * (-(-nk // ATTENTION_KEYS) * ATTENTION_KEYS) + ATTENTION_QROWS * (ATTENTION_KCHUNK + dv)
+
+
+def _rows(a: np.ndarray) -> tuple[int, int] | None:
+    """(head stride, row stride) in float32 elements of a [heads, n, width] array with adjacent
+    columns, or None."""
+    if a.dtype != np.float32 or a.ndim != 3:
+        return None
+    if a.size == 0:  # nothing is read or written (NumPy may give such arrays zero strides)
+        return 0, 0
+    if a.shape[2] > 1 and a.strides[2] != 4:
+        return None
+    if any(st % 4 for st in a.strides[:2]):
+        return None
+    return a.strides[0] // 4, a.strides[1] // 4
+
+
+def fused_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, out: np.ndarray,
+                    work: np.ndarray | None = None) -> bool:
+    """softmax(scale·Q·Kᵀ)·V per head into ``out``, compiled and fused (see ``_kernels.c``): no
+    mask, no bias. q [heads, nq, d], k [heads, nk, d], v [heads, nk, dv], out [heads, nq, dv],
+    float32, any head and row strides with adjacent columns; dv 16 or a multiple of 32. Extra
+    memory: one head's Kᵀ plus a 16 kB block, whatever the lengths. Returns False (doing
+    nothing) when it cannot run that; callers then take the NumPy steps."""
+    if _lib is None:
+        return False
+    layout = [_rows(a) for a in (q, k, v, out)]
+    h, nq, d = q.shape if q.ndim == 3 else (0, 0, 0)
+    if any(x is None for x in layout) or k.shape[:1] != (h,) or k.shape[2] != d or v.shape[:2] != k.shape[:2]:
+        return False
+    dv, nk = v.shape[2], k.shape[1]
+    if out.shape != (h, nq, dv) or not (dv == 16 or (dv and dv % 32 == 0)):
+        return False
+    need = attention_work(nk, d, dv)
+    if work is None or work.size < need or work.dtype != np.float32 or not work.flags.c_contiguous:
+        work = np.empty(need, dtype=np.float32)
+    (hq, lq), (hk, lk), (hv, lv), (ho, lo) = layout
+    _lib.qkv_attention_heads(_ptr(q), _ptr(k), _ptr(v), h, hq, hk, hv, ho, lq, lk, lv, lo, nq, nk, d, dv,
+                             scale, _ptr(out), _ptr(work))
+    return True
 
 
 def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
@@ -284,9 +323,8 @@ def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
     """Steps 2-5 of attention for every head of one text without padding: softmax(scale·Q·Kᵀ)·V.
     qkv [n, 3·H] holds Q | K | V per token (heads side by side in each, H = heads·d; rows may be
     further apart than 3·H, columns must be adjacent); ctx [n, H] receives the heads' outputs,
-    merged. Compiled: block by block of 8 queries, scores kept in L1 (see ``_kernels.c``); the
-    NumPy twin runs the five steps on whole arrays. ``work``: optional float32 scratch of at least
-    ``attention_text_work(n, d)`` elements."""
+    merged. Compiled: ``fused_attention``; the NumPy twin runs the five steps on whole arrays.
+    ``work``: optional float32 scratch of at least ``attention_work(n, d, d)`` elements."""
     n, width = qkv.shape
     H = width // 3
     d = H // heads
@@ -294,16 +332,9 @@ def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
         raise ValueError(f"attention_text: qkv {qkv.shape}, ctx {ctx.shape} and {heads} heads do not fit")
     if n == 0:
         return ctx
-    native = (_lib is not None and qkv.dtype == ctx.dtype == np.float32 and qkv.strides[1] == 4
-              and ctx.strides[1] == 4 and (d == 16 or (d % 32 == 0 and d <= 128)))
-    if native:
-        need = attention_text_work(n, d)
-        if work is None or work.size < need or work.dtype != np.float32 or not work.flags.c_contiguous:
-            work = np.empty(need, dtype=np.float32)
-        _lib.qkv_attention_text(_ptr(qkv), n, heads, d, qkv.strides[0] // 4, scale, _ptr(ctx),
-                                ctx.strides[0] // 4, _ptr(work))
+    q, k, v = qkv.reshape(n, 3, heads, d).transpose(1, 2, 0, 3)  # views: [heads, n, d] each
+    if fused_attention(q, k, v, scale, ctx.reshape(n, heads, d).transpose(1, 0, 2), work):
         return ctx
-    q, k, v = qkv.reshape(n, 3, heads, d).transpose(1, 2, 0, 3)
     s = np.ascontiguousarray(q @ k.transpose(0, 2, 1))
     softmax_rows(s, scale)
     ctx[:] = (s @ v).transpose(1, 0, 2).reshape(n, H)

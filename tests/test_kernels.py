@@ -179,6 +179,33 @@ def test_fused_attention_shifts_when_scores_are_large():
 
 
 @needs_lib
+@pytest.mark.parametrize("nq,nk,d,dv,spread", [(9, 1100, 32, 32, 1.0), (9, 1100, 32, 32, 12.0),
+                                              (20, 513, 24, 16, 1.0), (1, 3, 64, 64, 30.0), (5, 0, 32, 32, 1.0)])
+def test_fused_attention_over_key_chunks(nq, nk, d, dv, spread):
+    """Cross-attention over more keys than one chunk (512): the online softmax carries max and
+    sum across chunks, with the shift (spread 12, 30: scores beyond exp's range) or without it;
+    heads taken as strided views; no keys gives zeros."""
+    rng = np.random.default_rng(nk + d)
+    q = (rng.standard_normal((nq, 3, d)) * spread).astype(np.float32).transpose(1, 0, 2)
+    k = (rng.standard_normal((3, nk, d)) * spread).astype(np.float32)
+    v = rng.standard_normal((3, nk, dv)).astype(np.float32)
+    out = np.full((3, nq, dv + 5), np.nan, np.float32)[:, :, :dv]
+    assert kernels.fused_attention(q, k, v, 1 / np.sqrt(d), out)
+    if nk == 0:
+        assert (out == 0).all()
+        return
+    expect = scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64))
+    np.testing.assert_allclose(out, expect, atol=2e-5)
+
+
+def test_fused_attention_declines_what_it_cannot_run():
+    q = np.ones((2, 4, 32), np.float32)
+    assert not kernels.fused_attention(q, q, np.ones((2, 4, 24), np.float32), 0.1, np.empty((2, 4, 24), np.float32))
+    assert not kernels.fused_attention(q.astype(np.float64), q, q, 0.1, np.empty((2, 4, 32), np.float32))
+    assert not kernels.fused_attention(q, q, q, 0.1, np.empty((2, 4, 64), np.float32)[:, :, ::2])
+
+
+@needs_lib
 def test_online_tiles_give_the_softmax_and_masked_entries_zero():
     """Feeding a row's scores tile by tile, with the running rescale, gives softmax weights·V."""
     rng = np.random.default_rng(3)

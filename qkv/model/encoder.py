@@ -239,7 +239,7 @@ class Encoder:
                     self._attend_fused(padded_qkv, B, L, lens, padded_ctx, ws)
                     ctx.reshape(R, H)[:] = padded_ctx.reshape(B * L, H)[flat]
                 else:
-                    work = ws.get("attn_work", (kernels.attention_text_work(L, d),), np.float32)
+                    work = ws.get("attn_work", (kernels.attention_work(L, d, d),), np.float32)
                     for b in range(B):
                         rows = slice(int(starts[b]), int(starts[b] + lens[b]))
                         kernels.attention_text(qkv[rows], nh, float(self._scale), ctx.reshape(R, H)[rows], work)
@@ -345,7 +345,7 @@ class Encoder:
             kernels.softmax_rows(s, float(self._scale), lens)
             np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             return
-        work = ws.get("attn_work", (kernels.attention_text_work(L, d),), np.float32)
+        work = ws.get("attn_work", (kernels.attention_work(L, d, d),), np.float32)
         for b in range(B):
             n = int(lens[b])
             ctx[b, n:] = 0
