@@ -594,11 +594,20 @@ class EmbeddedStore(VectorStore):
         """(postings, tf) of this generation memory-mapped (see ``_write_postings``), or None."""
         if self._post is None:
             try:
-                self._post = (np.load(self.gen_dir / "postings.npy", mmap_mode="r"),
-                              np.load(self.gen_dir / "postings_tf.npy", mmap_mode="r"))
-                self.db.execute("SELECT 1 FROM term_postings LIMIT 1").fetchall()
-            except (OSError, ValueError, sqlite3.OperationalError):
+                end = self.db.execute("SELECT coalesce(max(start + df), 0) FROM term_postings").fetchone()[0]
+            except sqlite3.OperationalError:  # a generation written before the arrays existed
                 self._post = False
+                return None
+            try:
+                post = (np.load(self.gen_dir / "postings.npy", mmap_mode="r"),
+                        np.load(self.gen_dir / "postings_tf.npy", mmap_mode="r"))
+            except (OSError, ValueError) as e:
+                raise IndexError_(f"{self.gen_dir}: the keyword postings arrays are missing or corrupt ({e}); "
+                                  "rebuild the index") from None
+            if not len(post[0]) == len(post[1]) == end or post[0].ndim != 1:
+                raise IndexError_(f"{self.gen_dir}: the keyword postings arrays do not match the catalog "
+                                  f"({len(post[0])} / {len(post[1])} postings, {end} listed); rebuild the index")
+            self._post = post
         return self._post or None
 
     def _term_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:

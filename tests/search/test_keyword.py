@@ -211,6 +211,10 @@ def test_refresh_adds_postings_to_an_old_generation(store, tmp_path):
     gen = old / store.manifest.extra["generation"]
     for f in ("postings.npy", "postings_tf.npy"):
         (gen / f).unlink()
+    con = sqlite3.connect(gen / "catalog.sqlite")
+    con.execute("DROP TABLE term_postings")
+    con.commit()
+    con.close()
     with open_store(old) as st:
         assert st._postings() is None
         before = [[(h.id, h.score) for h in st.keyword_search(q, 12)] for q in QUERIES]
@@ -222,3 +226,20 @@ def test_refresh_adds_postings_to_an_old_generation(store, tmp_path):
         for q, b in zip(QUERIES, before):
             got = st.keyword_search(q, 12)
             assert [h.score for h in got] == pytest.approx([s for _, s in b], rel=1e-12)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+def test_damaged_postings_arrays_are_refused(store, tmp_path, damage):
+    from qkv.search.store import IndexError_
+
+    bad = tmp_path / "bad"
+    shutil.copytree(store.path, bad)
+    f = bad / store.manifest.extra["generation"] / "postings.npy"
+    if damage == "delete":
+        f.unlink()
+    else:
+        docs = np.load(f)
+        np.save(f, docs[:-3])
+    with open_store(bad) as st:
+        with pytest.raises(IndexError_, match="postings arrays.*rebuild"):
+            st.keyword_search("black boots", 5)
