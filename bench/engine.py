@@ -13,6 +13,9 @@ Tables:
                 lengths 40-256 padded to the longest (how much padding costs each engine); qkv's achieved GFLOP/s (matmul FLOPs counted
                 from the config) against the measured peak.
   4. attention  qkv plain and chunked vs torch SDPA, 12 heads, d = 32: time and peak extra memory.
+  5. query      one search query at a time (~8 tokens), the forward pass alone: qkv through BLAS,
+                through its few-row panel product in float32 and in float16, transformers and
+                ONNX Runtime; p50/p90 ms, and how far the float16 vectors are from float32 ones.
 Then a verdict per target of the engine issue.
 
 Every measured configuration runs in its OWN subprocess with the thread count set through the
@@ -361,6 +364,63 @@ def worker_encoder(job: dict) -> dict:
             "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
 
 
+QUERY_ENGINES = ("qkv-blas", "qkv-panels", "qkv-float16", "transformers", "onnxruntime")
+
+
+def worker_query(job: dict) -> dict:
+    """One query at a time: the forward pass over [CLS] query [SEP] (mean pooling after it is the
+    same for every engine), per query, as search runs it."""
+    import numpy as np
+
+    import qkv
+
+    engine, n = job["engine"], job["queries"]
+    enc = qkv.load(threads=1)
+    texts = make_titles(enc.tokenizer, n, target=9, seed=7)
+    seqs = [(np.asarray([t.ids]), np.ones((1, len(t.ids)), dtype=bool)) for t in enc.tokenize(texts)]
+    extra = {}
+    if engine.startswith("qkv"):
+        from qkv.model import encoder as E
+        from qkv.model.threads import blas_threads
+
+        if engine == "qkv-blas":
+            E.FEW_ROWS = 0  # every product through OpenBLAS, as before the panel product
+        precision = "float16" if engine == "qkv-float16" else "float32"
+        if engine == "qkv-float16":
+            a, b = enc.encode(texts, batch_size=1), enc.encode(texts, batch_size=1, precision="float16")
+            extra["max_cosine_distance"] = float((1 - (a * b).sum(axis=1)).max())
+
+        def one(ids, mask):
+            with blas_threads(1):
+                enc.forward(ids, mask, precision=precision)
+    elif engine == "transformers":
+        import torch
+
+        model = _load_torch_model(1)
+        seqs = [(torch.from_numpy(i), torch.from_numpy(m.astype(np.int64))) for i, m in seqs]
+
+        def one(ids, mask):
+            with torch.inference_mode():
+                model(input_ids=ids, attention_mask=mask)
+    elif engine == "onnxruntime":
+        sess = _ort_session(Path(job["onnx"]), 1)
+        seqs = [({"input_ids": i, "attention_mask": m.astype(np.int64)}, None) for i, m in seqs]
+
+        def one(feed, _):
+            sess.run(None, feed)
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    for ids, mask in seqs[:5]:
+        one(ids, mask)
+    wall, cpu = [], []
+    for ids, mask in seqs:
+        t0, c0 = time.perf_counter(), time.process_time()
+        one(ids, mask)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return {"wall": wall, "cpu": cpu, "tokens": float(np.mean([len(t.ids) for t in enc.tokenize(texts)])), **extra}
+
+
 def _attn_inputs(length: int, seed: int = 0):
     import numpy as np
 
@@ -444,7 +504,7 @@ def worker_attention_memory(job: dict) -> dict:
 
 
 WORKERS = {"export": worker_export, "parity": worker_parity, "gemm": worker_gemm, "encoder": worker_encoder,
-           "attention": worker_attention, "attention-memory": worker_attention_memory}
+           "attention": worker_attention, "attention-memory": worker_attention_memory, "query": worker_query}
 
 
 def worker_main(job_json: str) -> int:
@@ -495,8 +555,8 @@ def fmt_ratio(x: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sections", default="parity,gemm,encoder,attention",
-                    help="comma-separated: parity, gemm, encoder, attention")
+    ap.add_argument("--sections", default="parity,gemm,encoder,attention,query",
+                    help="comma-separated: parity, gemm, encoder, attention, query")
     ap.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="interleaved rounds per configuration (default 1; 2+ evens out drifting load)")
@@ -531,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- plan every job up front so one progress bar covers the run
     jobs: list[tuple[str, dict, int, dict | None]] = []  # (key, job, threads, extra env)
-    need_onnx = bool(sections & {"parity", "encoder"})
+    need_onnx = bool(sections & {"parity", "encoder", "query"})
     if "gemm" in sections:
         for r in range(rounds):
             for t in threads_list:
@@ -557,6 +617,12 @@ def main(argv: list[str] | None = None) -> int:
                         reps = max(2, min(20, int(2e9 / (attn_batch(L) * L * L * HEADS * HEAD_DIM * 4))))
                         jobs.append((f"attn|{impl}|{L}|{t}", {"kind": "attention", "impl": impl, "length": L,
                                                               "threads": t, "reps": 2 if args.quick else reps}, t, None))
+
+    if "query" in sections:  # one thread: a lone query is what the search latency targets are about
+        for r in range(rounds):
+            for eng in QUERY_ENGINES:
+                jobs.append((f"query|{eng}", {"kind": "query", "engine": eng, "queries": 60 if args.quick else 200},
+                             1, None))
 
     raw: dict[str, list] = {}
     if args.from_json:  # re-print the tables of an earlier run
@@ -760,6 +826,33 @@ def main(argv: list[str] | None = None) -> int:
             m = max(x for x in (mem.get("tracemalloc_mib"), mem.get("rss_peak_delta_mib")) if x is not None)
             verdicts.append((f"chunked extra memory < {CHUNKED_MEM_LIMIT_MIB:.0f} MiB at L={max(lengths)}",
                              m < CHUNKED_MEM_LIMIT_MIB, f"{m:.1f} MiB", None))
+
+    # ---- lone queries
+    if "query" in sections and any(k.startswith("query|") for k in raw):
+        tb = Table(title="5. One search query at a time (~9 tokens), forward pass, 1 thread: ms per query "
+                         "(median over queries and rounds)")
+        for c in ("engine", "p50 wall", "p90 wall", "p50 CPU", "÷ qkv-float16 p50 wall", "tokens"):
+            tb.add_column(c, justify="left" if c == "engine" else "right")
+        stats = {}
+        for eng in QUERY_ENGINES:
+            runs = raw.get(f"query|{eng}", [])
+            if runs:
+                w = sorted(x for r in runs for x in r["wall"])
+                stats[eng] = (_median(w), w[int(0.9 * (len(w) - 1))], _median([x for r in runs for x in r["cpu"]]),
+                              runs[0]["tokens"])
+        base = stats.get("qkv-float16")
+        for eng, (p50, p90, c50, tok) in stats.items():
+            tb.add_row(eng, f"{p50 * 1e3:.2f}", f"{p90 * 1e3:.2f}", f"{c50 * 1e3:.2f}",
+                       "" if not base else fmt_ratio(p50 / base[0]), f"{tok:.1f}")
+        console.print(tb)
+        dist = [r["max_cosine_distance"] for r in raw.get("query|qkv-float16", []) if "max_cosine_distance" in r]
+        console.print("   qkv-blas: every product through OpenBLAS; qkv-panels: the few-row panel product, "
+                      "float32 weights (encode's default); qkv-float16: float16 panels (search queries). "
+                      + (f"Sentence vectors, float16 vs float32: max cosine distance {max(dist):.1e}." if dist else ""))
+        if "transformers" in stats and "qkv-panels" in stats:
+            r = stats["transformers"][0] / stats["qkv-panels"][0]
+            verdicts.append(("lone query: qkv (float32 panels) vs transformers, 1 thread", None,
+                             f"{fmt_ratio(r)} wall", None))
 
     # ---- verdicts
     if verdicts:
