@@ -227,16 +227,15 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
     # Without mask, bias or causality the whole of steps 2-5 runs compiled, blocks of 8 queries
     # against 512-key chunks with the same online softmax (kernels.fused_attention); it declines
-    # what it cannot take (other dtypes or strides, odd d_v), which then runs tile by tile below.
+    # what it cannot take (strides it cannot express, odd d_v), which then runs tile by tile below.
     whole = fused and M is None and Bias is None and not causal and lq and all(
         a.dtype == np.float32 for a in (Q, K, V, out))
 
-    def attend_whole(part) -> bool:
+    def attend_whole(part) -> None:
         work = np.empty(kernels.attention_work(lk, d, dv), dtype=np.float32)
         for idx in part:
             if not kernels.fused_attention(Q[idx][None], K[idx][None], V[idx][None], c, out[idx][None], work):
-                return False
-        return True
+                attend([idx])  # declined (layout, d_v): tile by tile
 
     def attend(part) -> None:
         s_buf = np.empty((qc, kc), dtype=dtype)  # one tile per worker, reused
@@ -298,10 +297,6 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
                 oi[qs:qe] = acc
 
     parts = list(np.ndindex(*lead))
-    if whole and parts and not attend_whole(parts[:1]):
-        whole = False  # declined: tile by tile
-    elif whole:
-        parts = parts[1:]
     run = attend_whole if whole else attend
     if threads > 1 and len(parts) > 1:
         # (text, head) pairs spread over threads: the products and the compiled steps release the

@@ -263,3 +263,20 @@ def test_chunked_attention_on_two_threads_is_the_same(fused, monkeypatch):
     one = chunked_attention(q, k, v, mask=mask, causal=True, chunk_size=16, q_chunk=32)
     two = chunked_attention(q, k, v, mask=mask, causal=True, chunk_size=16, q_chunk=32, threads=2)
     np.testing.assert_array_equal(one, two)
+
+
+@needs_lib
+@pytest.mark.parametrize("dv", [32, 24])  # 24: the fused kernel declines, the tiles run
+@pytest.mark.parametrize("threads", [1, 2])
+def test_unmasked_chunked_attention_runs_fused_or_declines_to_tiles(dv, threads, monkeypatch):
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 3, 40, 32)).astype(np.float32)
+    k = rng.standard_normal((1, 3, 600, 32)).astype(np.float32)  # broadcast over the batch
+    v = rng.standard_normal((1, 3, 600, dv)).astype(np.float32)
+    calls = []
+    fused = kernels.fused_attention
+    monkeypatch.setattr(kernels, "fused_attention", lambda *a: calls.append(fused(*a)) or calls[-1])
+    out = chunked_attention(q, k, v, threads=threads)
+    plain = scaled_dot_product_attention(q, k, v, return_weights=True)[0]
+    np.testing.assert_allclose(out, plain, atol=1e-5)
+    assert len(calls) == 6 and all(calls) == (dv == 32)
