@@ -134,6 +134,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
+        ef_search: Annotated[Optional[int], typer.Option(
+            "--ef-search", help="HNSW search breadth (default 96): more recall, more time.")] = None,
     ):
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
@@ -143,7 +145,7 @@ def register(app: typer.Typer) -> None:
 
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
-        with Index.open(index, enc) as idx:
+        with Index.open(index, enc, ef_search=ef_search) as idx:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion)
             if as_json:
                 print_json({"query": query, "mode": mode, "k": k, "where": where,

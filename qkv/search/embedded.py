@@ -163,6 +163,7 @@ class EmbeddedStore(VectorStore):
         except (OSError, ValueError) as e:
             raise IndexError_(f"{self.gen_dir / 'vectors.npy'} is corrupt ({e}); rebuild the index") from None
         self._ann = None
+        self._ef_search: int | None = None  # see ef_search
         self._ram = None  # see _ram_vectors
         self._selector_all = None
         self._vocab = None
@@ -271,8 +272,26 @@ class EmbeddedStore(VectorStore):
                                   "if the index was updated since it was opened, open it again; "
                                   "otherwise rebuild it") from None
             if isinstance(self._ann, faiss.IndexHNSW):
-                self._ann.hnsw.efSearch = int(self._manifest.extra.get("ef_search", HNSW_EF_SEARCH))
+                self._ann.hnsw.efSearch = self.ef_search
         return self._ann
+
+    @property
+    def ef_search(self) -> int:
+        """HNSW's search breadth (candidates kept while walking the graph): more finds more of the
+        true nearest neighbours for more time. The manifest's ``ef_search`` or HNSW_EF_SEARCH,
+        unless set on this open store; no effect on exact or IVF indexes."""
+        if self._ef_search is not None:
+            return self._ef_search
+        return int(self._manifest.extra.get("ef_search", HNSW_EF_SEARCH))
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+            raise InputError(f"ef_search must be a whole number from 1 to 100000, got {value!r} "
+                             f"(the default is {HNSW_EF_SEARCH}; raise it for better recall, lower it for speed)")
+        self._ef_search = value
+        if self._ann is not None and hasattr(self._ann, "hnsw"):
+            self._ann.hnsw.efSearch = value
 
     def _params(self, selector):
         import faiss

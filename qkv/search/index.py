@@ -231,8 +231,20 @@ class Index:
         self.last_timings: dict[str, float] = {}
 
     @classmethod
-    def open(cls, path, encoder=None) -> "Index":
-        return cls(open_store(path), encoder)
+    def open(cls, path, encoder=None, *, ef_search: int | None = None) -> "Index":
+        """Open an index directory. ``ef_search``: HNSW's search breadth for this session (the
+        store's default is 96; more recall for more time, see docs/search.md)."""
+        store = open_store(path)
+        if ef_search is not None:
+            if not hasattr(store, "ef_search"):
+                store.close()
+                raise InputError(f"the {type(store).__name__} store has no ef_search setting")
+            try:
+                store.ef_search = ef_search
+            except InputError:
+                store.close()
+                raise
+        return cls(store, encoder)
 
     def close(self) -> None:
         self.store.close()

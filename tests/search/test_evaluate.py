@@ -70,6 +70,12 @@ def test_cli_index_search_delete_eval(tmp_path, beir):
     assert abs(sum(map(sum, e["grid"])) - e["cosine"]) < 1e-4
     r = runner.invoke(app, ["search", "boots", "--index", str(idx), "--where", "price <"])
     assert r.exit_code != 0
+    r = runner.invoke(app, ["search", "waterproof boots", "--index", str(idx), "-k", "3", "--json",
+                            "--ef-search", "300"])  # accepted (an exact index ignores it): same top 3
+    assert r.exit_code == 0, r.output
+    assert [x["id"] for x in json.loads(r.stdout)["results"]] == [x["id"] for x in out["results"]]
+    r = runner.invoke(app, ["search", "boots", "--index", str(idx), "--ef-search", "0"])
+    assert r.exit_code != 0 and "ef_search must be a whole number" in f"{r.exception} {r.output}"
     first = out["results"][0]["id"]
     r = runner.invoke(app, ["delete", first, "--index", str(idx)])
     assert r.exit_code == 0 and "removed 1 of 1" in r.output

@@ -44,6 +44,33 @@ def test_ann_kinds_against_exact(tmp_path, ann, min_recall):
     assert all(abs(h.score - float(v[int(h.id[1:])] @ qs[0])) < 1e-5 for h in hits)
 
 
+def test_ef_search_trades_time_for_recall_and_refuses_nonsense(tmp_path):
+    from qkv.search.index import Index
+
+    st, v = _fill(tmp_path / "h", 2000, ann="hnsw")
+    qs = _vecs(30, seed=2)
+
+    def recall():
+        return np.mean([len({h.id for h in st.dense_search(q, 10)} & set(_exact(v, q, 10))) / 10 for q in qs])
+
+    assert st.ef_search == 96 and st.ann.hnsw.efSearch == 96
+    st.ef_search = 10
+    narrow = recall()
+    st.ef_search = 400
+    assert st.ann.hnsw.efSearch == 400
+    wide = recall()
+    assert wide >= 0.99 and wide > narrow
+    for bad in (0, -5, 2.5, "many", True):
+        with pytest.raises(InputError, match="ef_search must be a whole number"):
+            st.ef_search = bad
+    assert st.ef_search == 400  # a refused value changes nothing
+    st.close()
+    with Index.open(tmp_path / "h", ef_search=200) as idx:
+        assert idx.store.ef_search == 200 and idx.store.ann.hnsw.efSearch == 200
+    with pytest.raises(InputError, match="ef_search"):
+        Index.open(tmp_path / "h", ef_search=0)
+
+
 def test_auto_switches_to_hnsw_above_threshold(tmp_path):
     st, _ = _fill(tmp_path / "a", 600, flat_threshold=500)
     assert st.manifest.extra["ann_kind"] == "hnsw"
