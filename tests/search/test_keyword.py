@@ -97,6 +97,27 @@ def test_budgeted_plan_with_a_filter(store, monkeypatch):
     assert all(h.score == pytest.approx(exact[h.id], rel=1e-9) for h in got)
 
 
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("where", ["price < 100", "price >= 150 and price < 260"])
+def test_filtered_postings_plan_is_the_exact_filtered_or_query(store, query, where):
+    """A filter on an index with postings arrays runs the postings plan over the allowed rows only
+    (a mask after the rare terms are scored): the same top k, with the same scores, as FTS5's OR
+    query over the filtered rows; every hit passes the filter."""
+    flt = parse_filter(where)
+    got = store.keyword_search(query, 15, flt)
+    assert store._postings() is not None and store._filters  # the masked plan, its rows cached
+    sql, params = store._where(flt)
+    terms = store.query_terms(query)
+    want = store.db.execute(
+        "SELECT p.id, -bm25(fts) AS s FROM fts JOIN products p ON p.slot = fts.rowid "
+        f"WHERE fts MATCH ?{sql} ORDER BY s DESC, p.slot LIMIT 15", [" OR ".join(map(_quote, terms)), *params]).fetchall()
+    assert [h.score for h in got] == pytest.approx([v for _, v in want], rel=1e-9)  # rows may differ at ties
+    exact = dict(store.db.execute(
+        "SELECT p.id, -bm25(fts) FROM fts JOIN products p ON p.slot = fts.rowid "
+        f"WHERE fts MATCH ?{sql}", [" OR ".join(map(_quote, terms)), *params]).fetchall())
+    assert all(h.score == pytest.approx(exact[h.id], rel=1e-9) for h in got)  # only allowed rows, exact scores
+
+
 def test_index_written_before_the_planner_tables_searches_the_same(store, tmp_path):
     """Generations written before term_df, keyword_stats and doclen.npy existed still work."""
     old = tmp_path / "old"

@@ -71,6 +71,28 @@ def test_ef_search_trades_time_for_recall_and_refuses_nonsense(tmp_path):
         Index.open(tmp_path / "h", ef_search=0)
 
 
+def test_filtered_hnsw_widens_its_search_and_remembers_the_filter(tmp_path, monkeypatch):
+    """Past EXACT_SUBSET allowed rows, a filter runs on the graph with efSearch scaled by the
+    allowed share; the allowed rows are read from SQLite once per open store and filter."""
+    from qkv.search import embedded
+
+    monkeypatch.setattr(embedded, "EXACT_SUBSET", 10)
+    st, v = _fill(tmp_path / "h", 2000, ann="hnsw")
+    flt = parse_filter("n < 100")  # 5 % of the rows
+    assert st._params(None, 0.05).efSearch == 768 and st._params(None, 1.0).efSearch == 96
+    qs = _vecs(20, seed=4)
+    allowed = np.arange(100)
+    rec = []
+    for q in qs:
+        hits = st.dense_search(q, 10, flt)
+        assert all(float(st.get_rows([h.id])[0]["n"]) < 100 for h in hits[:3])
+        exact = [f"p{i}" for i in allowed[np.argsort(-(v[allowed] @ q))[:10]]]
+        rec.append(len({h.id for h in hits} & set(exact)) / 10)
+    assert np.mean(rec) >= 0.95
+    assert len(st._filters) == 1 and st._filters[next(iter(st._filters))][1] is not None
+    assert [h.id for h in st.dense_search(qs[0], 5, flt)] == [h.id for h in st.dense_search(qs[0], 5, flt)]
+
+
 def test_auto_switches_to_hnsw_above_threshold(tmp_path):
     st, _ = _fill(tmp_path / "a", 600, flat_threshold=500)
     assert st.manifest.extra["ann_kind"] == "hnsw"
