@@ -172,7 +172,8 @@ class EmbeddedStore(VectorStore):
             raise IndexError_(f"{self.gen_dir / 'vectors.npy'} is corrupt ({e}); rebuild the index") from None
         self._ann = None
         self._ef_search: int | None = None  # see ef_search
-        self._filters: dict[tuple, list] = {}  # (SQL, params) -> [allowed slots, faiss selector]
+        self._filters: dict[tuple, list] = {}  # (SQL, params) -> [allowed slots, selector, mask]
+        self._filters_lock = threading.Lock()  # searches may share an open store across threads
         self._ram = None  # see _ram_vectors
         self._selector_all = None
         self._vocab = None
@@ -343,15 +344,15 @@ class EmbeddedStore(VectorStore):
         products the SQL alone reads every row."""
         where, params = self._where(flt)
         key = (where, tuple(params))
-        entry = self._filters.get(key)
-        if entry is None:
-            slots = np.fromiter((s for (s,) in self.db.execute(f"SELECT p.slot FROM products p WHERE 1{where}", params)),
-                                dtype=np.int64)
-            slots.sort()
-            if len(self._filters) >= FILTER_CACHE:
-                self._filters.pop(next(iter(self._filters)))  # the oldest
-            entry = self._filters[key] = [slots, None, None]
-        return entry
+        with self._filters_lock:
+            entry = self._filters.get(key)
+            if entry is None:
+                rows = self.db.execute(f"SELECT p.slot FROM products p WHERE 1{where}", params)
+                slots = np.sort(np.fromiter((s for (s,) in rows), dtype=np.int64))
+                if len(self._filters) >= FILTER_CACHE:
+                    self._filters.pop(next(iter(self._filters)))  # the oldest
+                entry = self._filters[key] = [slots, None, None]
+            return entry
 
     def _allowed_mask(self, flt) -> np.ndarray:
         """The filter's allowed slots as a boolean mask over all slots (kept with them)."""
