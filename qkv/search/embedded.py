@@ -330,13 +330,15 @@ class EmbeddedStore(VectorStore):
         bits = np.packbits(mask, bitorder="little")
         return faiss.IDSelectorBitmap(self._slots, faiss.swig_ptr(bits)), bits
 
-    def _live_selector(self):
+    def _live_selector(self) -> tuple | None:
+        """(selector, bits) allowing every live slot (None when no slot is a tombstone)."""
         if self._slots == self._count:
             return None
-        if self._selector_all is None:
+        pair = self._selector_all
+        if pair is None:
             live = np.fromiter((s for (s,) in self.db.execute("SELECT slot FROM products")), dtype=np.int64)
-            self._selector_all = self._bitmap(live)
-        return self._selector_all[0]
+            pair = self._selector_all = self._bitmap(live)
+        return pair
 
     def _allowed(self, flt) -> list:
         """[sorted slots the filter allows, selector or None], from SQL once per open store and
@@ -386,11 +388,13 @@ class EmbeddedStore(VectorStore):
                 scores = np.asarray(self.vectors[slots], dtype=np.float32) @ q[0]
                 order = np.argsort(-scores, kind="stable")[:k]
                 return slots[order], scores[order]
-            if entry[1] is None:
-                entry[1] = self._bitmap(slots)
-            sel, share = entry[1][0], len(slots) / max(self._count, 1)
+            pair = entry[1]  # (selector, the bits it reads): held here for the whole search
+            if pair is None:
+                pair = entry[1] = self._bitmap(slots)
+            sel, share = pair[0], len(slots) / max(self._count, 1)
         else:
-            sel = self._live_selector()
+            pair = self._live_selector()
+            sel = None if pair is None else pair[0]
         import faiss
 
         lossy = isinstance(self.ann, faiss.IndexIVFPQ)
