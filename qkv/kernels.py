@@ -239,7 +239,8 @@ def pack_panels(w: np.ndarray, dtype=np.float32) -> np.ndarray | None:
     (half the bytes to read, each weight rounded to 11 significant bits). None when the compiled
     kernels are not in use or N is not a multiple of PANEL (callers then use BLAS)."""
     dtype = np.dtype(dtype)
-    if _lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL or dtype not in (np.float32, np.float16):
+    if (_lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL
+            or dtype not in (np.float32, np.float16)):
         return None
     k, n = w.shape
     return np.ascontiguousarray(w.reshape(k, n // PANEL, PANEL).transpose(1, 0, 2), dtype=dtype)

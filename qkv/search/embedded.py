@@ -310,8 +310,9 @@ class EmbeddedStore(VectorStore):
         ann = self.ann
         if isinstance(ann, faiss.IndexHNSW):
             p = faiss.SearchParametersHNSW()
-            ef = ann.hnsw.efSearch
-            p.efSearch = min(max(ef, FILTER_EF_MAX), max(ef, math.ceil(round(ef * FILTER_EF_SCALE / max(share, 1e-9), 6))))
+            ef = ann.hnsw.efSearch  # widened for a filter (see FILTER_EF_SCALE), never narrowed
+            wide = math.ceil(round(ef * FILTER_EF_SCALE / max(share, 1e-9), 6))
+            p.efSearch = min(max(ef, FILTER_EF_MAX), max(ef, wide))
         elif isinstance(ann, faiss.IndexIVF):
             p = faiss.SearchParametersIVF()
             p.nprobe = ann.nprobe
@@ -341,9 +342,9 @@ class EmbeddedStore(VectorStore):
         return pair
 
     def _allowed(self, flt) -> list:
-        """[sorted slots the filter allows, selector or None], from SQL once per open store and
-        filter: a generation never changes, and a shop's filters (its facets) repeat. At 1M
-        products the SQL alone reads every row."""
+        """[sorted slots the filter allows, (selector, bits) or None, mask or None] — the last two
+        made on first use — from SQL once per open store and filter: a generation never changes,
+        and a shop's filters (its facets) repeat. At 1M products the SQL alone reads every row."""
         where, params = self._where(flt)
         key = (where, tuple(params))
         with self._filters_lock:
