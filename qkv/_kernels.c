@@ -185,6 +185,7 @@ void qkv_exp_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *l)
 #endif
 #define PANEL 32
 #define ROWS 8
+int64_t qkv_panel_width(void) { return PANEL; } /* read by qkv.kernels: the layout is one contract */
 typedef float v16f __attribute__((vector_size(64)));
 
 static inline v16f load_f32(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
@@ -300,6 +301,8 @@ PANEL_PRODUCT(f16bits, load_f16)
 
 static inline int64_t round_keys(int64_t n) { return (n + KEYS - 1) / KEYS * KEYS; }
 
+/* Floats of scratch qkv_attention_heads needs (qkv.kernels asks here): one head's Kᵀ, one block's
+ * scores, one block's sums. */
 int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
 {
     return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;

@@ -32,9 +32,14 @@ _SIGNATURES = {
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
     "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_panel_width": (),
+    "qkv_attention_work": (_i64, _i64, _i64),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
 }
+
+
+_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64}  # the rest return nothing
 
 
 def _load():
@@ -48,7 +53,7 @@ def _load():
         lib = ctypes.CDLL(str(LIB_PATH))
         for name, args in _SIGNATURES.items():
             fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, None
+            fn.argtypes, fn.restype = args, _RETURNS.get(name)
     except (OSError, AttributeError) as e:
         return None, f"{LIB_PATH.name} could not be loaded: {e}"
     return lib, "loaded"
@@ -230,7 +235,7 @@ def exp_tile(s: np.ndarray, l: np.ndarray) -> bool:
 
 
 # ------------------------------------------------------------------- products for a few rows
-PANEL = 32  # columns per panel, as in _kernels.c
+PANEL = _lib.qkv_panel_width() if _lib is not None else 32  # columns per panel: the C file decides
 
 
 def pack_panels(w: np.ndarray, dtype=np.float32) -> np.ndarray | None:
@@ -272,12 +277,10 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
 
 
 # ----------------------------------------------------------------------------- attention, fused
-ATTENTION_QROWS, ATTENTION_KEYS, ATTENTION_KCHUNK = 8, 32, 512  # as QROWS, KEYS, KCHUNK in _kernels.c
-
-
 def attention_work(nk: int, d: int, dv: int) -> int:
-    """Floats of scratch the fused attention needs for nk keys (Kᵀ of one head, one block)."""
-    return d * (-(-nk // ATTENTION_KEYS) * ATTENTION_KEYS) + ATTENTION_QROWS * (ATTENTION_KCHUNK + dv)
+    """Floats of scratch the fused attention needs for nk keys (Kᵀ of one head, one block), as
+    the C file computes it; 0 without the compiled kernels (the NumPy steps need none)."""
+    return int(_lib.qkv_attention_work(nk, d, dv)) if _lib is not None else 0
 
 
 def _rows(a: np.ndarray) -> tuple[int, int] | None:
