@@ -60,6 +60,28 @@ def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     assert page.console_errors == []
 
 
+def test_attention_late_answer_does_not_draw_over_newer_choice(page):
+    """Changing layer then head fires two requests; if the first answers last it must not win."""
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    # hold back every answer for head 0 by 1.5 s, so it lands after the answer for head 5
+    page.evaluate("""() => {
+      const real = window.fetch;
+      window.fetch = async (url, opts) => {
+        const res = await real(url, opts);
+        if (opts && typeof opts.body === "string" && opts.body.includes('"head":0')) await new Promise((r) => setTimeout(r, 1500));
+        return res;
+      };
+    }""")
+    page.select_option("#att-layer", "3")  # asks for layer 3 head 0 (slow)
+    page.select_option("#att-head", "5")  # asks for layer 3 head 5 (fast)
+    page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 3 head 5"]')
+    page.wait_for_timeout(2500)  # the slow answer for head 0 has arrived by now
+    assert page.locator("#att-heatmap .heatmap").get_attribute("data-map") == "layer 3 head 5"
+    assert page.locator("#att-status").inner_text() == ""
+    assert page.console_errors == []
+
+
 def test_attention_rollout_and_tour(page, screenshot):
     page.goto(page.base_url + "/")
     page.wait_for_selector("#att-heatmap .cell")

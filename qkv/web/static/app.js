@@ -198,7 +198,10 @@ async function loadInfo() {
 }
 
 // ============================================================== attention view
-const att = { text: "", mode: "head", row: null, cache: {}, current: null };
+// gen numbers the attention requests: a change of layer, head or mode while an earlier request is
+// still in flight must not let that earlier (slower) answer draw over the newer one
+const att = { text: "", mode: "head", row: null, cache: {}, current: null, gen: 0 };
+const stale = (gen) => gen !== att.gen;
 
 async function cached(path, body) {
   const key = path + JSON.stringify(body);
@@ -224,14 +227,15 @@ function specialOf(d, level, hide) {
 async function runAttention() {
   const text = $("att-text").value;
   if (text !== att.text) { att.text = text; att.cache = {}; att.row = null; }
+  const gen = ++att.gen;
   setStatus("att-status", t("att.loading"));
   try {
-    if (att.mode === "head") await drawHead();
-    else if (att.mode === "grid") await drawGrid();
-    else if (att.mode === "rollout") await drawRollout();
-    else if (att.mode === "tour") await drawTour();
-    setStatus("att-status", "");
-  } catch (e) { showError("att-status", e); }
+    if (att.mode === "head") await drawHead(gen);
+    else if (att.mode === "grid") await drawGrid(gen);
+    else if (att.mode === "rollout") await drawRollout(gen);
+    else if (att.mode === "tour") await drawTour(gen);
+    if (!stale(gen)) setStatus("att-status", "");
+  } catch (e) { if (!stale(gen)) showError("att-status", e); }
 }
 
 function hiddenNote(map) {
@@ -240,10 +244,11 @@ function hiddenNote(map) {
   return el("p", { class: "hint" }, `${t("att.hidden")} ${fmt(100 * mean, 1)}%`);
 }
 
-async function drawHead() {
+async function drawHead(gen) {
   const layer = +$("att-layer").value, head = +$("att-head").value;
   const base = attBase();
   const d = await cached("attention", { ...base, layer, head, kind: $("att-kind").value });
+  if (stale(gen)) return;
   const map = d.maps[0];
   const pos = rowPositions(d, base.level, base.hide_special), spec = specialOf(d, base.level, base.hide_special);
   att.current = { d, layer, head, pos };
@@ -260,10 +265,11 @@ async function drawHead() {
 }
 
 async function drawNeuron() {
-  const c = att.current; if (!c || att.row == null) return;
+  const c = att.current, row = att.row; if (!c || row == null) return;
   const box = $("att-neuron");
   try {
-    const n = await cached("neuron", { text: att.text, layer: c.layer, head: c.head, query: att.row });
+    const n = await cached("neuron", { text: att.text, layer: c.layer, head: c.head, query: row });
+    if (att.current !== c || att.row !== row) return;  // another head or token was picked meanwhile
     let maxAbs = 1e-9;
     for (const v of [n.q, ...n.k, ...n.qk]) for (const x of v) maxAbs = Math.max(maxAbs, Math.abs(x));
     let maxQk = 1e-9; for (const v of n.qk) for (const x of v) maxQk = Math.max(maxQk, Math.abs(x));
@@ -288,9 +294,10 @@ async function drawNeuron() {
   } catch (e) { showError("att-status", e); }
 }
 
-async function drawGrid() {
+async function drawGrid(gen) {
   const layer = +$("att-layer").value, base = attBase();
   const d = await cached("attention", { ...base, layer, grid: true, kind: $("att-kind").value });
+  if (stale(gen)) return;
   const box = $("att-grid");
   box.replaceChildren();
   const lab = shownLabels(d, d.maps[0], rowPositions(d, base.level, base.hide_special), base.level);
@@ -316,9 +323,10 @@ async function drawGrid() {
   });
 }
 
-async function drawRollout() {
+async function drawRollout(gen) {
   const base = attBase();
   const d = await cached("rollout", { ...base, layer: +$("att-layer").value });
+  if (stale(gen)) return;
   const map = d.maps[0], spec = specialOf(d, base.level, base.hide_special);
   const lab = shownLabels(d, map, rowPositions(d, base.level, base.hide_special), base.level);
   const box = $("att-rollout");
@@ -342,9 +350,10 @@ function arrayTable(name, a, labels) {
   return el("figure", { class: "arr" }, el("figcaption", {}, `${name}  [${n}×${w}]`), el("table", {}, el("thead", {}, head), el("tbody", {}, ...body)));
 }
 
-async function drawTour() {
+async function drawTour(gen) {
   const layer = +$("att-layer").value, head = +$("att-head").value;
   const tr = await cached("tour", { text: att.text, layer, head, lang });
+  if (stale(gen)) return;
   const names = Object.keys(tr.arrays);
   const find = (n) => names.find((k) => k === n || k.startsWith(n + "["));
   const items = tr.steps.map((s) => {
@@ -447,14 +456,17 @@ function matchGrid(box, x) {
     readout: null, label: `match grid ${x.id}` });
 }
 
+let searchGen = 0;  // only the newest search draws its results (answers can arrive out of order)
 async function runSearch() {
   if (!INFO.features.search) return initSearch();
+  const gen = ++searchGen;
   const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
                  filters: readFilters(), explain: true };
   setStatus("search-status", t("working"));
   const t0 = performance.now();
   try {
     const r = await api("search", body);
+    if (gen !== searchGen) return;
     const rt = performance.now() - t0;
     const list = $("search-results");
     list.replaceChildren();
@@ -482,7 +494,7 @@ async function runSearch() {
     const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
     setStatus("search-status", `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
     $("search-status").dataset.latency = r.server_ms;
-  } catch (e) { showError("search-status", e); }
+  } catch (e) { if (gen === searchGen) showError("search-status", e); }
 }
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
 
