@@ -283,6 +283,102 @@ typedef uint16_t f16bits;
 PANEL_PRODUCT(float, load_f32)
 PANEL_PRODUCT(f16bits, load_f16)
 
+/* ------------------------------------------------------------------ matrix product, blocked
+ * y = x·W (+ bias) for many rows (a batch of texts), from the same float32 panels, arranged for
+ * the caches in the way of GotoBLAS / BLIS (Goto & van de Geijn 2008; Van Zee & van de Geijn
+ * 2015): the rows of x in blocks of MC, the columns in blocks of NC, the inner dimension in
+ * blocks of KC. For one block of GEMM_ROWS rows of x (GEMM_ROWS × KC floats, in L1) the kernel
+ * walks every panel of the column block (KC × 32 floats each, from L2, prefetched PREFETCH
+ * rows ahead), keeping a GEMM_ROWS × 32 tile of y in 24 of the 32 vector registers: per step of k,
+ * two loads of W and GEMM_ROWS broadcasts of x feed 2·GEMM_ROWS fused multiply-adds.
+ * Why not BLAS: the weights are fixed, so they are packed once instead of on every call, and the
+ * bias and the GELU are applied while each tile is still in L1, not in passes over memory.
+ * Measured on the reviews batch (2048 rows) against OpenBLAS: see docs/engine.md. */
+#define GEMM_ROWS 12
+#define GEMM_MC 120 /* rows of x per block: MC × KC floats stay in L2 */
+#define GEMM_NC 384 /* columns per block: KC × NC floats of W stay in L2 */
+#define GEMM_KC 384 /* the whole of K = 384 in one block: its sums round as OpenBLAS's do */
+#define PREFETCH 8
+
+static inline __attribute__((always_inline)) void gemm_tile(const float *x, int64_t ldx, int64_t kk,
+                                                            const float *panel,
+                             float *y, int64_t ldy, const float *bias, int accumulate, const int rr)
+{
+    v16f acc[GEMM_ROWS][2];
+    for (int r = 0; r < rr; r++) {
+        acc[r][0] = accumulate ? load_f32(y + r * ldy) : (v16f){0};
+        acc[r][1] = accumulate ? load_f32(y + r * ldy + 16) : (v16f){0};
+    }
+    for (int64_t k = 0; k < kk; k++) {
+        __builtin_prefetch(panel + (k + PREFETCH) * PANEL, 0, 3);
+        __builtin_prefetch(panel + (k + PREFETCH) * PANEL + 16, 0, 3);
+        const v16f w0 = load_f32(panel + k * PANEL), w1 = load_f32(panel + k * PANEL + 16);
+        for (int r = 0; r < rr; r++) {
+            const float xr = x[r * ldx + k];
+            acc[r][0] += xr * w0;
+            acc[r][1] += xr * w1;
+        }
+    }
+    for (int r = 0; r < rr; r++) {
+        if (bias) { /* added to the finished sum, as BLAS-plus-bias does (same rounding) */
+            acc[r][0] += load_f32(bias);
+            acc[r][1] += load_f32(bias + 16);
+        }
+        store_f32(y + r * ldy, acc[r][0]);
+        store_f32(y + r * ldy + 16, acc[r][1]);
+    }
+}
+
+static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *panel, float *y,
+                       int64_t ldy, const float *bias, int accumulate, int64_t rr)
+{
+    switch (rr) { /* a constant row count per case: the compiler keeps the tile in registers */
+    case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 1); break;
+    case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 2); break;
+    case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 3); break;
+    case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 4); break;
+    case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 5); break;
+    case 6: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 6); break;
+    case 7: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 7); break;
+    case 8: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 8); break;
+    case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 9); break;
+    case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 10); break;
+    case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 11); break;
+    default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, GEMM_ROWS); break;
+    }
+}
+
+/* y [R, N] = x [R, K] · W + bias (bias may be NULL), W as float32 panels [N / PANEL][K][PANEL];
+ * gelu != 0: then y = gelu(y) (BERT's exact GELU), each tile as soon as its sums are complete. */
+void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t N,
+              const float *bias, int gelu, float *y)
+{
+    for (int64_t n0 = 0; n0 < N; n0 += GEMM_NC) {
+        const int64_t p1 = (n0 + GEMM_NC < N ? n0 + GEMM_NC : N) / PANEL;
+        for (int64_t r0 = 0; r0 < R; r0 += GEMM_MC) {
+            const int64_t r1 = r0 + GEMM_MC < R ? r0 + GEMM_MC : R;
+            for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
+                const int64_t kk = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                const int last = k0 + kk == K;
+                for (int64_t r = r0; r < r1; r += GEMM_ROWS) {
+                    const int64_t rr = r1 - r < GEMM_ROWS ? r1 - r : GEMM_ROWS;
+                    for (int64_t p = n0 / PANEL; p < p1; p++) {
+                        float *tile = y + r * N + p * PANEL;
+                        gemm_block(x + r * K + k0, K, kk, panels + (p * K + k0) * PANEL, tile, N,
+                                   bias && last ? bias + p * PANEL : NULL, k0 > 0, rr);
+                        if (gelu && last)
+                            for (int64_t i = 0; i < rr; i++) {
+                                float *row = tile + i * N;
+#pragma omp simd
+                                for (int j = 0; j < PANEL; j++) row[j] = gelu_f32(row[j]);
+                            }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* ----------------------------------------------------------------------- attention, fused
  * Steps 2-5 for a few heads, with every intermediate in cache: for a block of QROWS queries, the
  * scores against a chunk of up to KCHUNK keys (Q·Kᵀ), their exponentials, and the weighted sum of

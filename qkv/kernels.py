@@ -32,6 +32,7 @@ _SIGNATURES = {
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
     "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
     "qkv_panel_width": (),
     "qkv_attention_work": (_i64, _i64, _i64),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
@@ -271,6 +272,28 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
         fn(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
         return out
     np.matmul(x, unpack_panels(panels), out=out)
+    if bias is not None:
+        out += bias
+    return out
+
+
+def gemm(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+         gelu: bool = False) -> np.ndarray:
+    """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W packed by
+    ``pack_panels`` as float32. For many rows (a batch of texts): blocked for the caches, the
+    weights packed once, bias and GELU applied tile by tile while in cache (see ``_kernels.c``).
+    One thread. The NumPy twin unpacks W and runs the steps one after another."""
+    R, K = x.shape
+    N = panels.shape[0] * panels.shape[2]
+    if panels.ndim != 3 or panels.shape[1:] != (K, PANEL) or out.shape != (R, N):
+        raise ValueError(f"gemm: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
+    arrays = [a for a in (x, bias, out) if a is not None]
+    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float32:
+        _lib.qkv_gemm(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), int(gelu), _ptr(out))
+        return out
+    np.matmul(x, unpack_panels(panels), out=out)
+    if gelu:
+        return bias_gelu(out, np.zeros(N, out.dtype) if bias is None else bias)
     if bias is not None:
         out += bias
     return out

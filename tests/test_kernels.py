@@ -146,6 +146,42 @@ def test_panel_matmul_refuses_what_it_cannot_run():
         kernels.panel_matmul(np.ones((3, 9), np.float32), panels, None, np.empty((3, 64), np.float32))
 
 
+def _gelu64(z):
+    from math import erf
+
+    return z * 0.5 * (1 + np.vectorize(erf)(z / np.sqrt(2)))
+
+
+@needs_lib
+@pytest.mark.parametrize("gelu", [False, True])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_gemm_matches_float64_at_every_block_edge(with_bias, gelu):
+    """The blocked product: rows in register blocks of 12 with tails 1-11 and blocks of 120,
+    inner dimension in blocks of 384 (a tail of 1 and a second block), columns in blocks of 384
+    (416 = one block and one panel); bias added and GELU applied once, after the last block."""
+    rng = np.random.default_rng(9)
+    for rows in (1, 5, 11, 12, 13, 119, 120, 121, 250):
+        for K, N in ((7, 32), (384, 64), (385, 416), (800, 96)):
+            x = rng.standard_normal((rows, K), dtype=np.float32)
+            w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+            bias = rng.standard_normal(N, dtype=np.float32) if with_bias else None
+            expect = x.astype(np.float64) @ w + (0 if bias is None else bias)
+            if gelu:
+                expect = _gelu64(expect)
+            native, plain = twin(lambda *a: kernels.gemm(*a, gelu=gelu), x, kernels.pack_panels(w), bias,
+                                 np.full((rows, N), np.nan, np.float32))
+            np.testing.assert_allclose(native, expect, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{K}x{N}")
+            np.testing.assert_allclose(plain, expect, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{K}x{N}")
+
+
+def test_gemm_refuses_what_it_cannot_run():
+    panels = np.ones((2, 8, 32), np.float32)
+    with pytest.raises(ValueError, match="do not fit"):
+        kernels.gemm(np.ones((40, 9), np.float32), panels, None, np.empty((40, 64), np.float32))
+    with pytest.raises(ValueError, match="do not fit"):
+        kernels.gemm(np.ones((40, 8), np.float32), panels, None, np.empty((40, 32), np.float32))
+
+
 @needs_lib
 @pytest.mark.parametrize("n", [1, 5, 8, 9, 33, 77, 256])
 @pytest.mark.parametrize("heads,d", [(12, 32), (2, 16), (3, 64)])
@@ -250,6 +286,25 @@ def test_encoder_is_the_same_with_and_without_the_kernels(encoder):
     native, plain = twin(lambda ids, mask: encoder.forward(ids, mask), b.ids, b.mask)
     np.testing.assert_allclose(native[b.mask], plain[b.mask], atol=2e-5)
     assert b.ids.shape[1] >= 64  # the long text takes the per-text attention path
+
+
+@needs_lib
+def test_encoder_products_are_the_same_through_blas_and_the_blocked_kernel(encoder, monkeypatch):
+    """At one thread a batch's products run in kernels.gemm (bias and GELU fused); at two they
+    go to BLAS with separate bias and GELU steps. Both must give the same hidden states."""
+    from qkv.model.encoder import Encoder
+
+    texts = ["Stainless Steel Electric Kettle 1.7L"] * 3 + ["a long review of a kettle " * 12] * 2
+    b = encoder._pad(encoder.tokenize(texts))
+    calls = []
+    real = kernels.gemm
+    monkeypatch.setattr(kernels, "gemm", lambda *a, **k: calls.append(k.get("gelu")) or real(*a, **k))
+    one = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1).forward(b.ids, b.mask)
+    assert len(calls) == 4 * encoder.config.num_layers and calls.count(True) == encoder.config.num_layers
+    calls.clear()
+    two = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=2).forward(b.ids, b.mask)
+    assert calls == []
+    np.testing.assert_allclose(one[b.mask], two[b.mask], atol=2e-5)
 
 
 @pytest.mark.parametrize("fused", [True, False])

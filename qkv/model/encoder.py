@@ -44,6 +44,10 @@ PACK_PADDING = True
 # 0.22 ms in OpenBLAS as (Wᵀ·xᵀ)ᵀ and 0.56 ms as x·W (hot caches). Without the compiled kernels,
 # (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes fastest.
 FEW_ROWS = 32
+# More rows (a batch of texts), at one thread: the compiled blocked product (qkv.kernels.gemm) on
+# the same float32 panels, with the bias and the GELU applied tile by tile; on a reviews batch
+# (2048 rows) it was faster than OpenBLAS on every product shape of all-MiniLM-L6-v2 (figures in
+# docs/engine.md). With more BLAS threads the products go to BLAS, which can use them.
 PRECISIONS = ("float32", "float16")  # of the weights a few-row product reads (see Encoder.encode)
 
 
@@ -290,8 +294,8 @@ class Encoder:
             if want("attn.norm"):
                 emit(f"layers.{i}.attn.norm", x)
             # feed-forward
-            h = self._dense(x, lw.w_in, ws.get("h", (R, cfg.intermediate_size), self.dtype), ws, None, half)
-            bias_gelu(h, lw.b_in, cfg.hidden_act)
+            h = self._dense(x, lw.w_in, ws.get("h", (R, cfg.intermediate_size), self.dtype), ws, lw.b_in, half,
+                            act=cfg.hidden_act)
             if want("ffn.hidden"):
                 emit(f"layers.{i}.ffn.hidden", h)
             f = self._dense(h, lw.w_out, ws.get("f", (R, H), self.dtype), ws, None, half)
@@ -309,24 +313,42 @@ class Encoder:
         out[flat] = x
         return out.reshape(B, L, H)
 
+    def _layout(self, w: np.ndarray, dtype) -> np.ndarray:
+        """W as the compiled products read it (panels [N / 32, K, 32] of ``dtype``), or, where they
+        are not in use, Wᵀ for the few-row BLAS fallback; made on first use and kept."""
+        compiled = kernels.available() and self.dtype == np.float32
+        key = (id(w), dtype if compiled else None)
+        packed = self._few_rows.get(key)
+        if packed is None:
+            packed = kernels.pack_panels(w, dtype) if compiled else None
+            if packed is None:
+                packed = np.ascontiguousarray(w.T)
+            self._few_rows[key] = packed
+        return packed
+
     def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,
-               bias: np.ndarray | None = None, half: bool = False) -> np.ndarray:
-        """x·W (+ bias) into ``out``; for a few rows, in a layout made for them (see FEW_ROWS),
-        from float16 copies of the weights if ``half``."""
-        if x.shape[0] > FEW_ROWS:
+               bias: np.ndarray | None = None, half: bool = False, act: str | None = None) -> np.ndarray:
+        """x·W + bias, then the activation ``act`` if given, into ``out``. A few rows (see FEW_ROWS)
+        use a layout made for them, from float16 copies of the weights if ``half``; more rows, at
+        one thread, the compiled blocked product, which applies bias and GELU tile by tile."""
+        R = x.shape[0]
+        if R > FEW_ROWS:
+            blocked = (self.threads == 1 and act in (None, "gelu") and kernels.available()
+                       and self.dtype == np.float32)
+            panels = self._layout(w, np.float32) if blocked else None
+            if panels is not None and panels.ndim == 3:
+                return kernels.gemm(np.ascontiguousarray(x), panels, bias, out, gelu=act == "gelu")
             np.matmul(x, w, out=out)
         else:
-            panels = kernels.available() and self.dtype == np.float32
-            key = (id(w), (np.float16 if half else np.float32) if panels else None)
-            packed = self._few_rows.get(key)
-            if packed is None:
-                packed = kernels.pack_panels(w, key[1]) if panels else None
-                if packed is None:  # BLAS on a transposed copy, float32 whatever ``half`` asks
-                    packed = np.ascontiguousarray(w.T)
-                self._few_rows[key] = packed
+            packed = self._layout(w, np.float16 if half else np.float32)
             if packed.ndim == 3:
-                return kernels.panel_matmul(np.ascontiguousarray(x), packed, bias, out)
-            out[:] = np.matmul(packed, x.T, out=ws.get("dense_t", (w.shape[1], x.shape[0]), self.dtype)).T
+                kernels.panel_matmul(np.ascontiguousarray(x), packed, None if act else bias, out)
+                if not act:
+                    return out
+            else:  # BLAS on Wᵀ, float32 whatever ``half`` asks
+                out[:] = np.matmul(packed, x.T, out=ws.get("dense_t", (w.shape[1], R), self.dtype)).T
+        if act is not None:
+            return bias_gelu(out, np.zeros(out.shape[1], out.dtype) if bias is None else bias, act)
         if bias is not None:
             out += bias
         return out
