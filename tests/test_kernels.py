@@ -174,6 +174,18 @@ def test_gemm_matches_float64_at_every_block_edge(with_bias, gelu):
             np.testing.assert_allclose(plain, expect, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{K}x{N}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_aligned_arrays_start_on_a_cache_line(dtype):
+    for shape in [(1,), (7, 3), (3, 48, 32), 5]:
+        for _ in range(4):  # numpy's own allocations land at varying offsets
+            a = kernels.aligned_empty(shape, dtype)
+            assert a.ctypes.data % kernels.ALIGN == 0 and a.dtype == dtype and a.flags.c_contiguous
+            assert a.shape == (shape if isinstance(shape, tuple) else (shape,))
+            a[...] = 1
+    assert kernels.aligned_empty((0, 3), dtype).shape == (0, 3)
+    assert kernels.pack_panels(np.ones((5, 64), np.float32)).ctypes.data % kernels.ALIGN == 0
+
+
 def test_gemm_refuses_what_it_cannot_run():
     panels = np.ones((2, 8, 32), np.float32)
     with pytest.raises(ValueError, match="do not fit"):

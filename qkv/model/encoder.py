@@ -63,7 +63,7 @@ class Workspace:
         n = math.prod(shape)
         buf = self._bufs.get(name)
         if buf is None or buf.size < n or buf.dtype != dtype:
-            buf = self._bufs[name] = np.empty(max(n, 1), dtype=dtype)
+            buf = self._bufs[name] = kernels.aligned_empty(max(n, 1), dtype)  # see aligned_empty
         return buf[:n].reshape(shape)
 
 
