@@ -292,7 +292,9 @@ def worker_parity(job: dict) -> dict:
 
 
 def worker_gemm(job: dict) -> dict:
-    """float32 GEMM GFLOP/s for square sizes, median of the timed repetitions."""
+    """float32 GEMM GFLOP/s for square sizes and for the encoder's product shapes, median of the
+    timed repetitions. lib "qkv": the encoder's own blocked product (qkv.kernels.gemm, one
+    thread) on weights packed once, as the encoder holds them; shapes only."""
     import numpy as np
 
     lib, threads = job["lib"], job["threads"]
@@ -302,6 +304,24 @@ def worker_gemm(job: dict) -> dict:
         import torch
 
         torch.set_num_threads(threads)
+    for m, k, n in job.get("shapes", []):
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        y = np.empty((m, n), np.float32)
+        if lib == "torch":
+            tx, tw, ty = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(y)
+            fn = lambda: torch.mm(tx, tw, out=ty)  # noqa: E731
+        elif lib == "qkv":
+            from qkv import kernels
+
+            panels = kernels.pack_panels(w)
+            if panels is None:
+                return out | {"error": f"compiled kernels not in use: {kernels.STATUS}"}
+            fn = lambda: kernels.gemm(x, panels, None, y)  # noqa: E731
+        else:
+            fn = lambda: np.matmul(x, w, out=y)  # noqa: E731
+        wall, cpu = _timed(fn, job["reps"])
+        out[f"{m}x{k}x{n}"] = {"wall": wall, "cpu": cpu, "flops": 2 * m * k * n}
     for n in job["sizes"]:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
@@ -313,6 +333,10 @@ def worker_gemm(job: dict) -> dict:
         wall, cpu = _timed(fn, job["reps"])
         out[str(n)] = {"wall": wall, "cpu": cpu, "flops": 2 * n ** 3}
     return out
+
+
+# the four products of a BERT layer for all-MiniLM-L6-v2 on 8 × 256 tokens: Q|K|V, output, FFN in, FFN out
+PRODUCT_SHAPES = [(2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536), (2048, 1536, 384)]
 
 
 def worker_encoder(job: dict) -> dict:
@@ -595,9 +619,10 @@ def main(argv: list[str] | None = None) -> int:
     if "gemm" in sections:
         for r in range(rounds):
             for t in threads_list:
-                for lib in ("numpy", "torch"):
+                for lib in ("numpy", "torch") + (("qkv",) if t == 1 else ()):
                     jobs.append((f"gemm|{lib}|{t}", {"kind": "gemm", "lib": lib, "threads": t,
-                                                      "sizes": [1024, 1536, 2048], "reps": 3 if args.quick else 5}, t, None))
+                                                      "sizes": [] if lib == "qkv" else [1024, 1536, 2048],
+                                                      "shapes": PRODUCT_SHAPES, "reps": 3 if args.quick else 5}, t, None))
     if "encoder" in sections:
         for r in range(rounds):
             for t in threads_list:
@@ -711,6 +736,38 @@ def main(argv: list[str] | None = None) -> int:
                 peak[(lib + "-cpu", t)] = best_cpu
                 tb.add_row(lib, str(t), *cells, f"[bold]{best:.0f}[/bold]", f"{best_cpu:.0f}")
         console.print(tb)
+        tb = Table(title="2b. The encoder's products on a reviews batch (2048 rows × K by K × N), GFLOP/s by CPU "
+                         "time; ratio = qkv's time ÷ that library's (< 1: qkv faster)")
+        tb.add_column("library")
+        tb.add_column("threads", justify="right")
+        names = [f"{m}x{k}x{n}" for m, k, n in PRODUCT_SHAPES]
+        for name in names:
+            tb.add_column(name.replace("x", " × "), justify="right")
+        tb.add_column("all four", justify="right")
+        shape_cpu: dict[tuple[str, int], dict[str, float]] = {}
+        for t in threads_list:
+            for lib in ("qkv", "numpy", "torch"):
+                runs = [r for r in raw.get(f"gemm|{lib}|{t}", []) if "error" not in r]
+                if runs and all(name in runs[0] for name in names):
+                    shape_cpu[(lib, t)] = {name: _median([x for r in runs for x in r[name]["cpu"]]) for name in names}
+        ours = shape_cpu.get(("qkv", 1))
+        for (lib, t), times in shape_cpu.items():
+            cells = []
+            for name in names + ["all"]:
+                sec = sum(times.values()) if name == "all" else times[name]
+                flops = sum(2 * m * k * n for m, k, n in PRODUCT_SHAPES) if name == "all" else \
+                    2 * math.prod(int(v) for v in name.split("x"))
+                cell = f"{flops / sec / 1e9:.0f}"
+                if ours and lib != "qkv" and t == 1:
+                    mine = sum(ours.values()) if name == "all" else ours[name]
+                    cell += f" ({mine / sec:.2f})"
+                cells.append(cell)
+            tb.add_row(lib, str(t), *cells)
+        errors = [r["error"] for r in raw.get("gemm|qkv|1", []) if "error" in r]
+        console.print(tb)
+        if errors:
+            console.print(f"   qkv's product not measured: {errors[0]}")
+        results["gemm_shapes_cpu_s"] = {f"{lib}|{t}": v for (lib, t), v in shape_cpu.items()}
     results["gemm_peak"] = {f"{k[0]}|{k[1]}": v for k, v in peak.items()}
 
     # ---- encoder throughput
