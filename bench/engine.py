@@ -317,6 +317,7 @@ def worker_gemm(job: dict) -> dict:
             panels = kernels.pack_panels(w)
             if panels is None:
                 return out | {"error": f"compiled kernels not in use: {kernels.STATUS}"}
+            y = kernels.aligned_empty((m, n))  # as the encoder's workspace arrays are
             fn = lambda: kernels.gemm(x, panels, None, y)  # noqa: E731
         else:
             fn = lambda: np.matmul(x, w, out=y)  # noqa: E731
