@@ -7,15 +7,17 @@
 Tables:
   1. parity     qkv, transformers' BertModel and ONNX Runtime (exported from the same weights) give the
                 same hidden states (max |diff| over real tokens) before anything is timed.
-  2. gemm       the machine's float32 matmul peak (numpy/OpenBLAS and torch), 1024-2048 squares.
+  2. gemm       the machine's float32 matmul peak (numpy/OpenBLAS and torch), 1024-2048 squares;
+                and the encoder's four product shapes on a reviews batch, qkv's own product beside.
   3. encoder    sentences/s and tokens/s on (a) batches of 32 product titles of ~24 tokens,
                 (b) batches of 8 reviews of 256 tokens and (c) batches of 8 reviews of random
                 lengths 40-256 padded to the longest (how much padding costs each engine); qkv's achieved GFLOP/s (matmul FLOPs counted
                 from the config) against the measured peak.
   4. attention  qkv plain and chunked vs torch SDPA, 12 heads, d = 32: time and peak extra memory.
   5. query      one search query at a time (~8 tokens), the forward pass alone: qkv through BLAS,
-                through its few-row panel product in float32 and in float16, transformers and
-                ONNX Runtime; p50/p90 ms, and how far the float16 vectors are from float32 ones.
+                through its blocked product in float32 and its panel product in float16,
+                transformers and ONNX Runtime; p50/p90 ms, and how far the float16 vectors are
+                from float32 ones.
 Then a verdict per target of the engine issue.
 
 Every measured configuration runs in its OWN subprocess with the thread count set through the
@@ -389,7 +391,7 @@ def worker_encoder(job: dict) -> dict:
             "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
 
 
-QUERY_ENGINES = ("qkv-blas", "qkv-panels", "qkv-float16", "transformers", "onnxruntime")
+QUERY_ENGINES = ("qkv-blas", "qkv-float32", "qkv-float16", "transformers", "onnxruntime")
 
 
 def worker_query(job: dict) -> dict:
@@ -405,11 +407,10 @@ def worker_query(job: dict) -> dict:
     seqs = [(np.asarray([t.ids]), np.ones((1, len(t.ids)), dtype=bool)) for t in enc.tokenize(texts)]
     extra = {}
     if engine.startswith("qkv"):
-        from qkv.model import encoder as E
         from qkv.model.threads import blas_threads
 
-        if engine == "qkv-blas":
-            E.FEW_ROWS = 0  # every product through OpenBLAS, as before the panel product
+        if engine == "qkv-blas":  # no packed weights for the compiled products: all go to OpenBLAS
+            enc._layout = lambda w, dtype: w
         precision = "float16" if engine == "qkv-float16" else "float32"
         if engine == "qkv-float16":
             a, b = enc.encode(texts, batch_size=1), enc.encode(texts, batch_size=1, precision="float16")
@@ -904,12 +905,12 @@ def main(argv: list[str] | None = None) -> int:
                        "" if not base else fmt_ratio(p50 / base[0]), f"{tok:.1f}")
         console.print(tb)
         dist = [r["max_cosine_distance"] for r in raw.get("query|qkv-float16", []) if "max_cosine_distance" in r]
-        console.print("   qkv-blas: every product through OpenBLAS; qkv-panels: the few-row panel product, "
+        console.print("   qkv-blas: every product through OpenBLAS (x·W); qkv-float32: the compiled blocked product, "
                       "float32 weights (encode's default); qkv-float16: float16 panels (search queries). "
                       + (f"Sentence vectors, float16 vs float32: max cosine distance {max(dist):.1e}." if dist else ""))
-        if "transformers" in stats and "qkv-panels" in stats:
-            r = stats["transformers"][0] / stats["qkv-panels"][0]
-            verdicts.append(("lone query: qkv (float32 panels) vs transformers, 1 thread", None,
+        if "transformers" in stats and "qkv-float32" in stats:
+            r = stats["transformers"][0] / stats["qkv-float32"][0]
+            verdicts.append(("lone query: qkv (float32, encode default) vs transformers, 1 thread", None,
                              f"{fmt_ratio(r)} wall", None))
 
     # ---- verdicts

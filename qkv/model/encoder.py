@@ -37,17 +37,16 @@ TILED_FROM = 64
 # Skip padding rows when nothing inside attention is traced (see Encoder.forward); False computes
 # them as the reference implementations do (for comparisons).
 PACK_PADDING = True
-# Up to this many rows (a lone query is ~8 tokens), the products read each weight once and do
-# little with it. They run in the compiled panel product (qkv.kernels.panel_matmul) on a copy of
-# the weights packed for it, made on first use (all-MiniLM-L6-v2: 42 MB in float32, 21 MB in
-# float16, kept while the encoder lives): 8×384 by 384×1536 took 0.14 ms there against
-# 0.22 ms in OpenBLAS as (Wᵀ·xᵀ)ᵀ and 0.56 ms as x·W (hot caches). Without the compiled kernels,
-# (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes fastest.
+# The products x·W run, with the compiled kernels, in qkv.kernels.gemm on a copy of the weights
+# packed into column panels on first use (all-MiniLM-L6-v2: 42 MB, kept while the encoder lives),
+# bias and GELU applied tile by tile: faster than OpenBLAS on all four of the model's product
+# shapes for a reviews batch, and for a lone query (~9 tokens: forward 4.0 ms against 5.3 in the
+# few-row panel product and 11.7 through OpenBLAS); figures in docs/engine.md. It runs on one
+# thread, so at more threads batches go to BLAS. Up to FEW_ROWS rows, ``precision="float16"``
+# reads float16 panels in qkv.kernels.panel_matmul (half the bytes: 3.1 ms per query). Without
+# the compiled kernels, BLAS: for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS
+# takes fastest.
 FEW_ROWS = 32
-# More rows (a batch of texts), at one thread: the compiled blocked product (qkv.kernels.gemm) on
-# the same float32 panels, with the bias and the GELU applied tile by tile; on a reviews batch
-# (2048 rows) it was faster than OpenBLAS on every product shape of all-MiniLM-L6-v2 (figures in
-# docs/engine.md). With more BLAS threads the products go to BLAS, which can use them.
 PRECISIONS = ("float32", "float16")  # of the weights a few-row product reads (see Encoder.encode)
 
 
@@ -314,9 +313,10 @@ class Encoder:
         return out.reshape(B, L, H)
 
     def _layout(self, w: np.ndarray, dtype) -> np.ndarray:
-        """W as the compiled products read it (panels [N / 32, K, 32] of ``dtype``), or, where they
-        are not in use, Wᵀ for the few-row BLAS fallback; made on first use and kept."""
-        compiled = kernels.available() and self.dtype == np.float32
+        """W as the compiled products read it (panels [N / 32, K, 32] of ``dtype``), or, when
+        they cannot (no compiled kernels, or N not whole panels) or ``dtype`` is None, Wᵀ for
+        BLAS; made on first use and kept while the encoder lives."""
+        compiled = dtype is not None and kernels.available() and self.dtype == np.float32
         key = (id(w), dtype if compiled else None)
         packed = self._few_rows.get(key)
         if packed is None:
@@ -328,25 +328,27 @@ class Encoder:
 
     def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,
                bias: np.ndarray | None = None, half: bool = False, act: str | None = None) -> np.ndarray:
-        """x·W + bias, then the activation ``act`` if given, into ``out``. A few rows (see FEW_ROWS)
-        use a layout made for them, from float16 copies of the weights if ``half``; more rows, at
-        one thread, the compiled blocked product, which applies bias and GELU tile by tile."""
+        """x·W + bias, then the activation ``act`` if given, into ``out``. With the compiled
+        kernels: the blocked product (bias and GELU applied tile by tile) at one thread or for a
+        few rows, float16 panels for a few rows if ``half``; otherwise BLAS."""
         R = x.shape[0]
-        if R > FEW_ROWS:
-            blocked = (self.threads == 1 and act in (None, "gelu") and kernels.available()
-                       and self.dtype == np.float32)
-            panels = self._layout(w, np.float32) if blocked else None
-            if panels is not None and panels.ndim == 3:
-                return kernels.gemm(np.ascontiguousarray(x), panels, bias, out, gelu=act == "gelu")
-            np.matmul(x, w, out=out)
-        else:
-            packed = self._layout(w, np.float16 if half else np.float32)
-            if packed.ndim == 3:
+        compiled = kernels.available() and self.dtype == np.float32
+        few = R <= FEW_ROWS
+        if compiled and (few or self.threads == 1):
+            packed = self._layout(w, np.float16 if half and few else np.float32)
+            if packed.ndim == 3 and packed.dtype == np.float16:
                 kernels.panel_matmul(np.ascontiguousarray(x), packed, None if act else bias, out)
                 if not act:
                     return out
-            else:  # BLAS on Wᵀ, float32 whatever ``half`` asks
-                out[:] = np.matmul(packed, x.T, out=ws.get("dense_t", (w.shape[1], R), self.dtype)).T
+            elif packed.ndim == 3 and act in (None, "gelu"):
+                return kernels.gemm(np.ascontiguousarray(x), packed, bias, out, gelu=act == "gelu")
+            else:
+                np.matmul(x, w, out=out)
+        elif few:  # BLAS on Wᵀ, the shape OpenBLAS takes fastest for a few rows
+            wt = self._layout(w, None)
+            out[:] = np.matmul(wt, x.T, out=ws.get("dense_t", (w.shape[1], R), self.dtype)).T
+        else:
+            np.matmul(x, w, out=out)
         if act is not None:
             return bias_gelu(out, np.zeros(out.shape[1], out.dtype) if bias is None else bias, act)
         if bias is not None:
