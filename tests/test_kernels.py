@@ -301,22 +301,39 @@ def test_encoder_is_the_same_with_and_without_the_kernels(encoder):
 
 
 @needs_lib
-def test_encoder_products_are_the_same_through_blas_and_the_blocked_kernel(encoder, monkeypatch):
-    """At one thread a batch's products run in kernels.gemm (bias and GELU fused); at two they
-    go to BLAS with separate bias and GELU steps. Both must give the same hidden states."""
+def test_encoder_on_two_threads_is_the_same_float_for_float(encoder, monkeypatch):
+    """Every product runs in kernels.gemm with its bias (and, for the first feed-forward one, the
+    GELU) fused; at two threads each product's rows are split between the threads and the texts'
+    attention dealt out, which changes no sum: the hidden states are identical."""
     from qkv.model.encoder import Encoder
 
-    texts = ["Stainless Steel Electric Kettle 1.7L"] * 3 + ["a long review of a kettle " * 12] * 2
+    texts = ["Stainless Steel Electric Kettle 1.7L"] * 3 + ["a long review of a kettle " * 12] * 4
     b = encoder._pad(encoder.tokenize(texts))
     calls = []
     real = kernels.gemm
-    monkeypatch.setattr(kernels, "gemm", lambda *a, **k: calls.append(k.get("gelu")) or real(*a, **k))
+    monkeypatch.setattr(kernels, "gemm", lambda x, *a, **k: calls.append((len(x), k.get("gelu"))) or real(x, *a, **k))
+    layers = encoder.config.num_layers
     one = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1).forward(b.ids, b.mask)
-    assert len(calls) == 4 * encoder.config.num_layers and calls.count(True) == encoder.config.num_layers
+    rows = int(b.mask.sum())  # padding rows are not computed
+    assert len(calls) == 4 * layers and {n for n, _ in calls} == {rows}
+    assert [g for _, g in calls].count(True) == layers
     calls.clear()
     two = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=2).forward(b.ids, b.mask)
-    assert calls == []
-    np.testing.assert_allclose(one[b.mask], two[b.mask], atol=2e-5)
+    assert rows >= 2 * 96 and len(calls) == 8 * layers  # each product in two parts
+    assert sorted({n for n, _ in calls}) == sorted({-(-rows // 24) * 12, rows - -(-rows // 24) * 12})
+    np.testing.assert_array_equal(one, two)
+
+
+def test_rows_and_texts_are_shared_out_between_threads():
+    from qkv.model.encoder import _deal, _row_cuts
+
+    assert _row_cuts(2048, 2) == [0, 1032, 2048]  # whole 12-row blocks
+    assert _row_cuts(9, 2) == [0, 9] and _row_cuts(150, 2) == [0, 150]  # too few rows to split
+    assert _row_cuts(2048, 3) == [0, 684, 1368, 2048] and _row_cuts(0, 2) == [0, 0]
+    groups = _deal([256 ** 2, 40 ** 2, 250 ** 2, 30 ** 2, 60 ** 2], 2)
+    assert sorted(i for g in groups for i in g) == [0, 1, 2, 3, 4] and len(groups) == 2
+    assert {0, 2} not in [set(g) for g in groups]  # the two long texts go to different threads
+    assert _deal([5], 4) == [[0]]
 
 
 @pytest.mark.parametrize("fused", [True, False])

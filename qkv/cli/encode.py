@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         normalize: Annotated[Optional[bool], typer.Option("--normalize/--no-normalize",
                                                           help="Default: the model's own setting.")] = None,
         truncate: Annotated[bool, typer.Option(help="Cut long texts instead of averaging windows.")] = False,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
         """Embed TEXTS and print each vector's shape, norm and first values."""
         import numpy as np

@@ -14,7 +14,7 @@ MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name o
 LAYER_OPT = typer.Option("--layer", "-l", help="Layer (default: the tour's instructive one; negative counts from the end).")
 HEAD_OPT = typer.Option("--head", help="Head within the layer (default: the tour's instructive one).")
 TOP = 25  # rows of word tables printed (everything is in --json)
-THREADS_OPT = typer.Option(help="BLAS threads (default QKV_THREADS or 1).")
+THREADS_OPT = typer.Option(help="Encoder threads (default QKV_THREADS or 1).")
 TRUNC_OPT = typer.Option(help="Explain only the first 512 tokens of a longer text instead of refusing it.")
 
 

@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         float16: Annotated[bool, typer.Option("--float16", help="Keep vectors as float16 (half the memory).")] = False,
         ann: Annotated[str, typer.Option(help="auto (exact below 100k products, HNSW above), flat, hnsw or ivfpq.")] = "auto",
         model: Annotated[Optional[str], MODEL_OPT] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
         batch_size: Annotated[int, typer.Option(help="Titles per encoder batch.")] = 64,
         as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
         engine: Annotated[str, typer.Option(help="local (this process) or ray (embedding on Ray actors; qkv[ray]).")] = "local",
@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
         explain: Annotated[bool, typer.Option("--explain", help="Show which query tokens matched which title tokens.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
         ef_search: Annotated[Optional[int], typer.Option(
             "--ef-search", help="HNSW search breadth (default 96): more recall, more time.")] = None,
     ):
@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
         coverage: Annotated[bool, typer.Option("--coverage/--no-coverage", help="Weight BM25 by matched query terms in hybrid fusion.")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads.")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
         """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
         import hashlib

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
         model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model directory, packaged name or hub id.")] = None,
         cors: Annotated[Optional[list[str]], typer.Option("--cors", help="Origin allowed to call the API from another page (repeatable). None by default.")] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
         """Serve the web page and its JSON API (OpenAPI at /docs)."""
         try:

@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
                                                        "--group value).")] = None,
         encoding: Annotated[str, typer.Option(help="Text encoding of FILE.")] = "utf-8",
         model: Annotated[Optional[str], MODEL_OPT] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
         """Pick the review sentences that best represent what reviewers say, within a hard token budget."""
         from qkv.errors import InputError
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[Optional[int], typer.Option(help="Only the first N products.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
-        threads: Annotated[Optional[int], typer.Option(help="BLAS threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
         """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle) per budget."""
         from rich.table import Table

@@ -92,6 +92,7 @@ class Encoder:
         self.dtype = weights.word.dtype
         self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
         self._few_rows: dict[tuple, np.ndarray] = {}  # (id(weight), dtype) -> its few-row layout, made on first use
+        self._workers = None  # threads - 1 worker threads, started on first use
 
     @classmethod
     def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
@@ -243,10 +244,8 @@ class Encoder:
                     self._attend_fused(padded_qkv, B, L, lens, padded_ctx, ws)
                     ctx.reshape(R, H)[:] = padded_ctx.reshape(B * L, H)[flat]
                 else:
-                    work = ws.get("attn_work", (kernels.attention_work(L, d, d),), np.float32)
-                    for b in range(B):
-                        rows = slice(int(starts[b]), int(starts[b] + lens[b]))
-                        kernels.attention_text(qkv[rows], nh, float(self._scale), ctx.reshape(R, H)[rows], work)
+                    spans = [slice(int(starts[b]), int(starts[b] + lens[b])) for b in range(B)]
+                    self._attend_texts([(qkv[r], ctx.reshape(R, H)[r]) for r in spans], L, ws)
             else:
                 heads = qkv.reshape(B, L, 3, nh, d).transpose(2, 0, 3, 1, 4)  # [3, B, nh, L, d], a view
                 q, k, v = heads[0], heads[1], heads[2]
@@ -329,19 +328,25 @@ class Encoder:
     def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,
                bias: np.ndarray | None = None, half: bool = False, act: str | None = None) -> np.ndarray:
         """x·W + bias, then the activation ``act`` if given, into ``out``. With the compiled
-        kernels: the blocked product (bias and GELU applied tile by tile) at one thread or for a
-        few rows, float16 panels for a few rows if ``half``; otherwise BLAS."""
+        kernels: the blocked product (bias and GELU applied tile by tile), its rows shared out
+        between the encoder's threads, or float16 panels for a few rows if ``half``; without
+        them, BLAS."""
         R = x.shape[0]
         compiled = kernels.available() and self.dtype == np.float32
         few = R <= FEW_ROWS
-        if compiled and (few or self.threads == 1):
+        if compiled:
             packed = self._layout(w, np.float16 if half and few else np.float32)
             if packed.ndim == 3 and packed.dtype == np.float16:
                 kernels.panel_matmul(np.ascontiguousarray(x), packed, None if act else bias, out)
                 if not act:
                     return out
             elif packed.ndim == 3 and act in (None, "gelu"):
-                return kernels.gemm(np.ascontiguousarray(x), packed, bias, out, gelu=act == "gelu")
+                x = np.ascontiguousarray(x)
+                cuts = _row_cuts(R, self.threads)
+                self._in_parallel(lambda g: kernels.gemm(x[cuts[g]:cuts[g + 1]], packed, bias,
+                                                         out[cuts[g]:cuts[g + 1]], gelu=act == "gelu"),
+                                  len(cuts) - 1)
+                return out
             else:
                 np.matmul(x, w, out=out)
         elif few:  # BLAS on Wᵀ, the shape OpenBLAS takes fastest for a few rows
@@ -370,11 +375,42 @@ class Encoder:
             kernels.softmax_rows(s, float(self._scale), lens)
             np.matmul(s, v, out=ctx.transpose(0, 2, 1, 3))
             return
-        work = ws.get("attn_work", (kernels.attention_work(L, d, d),), np.float32)
+        pairs = []
         for b in range(B):
             n = int(lens[b])
             ctx[b, n:] = 0
-            kernels.attention_text(qkv[b * L:b * L + n], nh, float(self._scale), ctx[b, :n].reshape(n, nh * d), work)
+            pairs.append((qkv[b * L:b * L + n], ctx[b, :n].reshape(n, nh * d)))
+        self._attend_texts(pairs, L, ws)
+
+    def _attend_texts(self, pairs, L: int, ws: Workspace) -> None:
+        """Steps 2-5 for each (Q|K|V rows, context rows) pair of one text each, in the fused
+        kernel; at more than one thread the texts are dealt out by their cost (length²), each
+        thread with its own scratch (the kernel releases the GIL)."""
+        nh, d = self.config.num_heads, self.config.head_dim
+        need = (kernels.attention_work(L, d, d),)
+        groups = _deal([len(q) ** 2 for q, _ in pairs], self.threads)
+
+        def run(g: int) -> None:
+            work = ws.get(f"attn_work{g}", need, np.float32)
+            for i in groups[g]:
+                kernels.attention_text(pairs[i][0], nh, float(self._scale), pairs[i][1], work)
+
+        self._in_parallel(run, len(groups))
+
+    def _in_parallel(self, fn, n: int) -> None:
+        """fn(0) … fn(n - 1), fn(0) on this thread and the rest on the encoder's worker threads."""
+        if n <= 1:
+            if n:
+                fn(0)
+            return
+        if self._workers is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._workers = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="qkv-encoder")
+        futures = [self._workers.submit(fn, g) for g in range(1, n)]
+        fn(0)
+        for f in futures:
+            f.result()
 
     # ------------------------------------------------------------------ pooling
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -510,6 +546,26 @@ class Encoder:
         c = self.config
         return (f"Encoder({self.name!r}, {c.model_type}, layers={c.num_layers}, heads={c.num_heads}, "
                 f"hidden={c.hidden_size}, pooling={c.pooling}, normalize={c.normalize})")
+
+
+def _row_cuts(rows: int, threads: int, step: int = 12, least: int = 96) -> list[int]:
+    """Row boundaries splitting a product between threads: whole 12-row register blocks, and no
+    part under ``least`` rows (below that, waking a thread costs more than it saves)."""
+    n = max(1, min(threads, rows // least))
+    size = -(-rows // n // step) * step
+    return [min(i * size, rows) for i in range(n)] + [rows]
+
+
+def _deal(costs: list[int], threads: int) -> list[list[int]]:
+    """Indices of ``costs`` dealt to at most ``threads`` groups, largest first to the lightest
+    group (longest-processing-time rule); empty groups are dropped."""
+    groups: list[list[int]] = [[] for _ in range(max(1, threads))]
+    loads = [0] * len(groups)
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        g = loads.index(min(loads))
+        groups[g].append(i)
+        loads[g] += costs[i]
+    return [g for g in groups if g]
 
 
 def load(name: str | Path | None = None, *, threads: int | None = None) -> Encoder:

@@ -1,10 +1,11 @@
-"""How many BLAS threads the encoder uses.
+"""How many threads the encoder uses.
 
-On the 2-vCPU machines this project is measured on, one BLAS thread is usually faster than two for
-the encoder's many small matrix products: waking a second thread costs more than it saves (see
-``make bench``, which times both). The default is therefore 1; ``QKV_THREADS`` or ``threads=``
-changes it. The limit is applied around each call with threadpoolctl, so the rest of the process
-keeps its own setting.
+The default is 1: on the 2-vCPU machines this project is measured on, one process per core (as the
+indexer runs) uses the machine best, and a forward pass on one thread is what the benchmark's
+targets are about. ``QKV_THREADS`` or ``threads=`` raises it: the encoder then splits each product
+and the texts' attention between its own worker threads (about 1.7× the throughput at two; see
+``make bench``, which times both). BLAS, where the encoder still calls it, gets the same limit,
+applied around each call with threadpoolctl, so the rest of the process keeps its own setting.
 """
 
 from __future__ import annotations
