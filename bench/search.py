@@ -327,7 +327,8 @@ def main(argv=None) -> int:
     ap.add_argument("--where", default="", help="also time every mode with this filter, e.g. 'price < 50' "
                     "(prices run 5-204 over the generated products, so 'price < 50' keeps 22.5%%)")
     ap.add_argument("--dir", default=None, help="where to build (kept; an index already there is reused)")
-    ap.add_argument("--build-threads", type=int, default=1, help="faiss threads while building (queries: one)")
+    ap.add_argument("--build-threads", type=int, default=None,
+                    help="faiss threads for the ANN graph (QKV_BUILD_THREADS; default: qkv's, every core; queries: one)")
     ap.add_argument("--keyword-compare", default="", metavar="SIZES",
                     help="only compare the planned keyword search with FTS5's exact OR query (no encoder)")
     ap.add_argument("--validate", type=int, default=0, metavar="N",
@@ -386,20 +387,20 @@ def main(argv=None) -> int:
             shutil.rmtree(path, ignore_errors=True)
             vecs, real = vectors_for(enc, n, args.real, console)
             m = Manifest(model=enc.name, fingerprint=enc.fingerprint(), dim=enc.dim)
-            from qkv.search.embedded import _faiss
+            from qkv.search.embedded import build_threads
 
-            _faiss().omp_set_num_threads(args.build_threads)  # faiss only; queries below run on one
+            if args.build_threads:  # read when the index is published (qkv.search.embedded.build_threads)
+                os.environ["QKV_BUILD_THREADS"] = str(args.build_threads)
             t1, c1 = time.perf_counter(), time.process_time()
             st = EmbeddedStore.create(path, m)
             with console.status(f"building the {n:,}-product index without the encoder"), st.writer() as w:
                 for a in range(0, n, 65536):
                     w.upsert(rows[a:a + 65536], vecs[a:a + 65536], [title_hash(r["title"]) for r in rows[a:a + 65536]])
             rest, rest_cpu = time.perf_counter() - t1, time.process_time() - c1
-            _faiss().omp_set_num_threads(1)
             embed = n / raw_rate
             rate = n / (embed + rest)
             how = (f"encoder rate × n + rest measured (rest: {rest:,.0f} s wall, {rest_cpu:,.0f} s CPU"
-                   + (f", faiss on {args.build_threads} threads" if args.build_threads > 1 else "") + ")"
+                   + f", graph on {build_threads()} faiss thread(s))"
                    + (f"; vectors: {real:,} real + mixes" if real < n else ""))
             build_rows.append((n, rate, rate / raw_rate, rest / (embed + rest),
                                rest_cpu / (n / cpu_rate + rest_cpu), dir_mb(path), how))

@@ -98,6 +98,33 @@ def test_auto_switches_to_hnsw_above_threshold(tmp_path):
     assert st.manifest.extra["ann_kind"] == "hnsw"
 
 
+def test_graph_is_built_on_build_threads_then_searches_go_back_to_one(tmp_path, monkeypatch):
+    """Publishing builds the ANN graph on QKV_BUILD_THREADS faiss threads (default: every core the
+    process may use; the encoder is done by then), and leaves faiss at qkv's thread count for
+    the one-query searches that follow. A graph built on two threads is as good as on one."""
+    import faiss
+
+    from qkv.model.threads import default_threads
+    from qkv.search import embedded
+
+    seen = []
+    real = faiss.IndexHNSWFlat.add
+    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", lambda self, x: seen.append(faiss.omp_get_max_threads()) or real(self, x))
+    monkeypatch.setenv("QKV_BUILD_THREADS", "2")
+    two, v = _fill(tmp_path / "two", 600, ann="hnsw")
+    assert seen and set(seen) == {2} and faiss.omp_get_max_threads() == default_threads()
+    monkeypatch.setenv("QKV_BUILD_THREADS", "1")
+    one, _ = _fill(tmp_path / "one", 600, ann="hnsw")
+    q = _vecs(20, seed=3)
+    for st in (one, two):
+        assert np.mean([len({h.id for h in st.dense_search(x, 10)} & set(_exact(v, x, 10))) / 10 for x in q]) >= 0.95
+    monkeypatch.delenv("QKV_BUILD_THREADS")
+    assert embedded.build_threads() >= 1
+    monkeypatch.setenv("QKV_BUILD_THREADS", "many")
+    with pytest.raises(InputError, match="QKV_BUILD_THREADS"):
+        embedded.build_threads()
+
+
 def test_float16_halves_the_vectors(tmp_path):
     st32, v = _fill(tmp_path / "f32", 500)
     st16, _ = _fill(tmp_path / "f16", 500, dtype="float16")
