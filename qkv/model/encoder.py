@@ -41,8 +41,8 @@ PACK_PADDING = True
 # packed into column panels on first use (all-MiniLM-L6-v2: 42 MB, kept while the encoder lives),
 # bias and GELU applied tile by tile: faster than OpenBLAS on all four of the model's product
 # shapes for a reviews batch, and for a lone query (~9 tokens: forward 4.0 ms against 5.3 in the
-# few-row panel product and 11.7 through OpenBLAS); figures in docs/engine.md. It runs on one
-# thread, so at more threads batches go to BLAS. Up to FEW_ROWS rows, ``precision="float16"``
+# few-row panel product and 11.7 through OpenBLAS); figures in docs/engine.md. At more than one
+# thread a product's rows are split between the encoder's threads. Up to FEW_ROWS rows, ``precision="float16"``
 # reads float16 panels in qkv.kernels.panel_matmul (half the bytes: 3.1 ms per query). Without
 # the compiled kernels, BLAS: for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS
 # takes fastest.

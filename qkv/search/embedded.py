@@ -1060,6 +1060,7 @@ class _Writer(StoreWriter):
     def __init__(self, store: EmbeddedStore, reset: bool):
         self.store = store
         self.reset = reset
+        self.build_threads = build_threads()  # read now: a bad QKV_BUILD_THREADS fails before any work
 
     def __enter__(self):
         st = self.store
@@ -1280,7 +1281,7 @@ class _Writer(StoreWriter):
         self.con.execute("VACUUM") if compact else None
         self.con.close()
         vecs = np.load(vpath, mmap_mode="r")
-        faiss.omp_set_num_threads(build_threads())
+        faiss.omp_set_num_threads(self.build_threads)
         try:
             self._write_ann(faiss, vecs, slots, rebuild, want, new)
         finally:

@@ -123,6 +123,9 @@ def test_graph_is_built_on_build_threads_then_searches_go_back_to_one(tmp_path, 
     monkeypatch.setenv("QKV_BUILD_THREADS", "many")
     with pytest.raises(InputError, match="QKV_BUILD_THREADS"):
         embedded.build_threads()
+    with pytest.raises(InputError, match="QKV_BUILD_THREADS"):  # refused before anything is written
+        one.writer()
+    assert open_store(tmp_path / "one").count() == 600
 
 
 def test_float16_halves_the_vectors(tmp_path):
