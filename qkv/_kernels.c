@@ -177,8 +177,9 @@ void qkv_exp_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *l)
  * Here W comes packed once (qkv.kernels.pack_panels) into column panels of PANEL values stored
  * one after another, [N / PANEL][K][PANEL], so the walk is sequential, and each panel row serves
  * up to ROWS rows of x while it sits in registers: ROWS × PANEL/16 accumulators of 16 floats (16
- * of the 32 AVX-512 registers). The panels may hold float32 or, for half the memory traffic,
- * float16 (IEEE binary16, widened to float32 as they are read; sums stay float32). GCC's vector
+ * of the 32 AVX-512 registers). This product reads float16 panels (IEEE binary16, half the memory
+ * traffic, widened to float32 as they are read; sums stay float32); float32 panels are read by
+ * the blocked product further down (qkv_gemm), which does better at any row count. GCC's vector
  * extension keeps the code plain C; without AVX-512 the compiler splits each 16-float vector. */
 #if defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
@@ -280,8 +281,7 @@ static inline v16f load_f16(const uint16_t *p)
     }
 
 typedef uint16_t f16bits;
-PANEL_PRODUCT(float, load_f32)
-PANEL_PRODUCT(f16bits, load_f16)
+PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster for every row count */
 
 /* ------------------------------------------------------------------ matrix product, blocked
  * y = x·W (+ bias) for many rows (a batch of texts), from the same float32 panels, arranged for

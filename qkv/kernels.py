@@ -30,7 +30,6 @@ _SIGNATURES = {
     "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
     "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
     "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
-    "qkv_panel_matmul_float": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
     "qkv_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
     "qkv_panel_width": (),
@@ -275,17 +274,19 @@ def unpack_panels(panels: np.ndarray) -> np.ndarray:
 
 
 def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
-    """out [R, N] = x [R, K] · W + bias, W packed by ``pack_panels`` (float32 or float16 panels;
-    the sums are float32). Meant for a few rows (a lone query), where the product is bound by
-    reading W; see ``_kernels.c``. The NumPy twin unpacks W."""
+    """out [R, N] = x [R, K] · W + bias, W packed by ``pack_panels`` (float16 panels: half the
+    bytes to read, sums in float32; float32 panels are handed to ``gemm``). Meant for a few rows
+    (a lone query), where the product is bound by reading W; see ``_kernels.c``. The NumPy twin
+    unpacks W."""
     R, K = x.shape
     N = panels.shape[0] * panels.shape[2]
     if panels.ndim != 3 or panels.shape[1:] != (K, PANEL) or out.shape != (R, N):
         raise ValueError(f"panel_matmul: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
+    if panels.dtype == np.float32:  # the blocked product reads float32 panels as well, faster
+        return gemm(x, panels, bias, out)
     arrays = [a for a in (x, bias, out) if a is not None]
-    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype in (np.float32, np.float16):
-        fn = _lib.qkv_panel_matmul_float if panels.dtype == np.float32 else _lib.qkv_panel_matmul_f16bits
-        fn(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
+    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float16:
+        _lib.qkv_panel_matmul_f16bits(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
         return out
     np.matmul(x, unpack_panels(panels), out=out)
     if bias is not None:
@@ -296,8 +297,8 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
 def gemm(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
          gelu: bool = False) -> np.ndarray:
     """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W packed by
-    ``pack_panels`` as float32. For many rows (a batch of texts): blocked for the caches, the
-    weights packed once, bias and GELU applied tile by tile while in cache (see ``_kernels.c``).
+    ``pack_panels`` as float32. Any number of rows: blocked for the caches, the weights packed
+    once, bias and GELU applied tile by tile while in cache (see ``_kernels.c``).
     One thread. The NumPy twin unpacks W and runs the steps one after another."""
     R, K = x.shape
     N = panels.shape[0] * panels.shape[2]

@@ -91,7 +91,7 @@ class Encoder:
         self.threads = default_threads() if threads is None else max(1, int(threads))
         self.dtype = weights.word.dtype
         self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
-        self._few_rows: dict[tuple, np.ndarray] = {}  # (id(weight), dtype) -> its few-row layout, made on first use
+        self._packed: dict[tuple, np.ndarray] = {}  # (id(weight), dtype) -> its layout for the products (_layout)
         self._workers = None  # threads - 1 worker threads, started on first use
 
     @classmethod
@@ -317,12 +317,12 @@ class Encoder:
         BLAS; made on first use and kept while the encoder lives."""
         compiled = dtype is not None and kernels.available() and self.dtype == np.float32
         key = (id(w), dtype if compiled else None)
-        packed = self._few_rows.get(key)
+        packed = self._packed.get(key)
         if packed is None:
             packed = kernels.pack_panels(w, dtype) if compiled else None
             if packed is None:
                 packed = np.ascontiguousarray(w.T)
-            self._few_rows[key] = packed
+            self._packed[key] = packed
         return packed
 
     def _dense(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, ws: Workspace,

@@ -183,20 +183,21 @@ def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_few_rows_take_their_own_products_with_the_same_result(encoder, monkeypatch, compiled):
-    """A few rows run on weights packed for them (compiled panels, or a transposed copy without
-    the kernels); the sentence vectors are those of the plain products."""
+    """Products run on weights laid out for them (compiled panels for kernels.gemm, or a transposed
+    copy for a few rows without the kernels); the sentence vectors are those of plain x·W in BLAS."""
     from qkv import kernels
     from qkv.model import encoder as E
 
     texts = ["breathable running shoes", "透气跑鞋 men"]
+    lib = kernels._lib
+    monkeypatch.setattr(kernels, "_lib", None)  # plain: every product x·W in BLAS
     monkeypatch.setattr(E, "FEW_ROWS", 0)
     plain = encoder.encode(texts)
-    if not compiled:
-        monkeypatch.setattr(kernels, "_lib", None)
-    monkeypatch.setattr(encoder, "_few_rows", {})
+    monkeypatch.setattr(kernels, "_lib", lib if compiled else None)
+    monkeypatch.setattr(encoder, "_packed", {})
     monkeypatch.setattr(E, "FEW_ROWS", 10**6)
     few = encoder.encode(texts)
-    layouts = list(encoder._few_rows.values())
+    layouts = list(encoder._packed.values())
     assert len(layouts) == 4 * encoder.config.num_layers  # Wqkv, Wo, W1, W2 of every layer
     assert all(a.ndim == (3 if compiled and kernels.available() else 2) for a in layouts)
     np.testing.assert_allclose(few, plain, atol=1e-6)
@@ -215,7 +216,7 @@ def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
     assert ((exact * half).sum(axis=1) > 1 - 1e-6).all()
     if kernels.available():
         assert not np.array_equal(exact, half)
-        assert any(k[1] == np.float16 and a.dtype == np.float16 for k, a in encoder._few_rows.items())
+        assert any(k[1] == np.float16 and a.dtype == np.float16 for k, a in encoder._packed.items())
     long = ["a long product description " * 3] * 4  # 4 texts in one batch: over FEW_ROWS rows
     assert sum(len(t) for t in encoder.tokenize(long)) > E.FEW_ROWS
     np.testing.assert_array_equal(encoder.encode(long), encoder.encode(long, precision="float16"))
