@@ -284,7 +284,7 @@ typedef uint16_t f16bits;
 PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster for every row count */
 
 /* ------------------------------------------------------------------ matrix product, blocked
- * y = x·W (+ bias) for many rows (a batch of texts), from the same float32 panels, arranged for
+ * y = x·W (+ bias) for any number of rows, from the same layout of panels in float32, arranged for
  * the caches in the way of GotoBLAS / BLIS (Goto & van de Geijn 2008; Van Zee & van de Geijn
  * 2015): the rows of x in blocks of MC, the columns in blocks of NC, the inner dimension in
  * blocks of KC. For one block of GEMM_ROWS rows of x (GEMM_ROWS × KC floats, in L1) the kernel
@@ -297,12 +297,13 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
 #define GEMM_ROWS 12
 #define GEMM_MC 120 /* rows of x per block: MC × KC floats stay in L2 */
 #define GEMM_NC 384 /* columns per block: KC × NC floats of W stay in L2 */
-#define GEMM_KC 384 /* the whole of K = 384 in one block: its sums round as OpenBLAS's do */
+#define GEMM_KC 384 /* the whole of K = 384 in one block: one running sum per output, bias last */
 #define PREFETCH 8
 
-static inline __attribute__((always_inline)) void gemm_tile(const float *x, int64_t ldx, int64_t kk,
-                                                            const float *panel,
-                             float *y, int64_t ldy, const float *bias, int accumulate, const int rr)
+/* always_inline: otherwise GCC keeps one copy with rr a runtime value, and a branch per row */
+static inline __attribute__((always_inline)) void gemm_tile(
+    const float *x, int64_t ldx, int64_t kk, const float *panel, float *y, int64_t ldy,
+    const float *bias, int accumulate, const int rr)
 {
     v16f acc[GEMM_ROWS][2];
     for (int r = 0; r < rr; r++) {

@@ -183,7 +183,8 @@ def test_aligned_arrays_start_on_a_cache_line(dtype):
             assert a.shape == (shape if isinstance(shape, tuple) else (shape,))
             a[...] = 1
     assert kernels.aligned_empty((0, 3), dtype).shape == (0, 3)
-    assert kernels.pack_panels(np.ones((5, 64), np.float32)).ctypes.data % kernels.ALIGN == 0
+    if kernels.available():  # panels exist only with the compiled library
+        assert kernels.pack_panels(np.ones((5, 64), np.float32)).ctypes.data % kernels.ALIGN == 0
 
 
 def test_gemm_refuses_what_it_cannot_run():

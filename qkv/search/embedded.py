@@ -1211,12 +1211,12 @@ class _Writer(StoreWriter):
             self.lock.__exit__(None, None, None)
         return False
 
-    def _write_ann(self, faiss, vecs, slots: int, rebuild: bool, want: str, new) -> None:
+    def _write_ann(self, vecs, slots: int, rebuild: bool, want: str, new) -> None:
         """The ANN index of the new generation: built afresh from every vector, or the last one
         with the new vectors added; written into the generation being made."""
         if not slots:
             return
-        m = self.manifest
+        faiss, m = _faiss(), self.manifest
         if rebuild:
             ann = _new_ann(want, m.dim, m.dtype, slots)
             if want == "ivfpq":
@@ -1283,7 +1283,7 @@ class _Writer(StoreWriter):
         vecs = np.load(vpath, mmap_mode="r")
         faiss.omp_set_num_threads(self.build_threads)
         try:
-            self._write_ann(faiss, vecs, slots, rebuild, want, new)
+            self._write_ann(vecs, slots, rebuild, want, new)
         finally:
             from qkv.model.threads import default_threads
 
