@@ -1,7 +1,8 @@
-"""``qkv serve``: the web app (FastAPI + one page) on this machine."""
+"""``qkv serve``: the web app (FastAPI + one page) on this machine, in one or several processes."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,9 +22,13 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
         model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model directory, packaged name or hub id.")] = None,
         cors: Annotated[Optional[list[str]], typer.Option("--cors", help="Origin allowed to call the API from another page (repeatable). None by default.")] = None,
-        threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
+        threads: Annotated[Optional[int], typer.Option(help="Encoder threads per worker (default QKV_THREADS or 1).")] = None,
+        workers: Annotated[Optional[int], typer.Option("--workers", "-w", min=1, help="Server processes sharing the index read-only (default: the cores this process may use).")] = None,
+        api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="QKV_API_KEY", help="Key every API call must carry (Authorization: Bearer KEY or X-API-Key); required to bind beyond loopback.")] = None,
+        insecure: Annotated[bool, typer.Option("--insecure", help="Bind beyond loopback without an API key (anyone who can reach the port may use it).")] = False,
+        access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One JSON line per request on stderr.")] = True,
     ):
-        """Serve the web page and its JSON API (OpenAPI at /docs)."""
+        """Serve the web page and its JSON API (OpenAPI at /docs, metrics at /metrics)."""
         try:
             import uvicorn
 
@@ -54,10 +59,52 @@ def register(app: typer.Typer) -> None:
                                                                console=console)
                 except ImportError:
                     attributes = None
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            console.print(f"[yellow]note:[/] binding to {host}: other machines can reach this server.")
-        application = create_app(index_dir=index, attributes_model=attributes, model=model, encoder=encoder,
-                                 cors_origins=cors, threads=threads)
+        from qkv.web.observe import LOOPBACK
+        from qkv.web.serving import ServeConfig, configure_access_log
+
+        if host not in LOOPBACK:
+            if not api_key and not insecure:
+                raise InputError(f"binding to {host} lets other machines reach this server: give an API key "
+                                 "(--api-key KEY or QKV_API_KEY) that every request must carry, or --insecure "
+                                 "to serve without one")
+            console.print(f"[yellow]note:[/] binding to {host}: other machines can reach this server"
+                          + (" (API key required)." if api_key else " [bold]without an API key[/] (--insecure)."))
+        if api_key is not None and len(api_key) < 16:
+            raise InputError("the API key is too short: use at least 16 characters (e.g. `openssl rand -hex 16`)")
+        n = workers or _cores()
+        cfg = ServeConfig(index_dir=str(index) if index else None, attributes_model=str(attributes) if attributes else None,
+                          model=model, threads=threads, cors_origins=list(cors or []), api_key=api_key,
+                          access_log=access_log)
+        configure_access_log(access_log)
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
-        console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; Ctrl+C stops)")
-        uvicorn.run(application, host=host, port=port, log_level="warning")
+        console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; metrics: /metrics; "
+                      f"{n} worker{'s' if n > 1 else ''}; Ctrl+C stops)")
+        if n == 1:
+            uvicorn.run(cfg.app(encoder=encoder), host=host, port=port, log_level="warning")
+            return
+        # Several processes: each builds the app from the environment (qkv.web.serving) and loads
+        # the model itself; metrics are summed over them through prometheus_client's files.
+        import shutil
+        import tempfile
+
+        del encoder
+        metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
+        saved = {k: os.environ.get(k) for k in ("PROMETHEUS_MULTIPROC_DIR", "QKV_SERVE_CONFIG")}
+        os.environ.update(PROMETHEUS_MULTIPROC_DIR=metrics_dir, QKV_SERVE_CONFIG=cfg.to_env())
+        try:
+            uvicorn.run("qkv.web.serving:app_from_env", factory=True, workers=n, host=host, port=port,
+                        log_level="warning")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)

@@ -6,20 +6,24 @@ page itself is static HTML + this package's own small JavaScript, served from ``
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 import logging
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from importlib import resources
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from qkv.errors import InputError, QkvError
 from qkv.web.limits import BodySizeLimit, Limits
-from qkv.web.state import AppState, TooLarge, Unavailable
+from qkv.web.observe import AccessLog, ApiKey, Metrics
+from qkv.web.pools import Busy, Overdue, PoolSpec
+from qkv.web.state import GENERATION_POLL, AppState, NotFound, TooLarge, Unavailable
 
 log = logging.getLogger("qkv.web")
 
@@ -27,27 +31,67 @@ STATIC = Path(str(resources.files("qkv.web") / "static"))
 
 # pydantic error types that mean "too big" rather than "malformed": answered with 413
 _SIZE_ERRORS = {"string_too_long", "too_long", "bytes_too_long"}
+# unknown fields people send for a known one (other APIs' names, the CLI's options)
+_MEANT = {"where": "filters", "filter": "filters", "q": "query", "text": "query", "top_k": "k", "limit": "k",
+          "n": "k", "topk": "k", "size": "k", "budget_tokens": "budget", "model": None}
 
 
 def create_app(*, index_dir: str | Path | None = None, attributes_model: str | Path | None = None,
                model: str | None = None, encoder=None, limits: Limits | None = None,
                cors_origins: list[str] | None = None, threads: int | None = None,
-               preload: bool = True) -> FastAPI:
+               preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
+               api_key: str | None = None, metrics: bool = True,
+               generation_poll: float | None = GENERATION_POLL) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
-    loaded once at start-up (``preload``) or on first use. ``cors_origins``: origins allowed to call
-    the API from other pages; none by default."""
+    loaded once at start-up (``preload``, with the index) or on first use. ``cors_origins``: origins
+    allowed to call the API from other pages; none by default. ``pools``: per kind of work, its
+    ``PoolSpec`` or the fields to change (``qkv.web.pools``). ``api_key``: required on every API
+    call when given. ``generation_poll``: seconds between looks for a newly published index
+    generation (None: never)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
-                     limits=limits, threads=threads)
+                     limits=limits, threads=threads, pools=pools)
+    meter = Metrics() if metrics else None
+    if meter is not None:
+        state.pools.observe(meter.pool_changed)
+
+    async def watch_generations():
+        """Pick up index generations published while serving (``qkv index --upsert`` on the served
+        directory): one stat of the manifest per poll; the new generation is opened and warmed in
+        a thread while requests keep using the old one."""
+        while True:
+            await asyncio.sleep(generation_poll)
+            try:
+                if state.generation_changed() and await asyncio.to_thread(state.reload_index):
+                    log.info("index generation %s now served", state.generation)
+                    if meter is not None:
+                        meter.set_generation(state.generation)
+                        meter.swaps.inc()
+            except Exception:  # never let the watcher die: the next poll tries again
+                log.exception("looking for a new index generation failed")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload:
-            from starlette.concurrency import run_in_threadpool
-
-            await run_in_threadpool(lambda: state.encoder)
-        yield
+            await asyncio.to_thread(lambda: state.encoder)
+            if state.index_dir is not None:
+                with suppress(Exception):  # an unusable index answers 503 on use, saying why
+                    # opened and searched once, so no client pays for first-use costs
+                    await asyncio.to_thread(lambda: state.index().search("warm up", k=1))
+        if meter is not None:
+            meter.set_generation(state.generation)
+            if state._encoder is not None:
+                meter.model.labels(state._encoder.name, state.fingerprint()).set(1)
+        watcher = asyncio.create_task(watch_generations()) if generation_poll and state.index_dir else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with suppress(asyncio.CancelledError):
+                    await watcher
+            state.pools.shutdown()
 
     app = FastAPI(title="qkv", version=_version(), lifespan=lifespan,
                   description="See and use transformer attention: attention maps, search, attributes, "
@@ -64,7 +108,21 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     async def validation_error(request: Request, exc: RequestValidationError):
         errors = exc.errors()
         status = 413 if errors and all(e.get("type") in _SIZE_ERRORS for e in errors) else 422
-        return JSONResponse({"error": _describe(errors), "details": _plain(errors)}, status_code=status)
+        return JSONResponse({"error": _describe(errors, request), "details": _plain(errors)}, status_code=status)
+
+    @app.exception_handler(Busy)
+    async def busy(request: Request, exc: Busy):
+        return JSONResponse({"error": str(exc), "retry_after": exc.retry_after}, status_code=429,
+                            headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(Overdue)
+    async def overdue(request: Request, exc: Overdue):
+        return JSONResponse({"error": str(exc), "retry_after": exc.retry_after}, status_code=503,
+                            headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound):
+        return JSONResponse({"error": str(exc)}, status_code=404)
 
     @app.exception_handler(TooLarge)
     async def too_large(request: Request, exc: TooLarge):
@@ -99,15 +157,25 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     async def page():
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
+    if meter is not None:
+        @app.get("/metrics", include_in_schema=False)
+        async def metrics_text():
+            from prometheus_client import CONTENT_TYPE_LATEST
+
+            return Response(meter.exposition(), media_type=CONTENT_TYPE_LATEST)
+
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     # ------------------------------------------------------------------ middleware (outermost last)
+    app.add_middleware(BodySizeLimit, max_bytes=state.limits.max_body_bytes)
+    if api_key:
+        app.add_middleware(ApiKey, key=api_key)
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["content-type"])
-    app.add_middleware(BodySizeLimit, max_bytes=state.limits.max_body_bytes)
+                           allow_headers=["content-type", "authorization", "x-api-key"])
+    app.add_middleware(AccessLog, metrics=meter)
     return app
 
 
@@ -117,7 +185,7 @@ def _version() -> str:
     return __version__
 
 
-def _describe(errors) -> str:
+def _describe(errors, request: Request | None = None) -> str:
     """One readable line from pydantic's errors: where and what."""
     parts = []
     for e in errors[:3]:
@@ -126,9 +194,58 @@ def _describe(errors) -> str:
             parts.append(f"the body is not valid JSON{f' ({why})' if why else ''}")
             continue
         loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        if e.get("type") == "extra_forbidden":
+            parts.append(_unknown_field(e.get("loc", ()), request))
+            continue
         parts.append(f"{loc}: {e.get('msg', 'invalid')}")
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "invalid request: " + "; ".join(parts) + more
+
+
+def _unknown_field(loc, request: Request | None) -> str:
+    """'unknown field "where"; did you mean "filters"? Fields: …', from the endpoint's own model."""
+    name = str(loc[-1]) if loc else "?"
+    where = ".".join(str(x) for x in loc[1:-1])
+    known = _known_fields(request, loc)
+    meant = _MEANT.get(name) if _MEANT.get(name) in known else None
+    if meant is None:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        meant = close[0] if close else None
+    text = f'unknown field "{name}"' + (f" in {where}" if where else "")
+    if meant:
+        text += f'; did you mean "{meant}"?'
+    if known:
+        text += " (fields: " + ", ".join(known) + ")"
+    return text
+
+
+def _known_fields(request: Request | None, loc) -> list[str]:
+    """The field names of the body model (or nested model) at ``loc`` of this request's endpoint."""
+    import typing
+
+    from pydantic import BaseModel
+
+    route = request.scope.get("route") if request is not None else None
+    params = getattr(getattr(route, "dependant", None), "body_params", None) or []
+    model = params[0].field_info.annotation if len(params) == 1 else None
+
+    def as_model(tp):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return tp
+        for arg in typing.get_args(tp):
+            m = as_model(arg)
+            if m is not None:
+                return m
+        return None
+
+    model = as_model(model)
+    for part in loc[1:-1]:  # walk into nested models ("filters", 0, ...)
+        if model is None:
+            return []
+        if isinstance(part, str):
+            f = model.model_fields.get(part)
+            model = as_model(f.annotation) if f is not None else None
+    return list(model.model_fields) if model is not None else []
 
 
 def _plain(errors) -> list[dict]:

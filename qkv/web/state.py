@@ -1,29 +1,32 @@
 """What one server process shares between requests: the encoder (loaded once), the search index
-chosen at start-up, and one lock that serialises work on them.
+chosen at start-up (reopened when a writer publishes a new generation), and the pools that run
+each kind of work (``qkv.web.pools``).
 
-The encoder's forward pass is NumPy on fresh arrays, but the BLAS thread limit it sets with
-threadpoolctl is process-wide, and these machines have two cores: running one encoder call at a
-time (in a worker thread, so the event loop keeps answering) is both safe and as fast as it gets.
+The encoder is safe to call from several threads at once: every call has its own workspace and
+the compiled kernels work on the arrays they are given. The search index is opened read-only
+(SQLite ``immutable``, memory-mapped vectors), which any number of threads may search.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-from starlette.concurrency import run_in_threadpool
-
 from qkv.errors import InputError, QkvError
-from qkv.model.threads import blas_threads
 from qkv.model.threads import default_threads as _env_threads
 from qkv.web.limits import Limits
+from qkv.web.pools import Pools, PoolSpec
+
+GENERATION_POLL = 0.5  # seconds between looks at the index's manifest (new products show within ~1 s)
 
 
 class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
-                 attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None):
+                 attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None,
+                 pools: dict[str, PoolSpec | dict] | None = None):
         self.model_name = model
         self.threads = threads
         self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
@@ -33,11 +36,16 @@ class AppState:
         self._attr_model: Any = None
         self._index: Any = None
         self._index_error: str | None = None
+        self._index_sig: tuple | None = None  # (inode, mtime) of the manifest the open index came from
+        self._reloading = False
+        self.generation: str | None = None  # the generation the open index shows
+        self.generation_swaps = 0
         self._fingerprint: str | None = None
-        self.fields_cache: Any = None  # the index's filterable fields, described once
+        self.fields_cache: tuple = (None, None)  # (index, its filterable fields described): once per generation
         self._load_lock = threading.Lock()
-        self.compute_lock = threading.Lock()
+        self.pools = Pools(pools, blas=self._blas_threads)
         self._maps_cache: OrderedDict = OrderedDict()
+        self._maps_lock = threading.Lock()
         self._maps_cache_size = 8
 
     # ------------------------------------------------------------------ resources, loaded once
@@ -66,9 +74,10 @@ class AppState:
             with self._load_lock:
                 if self._index is None and self._index_error is None:
                     try:
-                        from qkv.search import Index
-
-                        self._index = Index.open(self.index_dir, encoder=self.encoder)
+                        sig = self._manifest_sig()
+                        self._index = self._open_index()
+                        self._index_sig = sig
+                        self.generation = _generation(self._index)
                     except ImportError as e:
                         self._index_error = f"search is not available in this installation ({e})"
                     except QkvError as e:
@@ -76,6 +85,54 @@ class AppState:
         if self._index is None:
             raise Unavailable(self._index_error or "the search index is not available")
         return self._index
+
+    def _open_index(self):
+        from qkv.search import Index
+
+        return Index.open(self.index_dir, encoder=self.encoder)
+
+    def _manifest_sig(self) -> tuple | None:
+        try:
+            st = os.stat(self.index_dir / "manifest.json")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def generation_changed(self) -> bool:
+        """Whether the manifest was replaced since the open index was read (one stat call)."""
+        return (self._index is not None and not self._reloading
+                and self._manifest_sig() not in (None, self._index_sig))
+
+    def reload_index(self) -> bool:
+        """Open the newest published generation, warm it with one search, then swap it in: requests
+        already running finish on the index they started with (it is closed when the last of them
+        lets it go), later ones get the new one. Returns whether a swap happened."""
+        if self.index_dir is None or self._index is None:
+            return False
+        with self._load_lock:
+            if self._reloading:
+                return False
+            self._reloading = True
+        try:
+            sig = self._manifest_sig()
+            if sig is None or sig == self._index_sig:
+                return False
+            try:
+                new = self._open_index()
+            except QkvError:
+                return False  # a half-published or broken state: keep serving the old one, retry later
+            try:
+                new.search("warm up", k=1, mode="hybrid")  # first-use costs (caches, maps) paid here, not by a client
+            except QkvError:
+                pass
+            old_gen = self.generation
+            self._index, self._index_sig = new, sig
+            self.generation = _generation(new)
+            if self.generation != old_gen:
+                self.generation_swaps += 1
+            return True
+        finally:
+            self._reloading = False
 
     def attribute_model(self):
         """The attribute model file given at start-up, loaded once and bound to the shared encoder."""
@@ -96,28 +153,25 @@ class AppState:
         return self._attr_model
 
     def _blas_threads(self) -> int:
+        # As many BLAS threads as the encoder's (1 by default) for all the numeric work (faiss, the
+        # attribute tagger, explain's maps): more on these 2-vCPU machines are slower, and far
+        # slower when other processes are busy.
         return self._encoder.threads if self._encoder is not None else default_threads(self.threads)
 
-    async def run(self, fn: Callable, *args, **kwargs):
-        """Run encoder/index work in a worker thread, one at a time."""
-
-        def locked():
-            # One BLAS thread for all the numeric work (faiss, the attribute tagger, explain's maps),
-            # as the encoder already does: two threads on these 2-vCPU machines are slower, and far
-            # slower when other processes are busy.
-            with self.compute_lock, blas_threads(self._blas_threads()):
-                return fn(*args, **kwargs)
-
-        return await run_in_threadpool(locked)
+    async def run(self, kind: str, fn: Callable, *args, **kwargs):
+        """Run ``fn`` in the pool of this ``kind`` of work (``qkv.web.pools.KINDS``): 429 when its
+        queue is full, 503 past its deadline."""
+        return await self.pools[kind].run(fn, *args, **kwargs)
 
     # ------------------------------------------------------------------ attention maps, cached per text
     def maps(self, text: str):
         """``qkv.explain.attention_maps`` of ``text`` (call inside ``run``). A small LRU cache keeps
         the last few texts, so switching layer, head or map kind does not run the model again."""
-        hit = self._maps_cache.get(text)
-        if hit is not None:
-            self._maps_cache.move_to_end(text)
-            return hit
+        with self._maps_lock:
+            hit = self._maps_cache.get(text)
+            if hit is not None:
+                self._maps_cache.move_to_end(text)
+                return hit
         from qkv.explain import attention_maps
 
         enc = self.encoder
@@ -127,10 +181,18 @@ class AppState:
             raise TooLarge(f"the text has {n} tokens; the attention view shows at most {cap} "
                            "(special tokens included): shorten it")
         out = attention_maps(enc, text)
-        self._maps_cache[text] = out
-        while len(self._maps_cache) > self._maps_cache_size:
-            self._maps_cache.popitem(last=False)
+        with self._maps_lock:
+            self._maps_cache[text] = out
+            while len(self._maps_cache) > self._maps_cache_size:
+                self._maps_cache.popitem(last=False)
         return out
+
+
+def _generation(index) -> str:
+    """The generation an open index shows: the store's own name for it, else its count."""
+    m = index.manifest
+    gen = getattr(index, "generation", None) or (m.extra or {}).get("generation")
+    return str(gen) if gen else f"count-{m.count}"
 
 
 def default_threads(given: int | None) -> int:
@@ -139,6 +201,10 @@ def default_threads(given: int | None) -> int:
 
 class Unavailable(QkvError):
     """A capability this server cannot offer (module not installed, no index): answered with 503."""
+
+
+class NotFound(InputError):
+    """Something the request names that is not there (a product id): answered with 404."""
 
 
 class TooLarge(InputError):

@@ -114,6 +114,20 @@ def test_other_attention_endpoints_refuse_bad_input(client, path, payload, statu
     assert words in r.json()["error"]
 
 
+@pytest.mark.parametrize("path, payload, field, meant", [
+    ("attention", {"text": "x", "layr": 1}, "layr", "layer"),
+    ("tour", {"text": "x", "language": "zh"}, "language", None),
+    ("summarize", {"reviews": ["good"], "budget_tokens": 20}, "budget_tokens", "budget"),
+    ("attributes", {"titles": ["a"], "threshold": 0.5}, "threshold", None),
+])
+def test_unknown_fields_are_refused_everywhere(client, path, payload, field, meant):
+    r = client.post(f"/api/{path}", json=payload)
+    assert r.status_code == 422, r.text
+    assert f'unknown field "{field}"' in r.json()["error"]
+    if meant:
+        assert f'did you mean "{meant}"' in r.json()["error"]
+
+
 @pytest.mark.parametrize("raw, ctype", [
     (b"{not json", "application/json"),
     (b"[1, 2, 3]", "application/json"),

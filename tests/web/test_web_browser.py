@@ -128,6 +128,9 @@ def test_language_switch_and_keyboard_tabs(page):
 
 
 def test_search_results_highlights_and_match_grid(page, screenshot):
+    sent = []
+    page.on("request", lambda r: sent.append((r.url.split("/api/")[-1], r.post_data_json)) if "/api/search" in r.url
+            and r.method == "POST" else None)
     page.goto(page.base_url + "/#search")
     page.wait_for_selector("#search-results li")  # the view searches its default query on opening
     page.select_option('#search-filters select[data-field="language"]', "en")
@@ -149,8 +152,45 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     grid.wait_for()
     assert grid.locator(".rowlab").count() == 6  # [CLS] water ##proof hiking boots [SEP]
     assert grid.locator(".cell").count() == 6 * grid.locator(".collab").count()
+    # the search asked for the first three results' explanations only; the sixth is explained
+    # when opened, and its title gets its marks then
+    assert [b["explain"] for u, b in sent if u == "search"][-1] == 3
+    assert not [u for u, _ in sent if u == "search/explain"]
+    sixth = items.nth(5)
+    assert sixth.locator(".title mark, .title span.dense").count() == 0
+    sixth.get_by_role("button", name="Why this match?").click()
+    sixth.locator(".match .heatmap").wait_for()
+    assert sixth.locator(".match .heatmap .rowlab").count() == 6
+    assert [b["ids"] for u, b in sent if u == "search/explain"] == [[sixth.get_attribute("data-id")]]
+    assert sixth.locator(".title span[title], .title mark").count() > 0
     screenshot(page, "search")
     assert page.console_errors == []
+
+
+def test_a_busy_server_is_retried_with_a_note(page):
+    """429 with Retry-After: the page says the server is busy and tries again, then draws the answer."""
+    answered = []
+
+    def busy_once(route):
+        if not answered:
+            answered.append(429)
+            route.fulfill(status=429, headers={"Retry-After": "1", "content-type": "application/json"},
+                          body='{"error": "busy", "retry_after": 1}')
+        else:
+            answered.append(200)
+            route.continue_()
+
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")
+    page.route("**/api/search", busy_once)
+    page.fill("#search-q", "leather boots")
+    page.press("#search-q", "Enter")
+    page.wait_for_selector("#busy:not([hidden])")
+    assert "busy" in page.locator("#busy").inner_text()
+    page.wait_for_function("document.querySelector('#search-status').textContent.includes('ms')")
+    assert answered == [429, 200]
+    assert page.locator("#busy").is_hidden()
+    assert page.console_errors == [] or all("429" in e for e in page.console_errors)
 
 
 def test_attribute_table_with_spans(page, screenshot, sample_attributes):

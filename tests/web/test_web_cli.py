@@ -18,7 +18,7 @@ def captured(monkeypatch):
 def test_serve_defaults_to_loopback(captured, sample_index):
     from qkv.cli import app
 
-    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "--port", "8765"])
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "--port", "8765", "--workers", "1"])
     assert r.exit_code == 0, r.output
     (application, kw), = captured
     assert kw["host"] == "127.0.0.1" and kw["port"] == 8765
@@ -34,7 +34,7 @@ def test_serve_sample_uses_the_cached_sample_builds(captured, sample_index, samp
     monkeypatch.setattr(sample, "ensure_sample_index", lambda path, **kw: seen.setdefault("index", path) and sample_index)
     monkeypatch.setattr(sample, "ensure_sample_attribute_model",
                         lambda path, **kw: seen.setdefault("attrs", path) and sample_attributes)
-    r = CliRunner().invoke(app, ["serve", "--sample", "--cache-dir", "/tmp/qkv-web-test-cache"])
+    r = CliRunner().invoke(app, ["serve", "--sample", "--cache-dir", "/tmp/qkv-web-test-cache", "-w", "1"])
     assert r.exit_code == 0, r.output
     assert str(seen["index"]).endswith("qkv-web-test-cache/sample-index")
     assert str(seen["attrs"]).endswith("qkv-web-test-cache/sample-attributes")
@@ -76,3 +76,50 @@ def test_serve_error_message(captured, capsys):
     finally:
         sys.argv = old
     assert "no search index at /nonexistent/qkv-index" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_serve_runs_one_worker_per_core_by_default(sample_index, monkeypatch):
+    """Several workers: uvicorn gets the factory, the settings travel in the environment (only
+    while it runs) and metrics are shared through a directory of files."""
+    import json
+    import os
+
+    import uvicorn
+
+    from qkv.cli import app
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda target, **kw: calls.append((target, kw, dict(os.environ))))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index)])
+    assert r.exit_code == 0, r.output
+    (target, kw, env), = calls
+    assert target == "qkv.web.serving:app_from_env" and kw["factory"] is True and kw["workers"] == 3
+    cfg = json.loads(env["QKV_SERVE_CONFIG"])
+    assert cfg["index_dir"] == str(sample_index) and cfg["api_key"] is None
+    assert env["PROMETHEUS_MULTIPROC_DIR"] and not os.path.exists(env["PROMETHEUS_MULTIPROC_DIR"])  # removed after
+    assert "QKV_SERVE_CONFIG" not in os.environ and "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    assert "3 workers" in " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("args, env, ok, words", [
+    (["--host", "0.0.0.0"], {}, False, "--api-key"),
+    (["--host", "0.0.0.0", "--api-key", "short"], {}, False, "too short"),
+    (["--host", "0.0.0.0", "--api-key", "k" * 20], {}, True, "API key required"),
+    (["--host", "0.0.0.0"], {"QKV_API_KEY": "e" * 20}, True, "API key required"),
+    (["--host", "0.0.0.0", "--insecure"], {}, True, "without an API key"),
+])
+def test_binding_beyond_loopback_needs_a_key_or_insecure(captured, sample_index, monkeypatch, args, env, ok, words):
+    from qkv.cli import app
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "-w", "1", *args])
+    text = " ".join((r.output + str(r.exception or "")).split())
+    assert (r.exit_code == 0) == ok, r.output
+    assert words in text
+    if ok:
+        (application, kw), = captured
+        assert kw["host"] == "0.0.0.0"
+    else:
+        assert captured == []

@@ -19,11 +19,14 @@ def test_fields_describe_the_catalog(client):
 def test_search_returns_what_the_index_returns(client, sample_index, encoder):
     from qkv.search import Index
 
-    r = client.post("/api/search", json={"query": "waterproof hiking boots", "k": 5, "mode": "hybrid"})
+    r = client.post("/api/search", json={"query": "waterproof hiking boots", "k": 5, "mode": "hybrid", "explain": 2})
     assert r.status_code == 200, r.text
     body = r.json()
     want = Index.open(sample_index, encoder=encoder).search("waterproof hiking boots", k=5)
     assert [x["id"] for x in body["results"]] == [w.id for w in want]
+    # explanations for the first two only: the others are computed when asked for
+    assert ["explanation" in x for x in body["results"]] == [True, True, False, False, False]
+    assert "explain" in body["timings_ms"]
     top = body["results"][0]
     assert "Waterproof Hiking Boots" in top["title"]
     assert body["server_ms"] > 0 and "encode" in body["timings_ms"]
@@ -33,6 +36,45 @@ def test_search_returns_what_the_index_returns(client, sample_index, encoder):
     grid = top["explanation"]["grid"]
     assert len(grid) == len(top["explanation"]["query_tokens"])
     assert abs(sum(map(sum, grid)) - top["explanation"]["cosine"]) < 1e-4  # exact parts of the cosine
+
+
+def test_explanations_on_request_equal_those_in_the_search(client):
+    q = "waterproof hiking boots"
+    plain = client.post("/api/search", json={"query": q, "k": 4}).json()["results"]
+    assert not any("explanation" in x or "highlights" in x for x in plain)  # none unless asked for
+    full = client.post("/api/search", json={"query": q, "k": 4, "explain": True}).json()["results"]
+    assert all("explanation" in x for x in full)
+    ids = [x["id"] for x in plain]
+    r = client.post("/api/search/explain", json={"query": q, "ids": ids[2:]})
+    assert r.status_code == 200, r.text
+    got = r.json()["explanations"]
+    assert list(got) == ids[2:]
+    for x in full[2:]:
+        e = got[x["id"]]
+        assert e["explanation"]["grid"] == x["explanation"]["grid"]
+        assert e["highlights"] == x["highlights"]
+        assert abs(sum(map(sum, e["explanation"]["grid"])) - e["explanation"]["cosine"]) < 1e-4
+
+
+def test_explaining_an_unknown_product_is_404(client):
+    r = client.post("/api/search/explain", json={"query": "boots", "ids": ["no-such-id"]})
+    assert r.status_code == 404 and "no-such-id" in r.json()["error"]
+
+
+@pytest.mark.parametrize("path, payload, field, meant", [
+    ("search", {"query": "shoes", "where": 'brand = "x"'}, "where", "filters"),
+    ("search", {"query": "shoes", "top_k": 3}, "top_k", "k"),
+    ("search", {"query": "shoes", "filters": [{"field": "brand", "value": "x", "operator": "="}]}, "operator", None),
+    ("search/explain", {"query": "shoes", "ids": ["P0001"], "id": "P0001"}, "id", "ids"),
+])
+def test_unknown_fields_are_refused_by_name(client, path, payload, field, meant):
+    """An unknown field is a 422 naming it (and the right one), never silently ignored."""
+    r = client.post(f"/api/{path}", json=payload)
+    assert r.status_code == 422, r.text
+    msg = r.json()["error"]
+    assert f'unknown field "{field}"' in msg
+    if meant:
+        assert f'did you mean "{meant}"' in msg
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword"])

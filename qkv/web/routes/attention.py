@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
@@ -22,6 +22,7 @@ Head = Annotated[int, Field(ge=0, le=63, description="Head index, 0-based.")]
 
 
 class MapRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     text: Text
     layer: Layer = 0
     head: Head | None = Field(0, description="A head, or null for the heads combined.")
@@ -32,6 +33,7 @@ class MapRequest(BaseModel):
 
 
 class RolloutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     text: Text
     layer: Layer | None = Field(None, description="Rollout after this layer (default: the last).")
     level: Literal["token", "word"] = "token"
@@ -39,6 +41,7 @@ class RolloutRequest(BaseModel):
 
 
 class NeuronRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     text: Text
     layer: Layer = 0
     head: Head = 0
@@ -46,6 +49,7 @@ class NeuronRequest(BaseModel):
 
 
 class TourRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     text: Text
     layer: Layer | None = None
     head: Head | None = None
@@ -70,39 +74,39 @@ def _header(m) -> dict:
             "num_layers": m.num_layers, "num_heads": m.num_heads}
 
 
-async def _maps(request: Request, text: str):
+async def _on_maps(request: Request, text: str, fn):
+    """``fn(maps)`` on the attention maps of ``text``, in the attention pool (one job per request)."""
     require("qkv.explain", "the attention view")
     st = state(request)
-    return await st.run(st.maps, _text(text))
+    text = _text(text)
+    return await st.run("attention", lambda: fn(st.maps(text)))
 
 
 @router.post("/attention", summary="Heatmap of one head, the heads combined, or every head of a layer")
 async def attention(body: MapRequest, request: Request) -> dict:
-    st = state(request)
-    m = await _maps(request, body.text)
     kw = dict(kind=body.kind, hide_special=body.hide_special, level=body.level)
-    if body.grid:
-        maps = await st.run(m.grid, body.layer, **kw)
-    else:
-        maps = [await st.run(m.heatmap, body.layer, body.head, **kw)]
-    return {**_header(m), "layer": body.layer, "maps": [jsonable(h.to_dict()) for h in maps]}
+
+    def draw(m):
+        maps = m.grid(body.layer, **kw) if body.grid else [m.heatmap(body.layer, body.head, **kw)]
+        return {**_header(m), "layer": body.layer, "maps": [jsonable(h.to_dict()) for h in maps]}
+
+    return await _on_maps(request, body.text, draw)
 
 
 @router.post("/rollout", summary="Attention rollout through the layers")
 async def rollout(body: RolloutRequest, request: Request) -> dict:
-    st = state(request)
-    m = await _maps(request, body.text)
-    layer = m.num_layers - 1 if body.layer is None else body.layer
-    h = await st.run(m.heatmap, layer, None, kind="rollout", hide_special=body.hide_special, level=body.level)
-    return {**_header(m), "layer": layer, "maps": [jsonable(h.to_dict())]}
+    def draw(m):
+        layer = m.num_layers - 1 if body.layer is None else body.layer
+        h = m.heatmap(layer, None, kind="rollout", hide_special=body.hide_special, level=body.level)
+        return {**_header(m), "layer": layer, "maps": [jsonable(h.to_dict())]}
+
+    return await _on_maps(request, body.text, draw)
 
 
 @router.post("/neuron", summary="Neuron view: how one query token's weights come about in one head")
 async def neuron(body: NeuronRequest, request: Request) -> dict:
-    st = state(request)
-    m = await _maps(request, body.text)
-    view = await st.run(m.neuron, body.layer, body.head, body.query)
-    return jsonable(view.to_dict())
+    return await _on_maps(request, body.text,
+                          lambda m: jsonable(m.neuron(body.layer, body.head, body.query).to_dict()))
 
 
 @router.post("/tour", summary="The five steps of attention for one head, with the real numbers")
@@ -116,5 +120,4 @@ async def tour(body: TourRequest, request: Request) -> dict:
         from qkv.web.state import TooLarge
 
         raise TooLarge(f"the text has {n} tokens; the tour shows at most {st.limits.max_attention_tokens}: shorten it")
-    t = await st.run(ex.tour, enc, text, body.layer, body.head)
-    return jsonable(t.to_dict(body.lang))
+    return await st.run("attention", lambda: jsonable(ex.tour(enc, text, body.layer, body.head).to_dict(body.lang)))

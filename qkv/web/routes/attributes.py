@@ -7,7 +7,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
@@ -18,6 +18,7 @@ _L = Limits()
 
 
 class AttributesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     titles: Annotated[list[Annotated[str, Field(max_length=_L.max_title_chars)]],
                       Field(min_length=1, max_length=_L.max_titles)]
     categories: list[Annotated[str, Field(max_length=100)] | None] | None = Field(
@@ -33,11 +34,14 @@ async def attributes(body: AttributesRequest, request: Request) -> dict:
     titles = [t.strip() for t in body.titles]
     if not any(titles):
         raise InputError("every title is empty: paste product titles, one per line")
-    model = await st.run(st.attribute_model)
-    t0 = time.perf_counter()
-    found = await st.run(model.extract, titles, body.categories, normalize=body.normalize,
-                         min_confidence=body.min_confidence)
-    seconds = time.perf_counter() - t0
+
+    def run():
+        model = st.attribute_model()
+        t0 = time.perf_counter()
+        found = model.extract(titles, body.categories, normalize=body.normalize, min_confidence=body.min_confidence)
+        return model, found, time.perf_counter() - t0
+
+    model, found, seconds = await st.run("attributes", run)
     return {"attributes": list(model.attrs),
             "results": [{"title": t, "attributes": [jsonable(a.as_dict()) for a in attrs]}
                         for t, attrs in zip(titles, found)],

@@ -1,4 +1,9 @@
-"""The search view: the index chosen at start-up, searched through ``qkv.search.Index``."""
+"""The search view: the index chosen at start-up, searched through ``qkv.search.Index``.
+
+A search answers at once with ranked results; a result's match grid (``qkv.search.explain``) costs a
+forward pass over its title, so it is computed only when asked for: for the first ``explain``
+results in the same request, or per result through ``/api/search/explain`` (what the page calls when
+a result is opened)."""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import time
 from typing import Annotated, Literal, Union
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from qkv.web.limits import Limits
 from qkv.web.routes._util import jsonable, require, state
+from qkv.web.state import NotFound
 
 router = APIRouter(tags=["search"])
 _L = Limits()
@@ -17,17 +23,31 @@ _MAX_CHOICES = 60  # a text field with at most this many distinct values becomes
 
 
 class FieldFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     field: Annotated[str, Field(min_length=1, max_length=100)]
     op: Literal["=", "!=", "<", "<=", ">", ">=", "contains"] = "="
     value: Union[float, Annotated[str, Field(max_length=200)]]
 
 
+Query = Annotated[str, Field(min_length=1, max_length=_L.max_query_chars)]
+
+
 class SearchRequest(BaseModel):
-    query: Annotated[str, Field(min_length=1, max_length=_L.max_query_chars)]
+    model_config = ConfigDict(extra="forbid")
+    query: Query
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     k: int = Field(10, ge=1, le=_L.max_results)
     filters: Annotated[list[FieldFilter], Field(max_length=20)] = []
-    explain: bool = Field(True, description="Add each result's match grid and word shares.")
+    explain: Union[bool, Annotated[int, Field(ge=0, le=_L.max_results)]] = Field(
+        False, description="Add the match grid and word shares of the first N results (true: all, false: none); "
+                           "others are explained on request by /api/search/explain.")
+
+
+class ExplainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: Query
+    ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
+                   Field(min_length=1, max_length=_L.max_results, description="Products to explain (from a search).")]
 
 
 class FieldDescription(BaseModel):
@@ -72,41 +92,76 @@ def _highlights(explanation, terms) -> list[dict]:
     return out
 
 
+def _explanations(index, query: str, ids: list[str], titles: list[str]) -> list[dict]:
+    """The match explanation and title highlights of each product, as ``Index.search(explain=True)``
+    computes them (one forward pass over the query and these titles)."""
+    from qkv.search.explain import explain_titles
+
+    terms = index.store.keyword_terms(query, ids)
+    exps = explain_titles(index.encoder, query.strip(), titles, [terms.get(i, []) for i in ids])
+    return [{"explanation": jsonable(e.to_json()), "highlights": jsonable(_highlights(e, e.keyword_terms))}
+            for e in exps]
+
+
 @router.post("/search", summary="Search the index: hybrid, dense or keyword, with filters")
 async def search(body: SearchRequest, request: Request) -> dict:
     st = state(request)
     require("qkv.search", "search")
-    index = await st.run(st.index)
     where = _where(body.filters)
+    n_explain = body.k if body.explain is True else int(body.explain)
 
     def run():
+        index = st.index()
         t0 = time.perf_counter()
-        results = index.search(body.query, k=body.k, mode=body.mode, where=where, explain=body.explain)
-        return results, dict(index.last_timings), time.perf_counter() - t0
+        results = index.search(body.query, k=body.k, mode=body.mode, where=where)
+        timings = dict(index.last_timings)
+        out = [jsonable(r.to_json()) for r in results]
+        if n_explain and out:
+            t1 = time.perf_counter()
+            first = results[:n_explain]
+            for item, e in zip(out, _explanations(index, body.query, [r.id for r in first], [r.title for r in first])):
+                item.update(e)
+            timings["explain"] = time.perf_counter() - t1
+        return out, timings, time.perf_counter() - t0, st.generation
 
-    results, timings, seconds = await st.run(run)
-    out = []
-    for r in results:
-        item = jsonable(r.to_json())
-        if r.explanation is not None:
-            item["highlights"] = jsonable(_highlights(r.explanation, r.explanation.keyword_terms))
-        out.append(item)
+    out, timings, seconds, generation = await st.run("search", run)
     return {"query": body.query, "mode": body.mode, "count": len(out), "results": out,
-            "server_ms": round(seconds * 1000, 2),
+            "server_ms": round(seconds * 1000, 2), "generation": generation,
             "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}}
+
+
+@router.post("/search/explain", summary="Why these results matched: match grid and highlights, per product")
+async def explain(body: ExplainRequest, request: Request) -> dict:
+    st = state(request)
+    require("qkv.search", "search")
+    ids = list(dict.fromkeys(body.ids))
+
+    def run():
+        index = st.index()
+        t0 = time.perf_counter()
+        rows = index.store.get_rows(ids)
+        missing = [i for i, r in zip(ids, rows) if not r]
+        if missing:
+            raise NotFound(f"no product {missing[0]!r} in the index (it may have been removed since the search); "
+                           "search again")
+        out = dict(zip(ids, _explanations(index, body.query, ids, [r["title"] for r in rows])))
+        return out, time.perf_counter() - t0
+
+    out, seconds = await st.run("explain", run)
+    return {"query": body.query, "explanations": out, "server_ms": round(seconds * 1000, 2)}
 
 
 @router.get("/search/fields", response_model=FieldsResponse, summary="Fields of the index, for filters")
 async def fields(request: Request) -> FieldsResponse:
     st = state(request)
     require("qkv.search", "search")
-    index = await st.run(st.index)
-    return await st.run(_describe_fields, st, index)
+    return await st.run("search", lambda: _describe_fields(st, st.index()))
 
 
 def _describe_fields(st, index) -> FieldsResponse:
-    if st.fields_cache is not None:
-        return st.fields_cache
+    cached_for, cached = st.fields_cache
+    if cached_for is index:  # described once per generation
+        return cached
     store = index.store
     infos = store.fields()
     rows = []
@@ -125,5 +180,5 @@ def _describe_fields(st, index) -> FieldsResponse:
             described.append(FieldDescription(name=f.name, kind="text",
                                               values=distinct if 0 < len(distinct) <= _MAX_CHOICES else None))
     out = FieldsResponse(index=st.index_dir.name, count=store.count(), model=index.manifest.model, fields=described)
-    st.fields_cache = out
+    st.fields_cache = (index, out)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
@@ -20,6 +20,7 @@ Order = Literal["original", "score"]
 
 
 class SummarizeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     reviews: Annotated[list[Annotated[str, Field(max_length=_L.max_review_chars)]],
                        Field(min_length=1, max_length=_L.max_reviews)]
     ratings: list[float | None] | None = Field(None, description="One per review (or null), e.g. 1-5 stars.")
@@ -35,7 +36,7 @@ async def _summarize(request: Request, reviews, ratings, budget: int, tokenizer:
         raise InputError("every review is empty: paste some review text")
     if ratings is not None and len(ratings) != len(reviews):
         raise InputError(f"{len(ratings)} ratings for {len(reviews)} reviews: give one per review (or none)")
-    summary = await st.run(lambda: mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder,
+    summary = await st.run("summary", lambda: mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder,
                                                  ratings=ratings, order=order))
     out = jsonable(summary.to_dict())
     out["tokens_saved"] = summary.tokens_before - summary.tokens_after

@@ -24,6 +24,7 @@ const I18N = {
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
+    "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
   },
   zh: {
     "tab.attention": "注意力", "tab.search": "搜索", "tab.attributes": "属性", "tab.summaries": "摘要",
@@ -46,6 +47,7 @@ const I18N = {
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
+    "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
   },
 };
 let lang = localStorage.getItem("qkv.lang") || ((navigator.language || "en").startsWith("zh") ? "zh" : "en");
@@ -75,15 +77,38 @@ const fmt = (x, d = 3) => (x == null || Number.isNaN(x) ? "–" : Number(x).toFi
 
 class ApiError extends Error { constructor(status, message) { super(message); this.status = status; } }
 
+// A busy server answers 429 (queue full) or 503 (deadline) with Retry-After: say so and try again
+// a few times rather than spinning. A server started with an API key answers 401: ask for it once.
+const RETRIES = 4;
+function busyNote(msg) {
+  let n = $("busy");
+  if (!n) { n = el("div", { id: "busy", role: "status", "aria-live": "polite" }); document.body.append(n); }
+  n.textContent = msg || "";
+  n.hidden = !msg;
+}
 async function api(path, body, { form = false } = {}) {
-  const opts = body === undefined ? {} : form
-    ? { method: "POST", body }
-    : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
-  const res = await fetch("/api/" + path, opts);
-  let data = null;
-  try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
-  if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
-  return data;
+  for (let attempt = 0; ; attempt++) {
+    const headers = form || body === undefined ? {} : { "content-type": "application/json" };
+    const key = sessionStorage.getItem("qkv.key");
+    if (key) headers.authorization = "Bearer " + key;
+    const opts = body === undefined ? { headers } : { method: "POST", headers, body: form ? body : JSON.stringify(body) };
+    const res = await fetch("/api/" + path, opts);
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
+    const wait = Number(res.headers.get("retry-after"));
+    if ((res.status === 429 || res.status === 503) && wait > 0 && attempt < RETRIES) {
+      busyNote(`${t("busy")} ${Math.min(wait, 10)} s…`);
+      await new Promise((ok) => setTimeout(ok, 1000 * Math.min(wait, 10)));
+      continue;
+    }
+    busyNote("");
+    if (res.status === 401 && attempt === 0) {
+      const given = window.prompt(t("apikey"));
+      if (given) { sessionStorage.setItem("qkv.key", given.trim()); continue; }
+    }
+    if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
+    return data;
+  }
 }
 
 function setStatus(id, msg, isError = false) {
@@ -456,12 +481,13 @@ function matchGrid(box, x) {
     readout: null, label: `match grid ${x.id}` });
 }
 
+const EXPLAIN_FIRST = 3;  // results explained with the search; the others when their grid is opened
 let searchGen = 0;  // only the newest search draws its results (answers can arrive out of order)
 async function runSearch() {
   if (!INFO.features.search) return initSearch();
   const gen = ++searchGen;
   const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
-                 filters: readFilters(), explain: true };
+                 filters: readFilters(), explain: EXPLAIN_FIRST };
   setStatus("search-status", t("working"));
   const t0 = performance.now();
   try {
@@ -473,9 +499,18 @@ async function runSearch() {
     if (!r.results.length) list.append(el("p", {}, t("search.none")));
     r.results.forEach((x) => {
       const grid = el("div", { class: "match", hidden: true });
+      const title = el("div", { class: "title" }, ...markedTitle(x.title, x.highlights));
       const btn = el("button", { type: "button", "aria-expanded": "false" }, t("search.why"));
-      btn.addEventListener("click", () => {
+      btn.addEventListener("click", async () => {
         const open = grid.hidden;
+        if (open && !x.explanation) {  // computed on the server when first opened
+          btn.disabled = true;
+          try {
+            const e = (await api("search/explain", { query: body.query, ids: [x.id] })).explanations[x.id];
+            Object.assign(x, e);
+            title.replaceChildren(...markedTitle(x.title, x.highlights));
+          } catch (err) { showError("search-status", err); return; } finally { btn.disabled = false; }
+        }
         if (open && !grid.firstChild) matchGrid(grid, x);
         grid.hidden = !open;
         btn.setAttribute("aria-expanded", String(open));
@@ -486,9 +521,9 @@ async function runSearch() {
                   x.dense_score != null ? `cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}` : null,
                   x.keyword_score != null ? `BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}` : null].filter(Boolean).join(" · ");
       list.append(el("li", { "data-id": x.id },
-        el("div", { class: "title" }, ...markedTitle(x.title, x.highlights)),
+        title,
         el("div", { class: "meta" }, `${x.id} · ${f}`),
-        el("div", { class: "meta" }, sc, " ", x.explanation ? btn : null),
+        el("div", { class: "meta" }, sc, " ", btn),
         grid));
     });
     const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");

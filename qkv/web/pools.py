@@ -1,0 +1,199 @@
+"""Work by kind: each kind of request runs in its own bounded pool of threads, so a burst of one
+kind (summaries, attention views) cannot hold up another (searches).
+
+Threads suffice here: the heavy part of every kind is the encoder's compiled kernels (called through
+ctypes, which releases the GIL), NumPy and SQLite, all of which release the GIL; several processes
+(``qkv serve --workers N``) share the cores beyond that. Each pool
+
+- runs at most ``threads`` jobs at once, with at most ``queue`` more waiting: one more is answered
+  **429** with ``Retry-After`` (an estimate from the pool's recent job times), never queued;
+- answers **503** when a job has not finished within ``deadline`` seconds of its arrival (a job
+  still waiting is dropped; one already running finishes, its answer discarded);
+- runs its threads at the niceness ``nice`` (Linux: per thread), so that on a machine whose cores
+  are all busy the scheduler gives searches the CPU before heavy work, which can wait.
+
+BLAS is limited to the encoder's thread count while any job runs (threadpoolctl's limit is
+process-wide, so it is entered by the first job and left by the last, not per job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from qkv.errors import QkvError
+
+KINDS = ("search", "explain", "attention", "summary", "attributes")
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    threads: int
+    queue: int  # jobs that may wait beyond the running ones
+    deadline: float  # seconds from arrival to answer, else 503
+    nice: int = 0  # added niceness of the pool's threads (Linux)
+
+
+# Searches: two threads per process (one runs Python while the other is in the kernels), a deep
+# queue (they are short), a short deadline. Heavy kinds: one thread each, a short queue, a long
+# deadline, and lower priority. All overridable through create_app(pools={...}).
+DEFAULT_POOLS: dict[str, PoolSpec] = {
+    "search": PoolSpec(threads=2, queue=256, deadline=10.0, nice=0),
+    "explain": PoolSpec(threads=1, queue=64, deadline=15.0, nice=5),
+    "attention": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10),
+    "summary": PoolSpec(threads=1, queue=8, deadline=60.0, nice=10),
+    "attributes": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10),
+}
+
+
+class Busy(QkvError):
+    """The kind's queue is full: answered 429 with Retry-After."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Overdue(QkvError):
+    """The job did not finish within the kind's deadline: answered 503 with Retry-After."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _BlasGate:
+    """Enter the process-wide BLAS limit with the first running job, leave it with the last."""
+
+    def __init__(self, threads: Callable[[], int]):
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._users = 0
+        self._ctx = None
+
+    def __enter__(self):
+        with self._lock:
+            if self._users == 0:
+                from qkv.blas import blas_threads
+
+                self._ctx = blas_threads(self._threads())
+                self._ctx.__enter__()
+            self._users += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._ctx is not None:
+                ctx, self._ctx = self._ctx, None
+                ctx.__exit__(None, None, None)
+        return False
+
+
+class Pool:
+    def __init__(self, kind: str, spec: PoolSpec, gate: _BlasGate):
+        self.kind = kind
+        self.spec = spec
+        self._gate = gate
+        self.on_change: Callable[[str, int, int], None] | None = None  # (kind, waiting, running): metrics
+        self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
+        self._lock = threading.Lock()
+        self.pending = 0  # submitted and not finished (running + waiting)
+        self.running = 0
+        self._avg = 0.05  # recent job seconds (exponential average), for Retry-After
+
+    def _init(self) -> None:
+        if self.spec.nice:
+            try:  # Linux: a thread is a task with its own niceness
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + self.spec.nice)
+            except (AttributeError, OSError):
+                pass
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.pending - self.running)
+
+    def retry_after(self) -> int:
+        """Seconds until the queue has likely drained: waiting jobs × recent job time ÷ threads."""
+        return max(1, math.ceil((self.waiting + 1) * self._avg / self.spec.threads))
+
+    def _notify(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.kind, self.waiting, self.running)
+
+    def _job(self, fn, args, kwargs):
+        with self._lock:
+            self.running += 1
+        self._notify()
+        t0 = time.perf_counter()
+        try:
+            with self._gate:
+                return fn(*args, **kwargs)
+        finally:
+            dt = time.perf_counter() - t0
+            with self._lock:
+                self.running -= 1
+                self._avg = 0.8 * self._avg + 0.2 * dt
+
+    def _finished(self, _future) -> None:
+        with self._lock:
+            self.pending -= 1
+        self._notify()
+
+    async def run(self, fn: Callable, *args, **kwargs):
+        spec = self.spec
+        with self._lock:
+            if self.pending >= spec.threads + spec.queue:
+                full = True
+            else:
+                full = False
+                self.pending += 1
+        if full:
+            raise Busy(f"the server is busy with {self.kind} requests ({self.pending} in progress or waiting); "
+                       f"retry in {self.retry_after()} s", self.retry_after())
+        try:
+            future = self._executor.submit(self._job, fn, args, kwargs)
+        except RuntimeError:  # shut down
+            with self._lock:
+                self.pending -= 1
+            raise
+        future.add_done_callback(self._finished)
+        self._notify()
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), spec.deadline)
+        except asyncio.TimeoutError:
+            future.cancel()  # a job still waiting never runs; a running one finishes unseen
+            raise Overdue(f"the {self.kind} request did not finish within this server's {spec.deadline:g} s "
+                          f"deadline (the server is busy); retry in {self.retry_after()} s", self.retry_after()) from None
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class Pools:
+    """One ``Pool`` per kind, sharing one BLAS gate."""
+
+    def __init__(self, specs: dict[str, PoolSpec] | None = None, blas: Callable[[], int] = lambda: 1):
+        merged = dict(DEFAULT_POOLS)
+        for kind, spec in (specs or {}).items():
+            if kind not in KINDS:
+                raise ValueError(f"unknown kind of work {kind!r}; kinds: {', '.join(KINDS)}")
+            merged[kind] = spec if isinstance(spec, PoolSpec) else replace(DEFAULT_POOLS[kind], **spec)
+        gate = _BlasGate(blas)
+        self.pools = {kind: Pool(kind, spec, gate) for kind, spec in merged.items()}
+
+    def __getitem__(self, kind: str) -> Pool:
+        return self.pools[kind]
+
+    def observe(self, on_change: Callable[[str, int, int], None]) -> None:
+        for p in self.pools.values():
+            p.on_change = on_change
+
+    def shutdown(self) -> None:
+        for p in self.pools.values():
+            p.shutdown()
