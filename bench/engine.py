@@ -410,7 +410,9 @@ def worker_query(job: dict) -> dict:
         from qkv.model.threads import blas_threads
 
         if engine == "qkv-blas":  # no packed weights for the compiled products: all go to OpenBLAS
-            enc._layout = lambda w, dtype: w
+            from qkv.model.linear import Blas, PackedWeights
+
+            enc._packed = PackedWeights(force=Blas)
         precision = "float16" if engine == "qkv-float16" else "float32"
         if engine == "qkv-float16":
             a, b = enc.encode(texts, batch_size=1), enc.encode(texts, batch_size=1, precision="float16")
@@ -865,13 +867,13 @@ def main(argv: list[str] | None = None) -> int:
                       "tracemalloc sees numpy buffers only; 'RSS peak' is the kernel's high-water mark reset "
                       "just before the call (same method for all, MALLOC_MMAP_THRESHOLD_=64 KiB).")
         t = 1 if 1 in threads_list else threads_list[0]
-        from qkv.attention import TILED_MIN
+        from qkv.attention import TILED_FROM
 
         for L in lengths:
             if L < 512:
                 continue
             ref = attn_stats.get((L, t, "torch-sdpa"))
-            default = "qkv-plain" if L * L < TILED_MIN else "qkv-chunked"
+            default = "qkv-plain" if L < TILED_FROM else "qkv-chunked"
             for impl in ("qkv-plain", "qkv-chunked"):
                 s = attn_stats.get((L, t, impl))
                 if s and ref and (impl == default or impl == "qkv-chunked"):

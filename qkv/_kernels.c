@@ -1,11 +1,17 @@
-/* The encoder's element-wise steps, each fused into one pass over memory (float32).
+/* qkv's compiled kernels (float32): the encoder's matrix products, its fused attention, and its
+ * element-wise steps, each in one pass over memory.
  *
- * NumPy makes one pass over memory per operation: the exact GELU is about twenty of them,
- * LayerNorm with its residual eight, a masked softmax six. Here each step is one plain loop whose
- * temporaries stay in registers; the compiler vectorises it (`#pragma omp simd`, built with
- * -fopenmp-simd, no OpenMP runtime). exp and erf are written out below (exp_f32, gelu_f32) so
- * that the loops call no library function; no -ffast-math (it would let the compiler assume that
- * no value is ever inf or NaN, and masked scores are -inf).
+ * - Products: the blocked product on weights packed once into column panels (qkv_gemm, bias and
+ *   GELU applied tile by tile), and a few-row product on float16 panels (qkv_panel_matmul_f16bits).
+ *   The encoder's products run here, not in BLAS, whenever these kernels are loaded.
+ * - Attention: steps 2-5 for every head of a text, fused, each block's scores in L1
+ *   (qkv_attention_heads), and the tiles of the online softmax that qkv.attention's tiled path uses.
+ * - Element-wise: NumPy makes one pass over memory per operation (the exact GELU is about twenty of
+ *   them, LayerNorm with its residual eight, a masked softmax six); here each step is one plain loop
+ *   whose temporaries stay in registers. The compiler vectorises it (`#pragma omp simd`, built with
+ *   -fopenmp-simd, no OpenMP runtime). exp and erf are written out below (exp_f32, gelu_f32) so
+ *   that the loops call no library function; no -ffast-math (it would let the compiler assume that
+ *   no value is ever inf or NaN, and masked scores are -inf).
  *
  * Built at install time by hatch_build.py into qkv/_kernels.so; qkv/kernels.py loads it with
  * ctypes and holds a NumPy twin of every function, which the tests compare it with.

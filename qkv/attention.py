@@ -39,12 +39,14 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
-    "TILED_MIN",
+    "TILED_FROM",
 ]
 
-# Size of the score matrix (Lq·Lk) from which scaled_dot_product_attention takes the tiled path when
-# weights are not requested; below it one batched pass over all heads wastes less in Python loops.
-TILED_MIN = 64 * 64
+# Sequence length from which attention runs tile by tile (per text and head, cache-resident) when
+# its weights are not asked for; below it one batched pass over all heads and texts has less
+# overhead. scaled_dot_product_attention compares the score matrix's size (Lq·Lk) with its square;
+# the encoder's dispatcher (qkv.model.attend) its sequence length.
+TILED_FROM = 64
 DEFAULT_CHUNK = 512
 
 
@@ -155,14 +157,14 @@ def scaled_dot_product_attention(
     Returns the output [..., Lq, d_v], and the weights [..., Lq, Lk] when ``return_weights``.
 
     With ``return_weights`` the five steps run as written, on whole arrays. Without, and when the
-    score matrices are large enough for it to pay (Lq·Lk ≥ TILED_MIN, or ``chunk_size`` given), the
+    score matrices are large enough for it to pay (Lq·Lk ≥ TILED_FROM², or ``chunk_size`` given), the
     tiled online-softmax path (``chunked_attention``) runs instead: same result, memory
     O(tile) instead of O(Lq·Lk), and faster because each tile stays in cache.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_qkv(q, k, v)
     lq, lk = q.shape[-2], k.shape[-2]
-    if not return_weights and (chunk_size is not None or lq * lk >= TILED_MIN):
+    if not return_weights and (chunk_size is not None or lq * lk >= TILED_FROM * TILED_FROM):
         return chunked_attention(q, k, v, mask=mask, causal=causal, bias=bias, scale=scale,
                                  chunk_size=chunk_size or DEFAULT_CHUNK)
     s = scale_scores(scores(q, k), q.shape[-1], scale)

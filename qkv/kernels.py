@@ -1,13 +1,16 @@
-"""Fused float32 kernels for the encoder's element-wise steps, each with its NumPy twin.
+"""qkv's compiled kernels, each with its NumPy twin: the products, fused attention, element-wise steps.
 
-The matrix products already run in BLAS; what is left of a forward pass is element-wise work —
-the exact GELU, LayerNorm with its residual, the attention softmax — where NumPy makes one pass
-over memory per operation. ``qkv/_kernels.c`` does each step in one pass; it is compiled at install
-time (``hatch_build.py``; or ``python -m qkv._build_kernels``) and loaded here with ctypes.
+``qkv/_kernels.c`` holds the encoder's matrix products (a blocked product on weights packed once
+into column panels, bias and GELU applied tile by tile; a few-row product on float16 panels), the
+fused attention of one text's heads, the tiles of the online softmax, and the element-wise steps
+(the exact GELU, LayerNorm with its residual, the masked softmax) each in one pass over memory,
+where NumPy makes one pass per operation. It is compiled at install time (``hatch_build.py``; or
+``python -m qkv._build_kernels``) and loaded here with ctypes. Which weight goes to which product
+is decided in ``qkv.model.linear``; BLAS runs what the kernels do not take.
 
 Every function works without it: when the library is missing, cannot be loaded (no C compiler at
-install), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy
-twin runs instead. The tests hold the two equal.
+install), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy twin runs instead. The
+tests hold the two equal.
 """
 
 from __future__ import annotations

@@ -326,7 +326,8 @@ def test_encoder_on_two_threads_is_the_same_float_for_float(encoder, monkeypatch
 
 
 def test_rows_and_texts_are_shared_out_between_threads():
-    from qkv.model.encoder import _deal, _row_cuts
+    from qkv.model.workers import deal as _deal
+    from qkv.model.workers import row_cuts as _row_cuts
 
     assert _row_cuts(2048, 2) == [0, 1032, 2048]  # whole 12-row blocks
     assert _row_cuts(9, 2) == [0, 9] and _row_cuts(150, 2) == [0, 150]  # too few rows to split

@@ -15,7 +15,7 @@ import numpy as np
 def transformed_values(enc, layer: int, v: np.ndarray) -> np.ndarray:
     """f_h(x_j) = v^h_j · W_o^h for every head: v [heads, n, d] (the trace's attn.v) -> [heads, n, H]."""
     nh, d = enc.config.num_heads, enc.config.head_dim
-    w_o = enc.weights.layers[layer].w_o.reshape(nh, d, -1)  # rows of W_o per head
+    w_o = enc.weights.layers[layer].dense().w_o.reshape(nh, d, -1)  # rows of W_o per head
     return np.einsum("hnd,hdo->hno", v, w_o)
 
 

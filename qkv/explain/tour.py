@@ -169,7 +169,7 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
         tr = enc.trace([text], keep=[x_name, f"layers.{layer}.attn.*"], truncate=truncate)
     seq = tr.seqs[0]
     x = tr.get(x_name, 0)
-    cfg, lw = enc.config, enc.weights.layers[layer]
+    cfg, lw = enc.config, enc.weights.layers[layer].dense()  # matrices as numbers, whatever the format
     d, nh = cfg.head_dim, cfg.num_heads
 
     # Steps 1–5 for the chosen head, with this head's columns of the fused Q|K|V weights.

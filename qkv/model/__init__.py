@@ -1,4 +1,6 @@
-"""The model layer: config, weights, tokenizer, encoder and trace. Knows nothing of products."""
+"""The model layer: config, weight readers, packed weights, tokenizer, the reference and fast
+layers, the encoder, pooling and trace. The products themselves live in ``qkv.kernels``; here is
+only which one a weight goes to (``qkv.model.linear``)."""
 
 from qkv.model.config import ModelConfig
 from qkv.model.encoder import Encoder, load

@@ -157,24 +157,22 @@ def test_tiled_attention_path_equals_the_traced_path(encoder):
     np.testing.assert_allclose(tiled["layers.5.out"][real], whole["layers.5.out"][real], rtol=1e-5, atol=2e-5)
 
 
-def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
+def test_packed_rows_give_the_padded_result(encoder):
     """Skipping padding rows (the default when nothing inside attention is traced) changes no real
     token's value, for short batches (all texts at once) and long ones (text by text), and the
     row-wise intermediates it traces come back in the padded [B, L, ...] layout, zero on padding."""
-    from qkv.model import encoder as E
-
     for texts in (["red shoes", "Stainless Steel Electric Kettle 1.7L with auto shut-off", "kettle"],
                   ["a long review of a quiet kettle " * 14, "short one", "a medium review of a kettle " * 4]):
         b = encoder._pad(encoder.tokenize(texts))
         keep = Selector(["layers.2.out", "layers.3.ffn.hidden", "embeddings"], encoder.config.num_layers)
         runs = []
-        for flag in (True, False):
-            monkeypatch.setattr(E, "PACK_PADDING", flag)
+        for pack in (True, False):
             store = {}
-            runs.append((encoder.forward(b.ids, b.mask, keep, store), store))
+            runs.append((encoder.forward(b.ids, b.mask, keep, store, pack=pack), store))
         (packed, ps), (padded, qs) = runs
         np.testing.assert_allclose(packed[b.mask], padded[b.mask], atol=1e-5)
         assert (packed[~b.mask] == 0).all()
+        assert not (padded[~b.mask] == 0).all()  # pack=False really computed the padding rows
         for name in keep.names:
             assert ps[name].shape == qs[name].shape
             np.testing.assert_allclose(ps[name][b.mask], qs[name][b.mask], atol=1e-5)
@@ -183,24 +181,29 @@ def test_packed_rows_give_the_padded_result(encoder, monkeypatch):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_few_rows_take_their_own_products_with_the_same_result(encoder, monkeypatch, compiled):
-    """Products run on weights laid out for them (compiled panels for kernels.gemm, or a transposed
-    copy for a few rows without the kernels); the sentence vectors are those of plain x·W in BLAS."""
+    """Products run on weights packed for them (compiled panels for kernels.gemm, or BLAS with a
+    transposed copy for a few rows without the kernels); the sentence vectors are those of plain
+    x·W in BLAS, for a few rows and for many."""
     from qkv import kernels
-    from qkv.model import encoder as E
+    from qkv.model.encoder import Encoder
+    from qkv.model.linear import Blas, Float32Panels, PackedWeights
 
     texts = ["breathable running shoes", "透气跑鞋 men"]
+    many = texts * 12  # over FEW_ROWS rows in one batch
     lib = kernels._lib
     monkeypatch.setattr(kernels, "_lib", None)  # plain: every product x·W in BLAS
-    monkeypatch.setattr(E, "FEW_ROWS", 0)
-    plain = encoder.encode(texts)
+    plain = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1)
+    plain._packed = PackedWeights(force=Blas)
+    want = plain.encode(texts), plain.encode(many)
     monkeypatch.setattr(kernels, "_lib", lib if compiled else None)
-    monkeypatch.setattr(encoder, "_packed", {})
-    monkeypatch.setattr(E, "FEW_ROWS", 10**6)
-    few = encoder.encode(texts)
-    layouts = list(encoder._packed.values())
-    assert len(layouts) == 4 * encoder.config.num_layers  # Wqkv, Wo, W1, W2 of every layer
-    assert all(a.ndim == (3 if compiled and kernels.available() else 2) for a in layouts)
-    np.testing.assert_allclose(few, plain, atol=1e-6)
+    enc = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1)
+    few = enc.encode(texts), enc.encode(many)
+    made = enc._packed.made()
+    assert len(made) == 4 * encoder.config.num_layers  # Wqkv, Wo, W1, W2 of every layer
+    kind = Float32Panels if compiled and kernels.available() else Blas
+    assert all(type(m) is kind for m in made)
+    for got, ref in zip(few, want):
+        np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
 def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
@@ -208,7 +211,7 @@ def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
     within cosine distance 1e-6 of float32 (measured ~2e-7), while the hidden states do move
     (so the float16 copies were really used), and batches over FEW_ROWS tokens are untouched."""
     from qkv import kernels
-    from qkv.model import encoder as E
+    from qkv.model.linear import FEW_ROWS
 
     queries = ["breathable running shoes", "透气跑鞋", "stainless steel water bottle 1l", "2x4x18 pine board"]
     exact = encoder.encode(queries, batch_size=1)
@@ -216,9 +219,9 @@ def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
     assert ((exact * half).sum(axis=1) > 1 - 1e-6).all()
     if kernels.available():
         assert not np.array_equal(exact, half)
-        assert any(k[1] == np.float16 and a.dtype == np.float16 for k, a in encoder._packed.items())
+        assert any(m.precision == "float16" for m in encoder._packed.made())
     long = ["a long product description " * 3] * 4  # 4 texts in one batch: over FEW_ROWS rows
-    assert sum(len(t) for t in encoder.tokenize(long)) > E.FEW_ROWS
+    assert sum(len(t) for t in encoder.tokenize(long)) > FEW_ROWS
     np.testing.assert_array_equal(encoder.encode(long), encoder.encode(long, precision="float16"))
     with pytest.raises(InputError, match="precision must be one of float32, float16"):
         encoder.encode(queries, precision="bfloat16")

@@ -1,4 +1,4 @@
-"""Read ``model.safetensors`` into the encoder's parameters, checking every name and shape.
+"""The safetensors reader: ``model.safetensors`` into ``Parameters``, checking every name and shape.
 
 Hugging Face stores a Linear layer's weight as [out, in] and computes x·Wᵀ; we store [in, out] so
 the code reads x·W like the formulas. Q, K and V of a layer are fused into one [in, 3·out] matrix so
@@ -7,55 +7,15 @@ self-attention projects with a single matrix product.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from qkv.errors import ModelError
 from qkv.model.config import ModelConfig
+from qkv.model.weights.parameters import LayerParameters, Parameters
 
 _PREFIXES = ("bert.", "roberta.", "model.", "encoder.model.")
-
-
-@dataclass(frozen=True)
-class LayerWeights:
-    w_qkv: np.ndarray  # [H, 3H]: columns are Q | K | V
-    b_qkv: np.ndarray  # [3H]
-    w_o: np.ndarray  # [H, H] attention output projection
-    b_o: np.ndarray
-    ln1_g: np.ndarray  # LayerNorm after attention + residual
-    ln1_b: np.ndarray
-    w_in: np.ndarray  # [H, I] feed-forward up-projection
-    b_in: np.ndarray
-    w_out: np.ndarray  # [I, H] feed-forward down-projection
-    b_out: np.ndarray
-    ln2_g: np.ndarray  # LayerNorm after feed-forward + residual
-    ln2_b: np.ndarray
-
-
-@dataclass(frozen=True)
-class EncoderWeights:
-    word: np.ndarray  # [vocab, H]
-    position: np.ndarray  # [max_positions, H]
-    token_type: np.ndarray  # [type_vocab, H]
-    emb_ln_g: np.ndarray
-    emb_ln_b: np.ndarray
-    layers: tuple[LayerWeights, ...]
-
-    def astype(self, dtype) -> "EncoderWeights":
-        """A copy with every parameter in ``dtype`` (float64 for reference-precision checks)."""
-        cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
-        layers = tuple(LayerWeights(**{k: cast(v) for k, v in vars(lw).items()}) for lw in self.layers)
-        return EncoderWeights(cast(self.word), cast(self.position), cast(self.token_type),
-                              cast(self.emb_ln_g), cast(self.emb_ln_b), layers)
-
-    @property
-    def nbytes(self) -> int:
-        arrays = [self.word, self.position, self.token_type, self.emb_ln_g, self.emb_ln_b]
-        for lw in self.layers:
-            arrays.extend(vars(lw).values())
-        return sum(a.nbytes for a in arrays)
 
 
 def _read_tensors(path: Path) -> dict[str, np.ndarray]:
@@ -86,7 +46,12 @@ def _canonical(name: str) -> str:
     return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
 
 
-def load_weights(path: str | Path, config: ModelConfig) -> EncoderWeights:
+def read_safetensors(model_dir: Path, config: ModelConfig) -> Parameters:
+    """The reader registered for ``model.safetensors`` in a model directory."""
+    return load_weights(Path(model_dir) / "model.safetensors", config)
+
+
+def load_weights(path: str | Path, config: ModelConfig) -> Parameters:
     """Load and check the weights at ``path`` (a model.safetensors file) for ``config``."""
     path = Path(path)
     raw = {_canonical(k): v for k, v in _read_tensors(path).items()}
@@ -116,7 +81,7 @@ def load_weights(path: str | Path, config: ModelConfig) -> EncoderWeights:
         w_o, b_o = linear(p + "attention.output.dense", h, h)
         w_in, b_in = linear(p + "intermediate.dense", h, inter)
         w_out, b_out = linear(p + "output.dense", inter, h)
-        layers.append(LayerWeights(
+        layers.append(LayerParameters(
             w_qkv=np.ascontiguousarray(np.concatenate([wq, wk, wv], axis=1)),
             b_qkv=np.concatenate([bq, bk, bv]),
             w_o=w_o, b_o=b_o,
@@ -126,7 +91,7 @@ def load_weights(path: str | Path, config: ModelConfig) -> EncoderWeights:
             ln2_g=get(p + "output.LayerNorm.weight", (h,)),
             ln2_b=get(p + "output.LayerNorm.bias", (h,)),
         ))
-    return EncoderWeights(
+    return Parameters(
         word=get("embeddings.word_embeddings.weight", (config.vocab_size, h)),
         position=get("embeddings.position_embeddings.weight", (config.max_position_embeddings, h)),
         token_type=get("embeddings.token_type_embeddings.weight", (config.type_vocab_size, h)),

@@ -1,0 +1,121 @@
+"""Steps 2-5 of attention for the fast layer, and the one dispatcher that picks how they run.
+
+The reference layer (``qkv.model.layer.reference_layer``) runs the five steps as written, on
+whole [batch, heads, L, L] arrays, and keeps what a trace asks for. When nothing inside attention
+is traced, ``choose`` picks a fast route from the batch's shape and what the machine offers:
+
+    route      when                                   how
+    batched    compiled kernels, L < TILED_FROM       all texts at once: Q·Kᵀ in BLAS, the compiled
+                                                      masked softmax (scale, mask, max, exp, sum and
+                                                      division in one pass), ·V
+    per_text   compiled kernels, L ≥ TILED_FROM       text by text, cut to its own length, in the
+                                                      fused kernel that keeps each block's scores in
+                                                      L1 (kernels.attention_text); texts dealt out
+                                                      between threads by cost (length²)
+    math       no compiled kernels (or not float32,   qkv.attention.scaled_dot_product_attention,
+               or padding not at the end)             which itself goes tiled from TILED_FROM
+
+Each route is tested equal to the reference layer (tests/model/test_layer.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv import kernels
+from qkv.attention import TILED_FROM, scaled_dot_product_attention
+from qkv.model.workers import deal
+
+ROUTES = ("reference", "batched", "per_text", "math")
+
+
+@dataclass
+class Batch:
+    """A batch's shape as attention sees it. Rows of the row-wise steps are either the padded
+    [B·L] layout or, when ``flat`` is set (padding skipped), only the real tokens, text after text."""
+
+    B: int
+    L: int
+    mask: np.ndarray  # [B, L] bool, True = real token
+    lens: np.ndarray | None  # real tokens per text, when they come first and the kernels apply
+    flat: np.ndarray | None = None  # packed: positions of the real rows in the padded layout
+
+    @property
+    def packed(self) -> bool:
+        return self.flat is not None
+
+    @property
+    def rows(self) -> int:
+        return len(self.flat) if self.packed else self.B * self.L
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(first row, real tokens) of each text in the row layout."""
+        if self.packed:
+            starts = np.concatenate([[0], np.cumsum(self.lens)[:-1]])
+            return [(int(s), int(n)) for s, n in zip(starts, self.lens)]
+        return [(b * self.L, int(n)) for b, n in enumerate(self.lens)]
+
+
+def choose(batch: Batch, traced: bool) -> str:
+    """The route for steps 2-5 (see the table above): the one place that decides."""
+    if traced:
+        return "reference"
+    if batch.lens is None:
+        return "math"
+    return "batched" if batch.L < TILED_FROM else "per_text"
+
+
+def attend(route: str, qkv: np.ndarray, ctx: np.ndarray, batch: Batch, heads: int, scale: float,
+           ws, workers) -> np.ndarray:
+    """Steps 2-5 by ``route``: qkv [rows, 3H] (Q | K | V of each token) → ctx [rows, H], the
+    heads' outputs merged. ``ws``: the call's Workspace; ``workers``: the encoder's Workers."""
+    if route == "batched":
+        return _batched(qkv, ctx, batch, heads, scale, ws)
+    if route == "per_text":
+        return _per_text(qkv, ctx, batch, heads, scale, ws, workers)
+    if route == "math":
+        B, L = batch.B, batch.L
+        q, k, v = qkv.reshape(B, L, 3, heads, -1).transpose(2, 0, 3, 1, 4)  # [B, heads, L, d] views
+        mask = None if batch.mask.all() else batch.mask[:, None, None, :]
+        out = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+        ctx.reshape(B, L, heads, -1)[:] = out.transpose(0, 2, 1, 3)
+        return ctx
+    raise ValueError(f"attention route {route!r} is not one of {', '.join(ROUTES[1:])}")
+
+
+def _batched(qkv, ctx, batch: Batch, heads: int, scale: float, ws) -> np.ndarray:
+    B, L = batch.B, batch.L
+    H = ctx.shape[1]
+    if batch.packed:  # a padded copy of Q|K|V, its padding rows zero (they take weight 0 anyway)
+        padded = ws.get("qkv_padded", (B * L, 3 * H), qkv.dtype)
+        padded[~batch.mask.ravel()] = 0
+        padded[batch.flat] = qkv
+        out = ws.get("ctx_padded", (B * L, H), qkv.dtype)
+    else:
+        padded, out = qkv, ctx
+    q, k, v = padded.reshape(B, L, 3, heads, -1).transpose(2, 0, 3, 1, 4)
+    s = np.matmul(q, k.transpose(0, 1, 3, 2), out=ws.get("scores", (B, heads, L, L), qkv.dtype))
+    kernels.softmax_rows(s, float(scale), batch.lens)
+    np.matmul(s, v, out=out.reshape(B, L, heads, -1).transpose(0, 2, 1, 3))
+    if batch.packed:
+        ctx[:] = out[batch.flat]
+    return ctx
+
+
+def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers) -> np.ndarray:
+    d = ctx.shape[1] // heads
+    if not batch.packed:  # padding rows are not attended: zero them
+        ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
+    pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
+    need = (kernels.attention_work(batch.L, d, d),)
+    groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
+
+    def run(g: int) -> None:
+        work = ws.get(f"attn_work{g}", need, np.float32)
+        for i in groups[g]:
+            kernels.attention_text(pairs[i][0], heads, float(scale), pairs[i][1], work)
+
+    workers.run(run, len(groups))
+    return ctx

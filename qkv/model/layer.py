@@ -1,0 +1,110 @@
+"""One encoder layer (post-LayerNorm, as BERT), twice: the reference and the fast path beside it.
+
+    A = LayerNorm(X + MultiHead(X)·Wo)
+    Y = LayerNorm(A + GELU(A·W1)·W2)
+
+``reference_layer`` is the tutorial's steps as written, on whole arrays, returning every
+intermediate under its trace name. Traced runs of the encoder use it (for the layers whose
+attention is looked into), and so do the explain views that re-run a layer with something changed
+inside (value zeroing). ``fast_layer`` computes the same thing for an untraced pass: each product
+through a packed weight (``qkv.model.linear``), steps 2-5 by the route ``qkv.model.attend.choose``
+picked, element-wise steps fused and in place, padding rows skipped when the batch is packed.
+tests/model/test_layer.py holds the two equal within float32 rounding, route by route.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv.attention import merge_heads, project, scale_scores, scores, softmax, split_heads, weighted_sum
+from qkv.kernels import add_layer_norm, gelu, layer_norm
+from qkv.model import attend as attention
+from qkv.model.linear import dense
+
+# Names the reference layer gives (the trace's names without "layers.{i}."); those inside
+# attention only the reference layer can give.
+INSIDE = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.scaled_scores", "attn.weights", "attn.context")
+ROW_WISE = ("attn.out", "attn.norm", "ffn.hidden", "ffn.out", "out")
+
+
+def reference_layer(p, cfg, x: np.ndarray, mask: np.ndarray | None = None, *,
+                    value_scale: np.ndarray | None = None, full: bool = True) -> dict[str, np.ndarray]:
+    """The layer with parameters ``p`` (a ``LayerParameters``) of a model with config ``cfg``, on
+    x [B, L, H] with mask [B, L] (True = real token; None: all real).
+
+    float64 inputs run in float64 (the weights are promoted), others in float32.
+    ``value_scale`` [B, L] multiplies each token's value vector in every head (0 zeroes it: value
+    zeroing, Mohebbi et al. 2023). Returns every intermediate by its trace name without the
+    ``layers.{i}.`` prefix; ``full=False`` stops after attn.out."""
+    H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
+    x = np.asarray(x)
+    x = x if x.dtype == np.float64 else x.astype(np.float32, copy=False)
+    # 1. project: Q, K, V for every token (one fused product), split into heads [B, nh, L, d]
+    qkv = project(x, dense(p.w_qkv), p.b_qkv)
+    q, k, v = (split_heads(qkv[..., j * H:(j + 1) * H], nh) for j in range(3))
+    if value_scale is not None:
+        v = v * np.asarray(value_scale, dtype=x.dtype)[:, None, :, None]
+    # 2. score: Q·Kᵀ
+    s = scores(q, k)
+    # 3. scale by 1/√d; padding keys get -inf, so their weight is exactly 0
+    ss = scale_scores(s, d)
+    allowed = None if mask is None or np.all(mask) else np.asarray(mask, bool)[:, None, None, :]
+    if allowed is not None:
+        ss = np.where(allowed, ss, x.dtype.type(-np.inf))
+    # 4. softmax each row
+    w = softmax(ss, axis=-1, mask=allowed).astype(x.dtype, copy=False)
+    # 5. weighted sum of V
+    ctx = weighted_sum(w, v)
+    # heads concatenated, projected
+    out = project(merge_heads(ctx), dense(p.w_o), p.b_o)
+    res = {"attn.q": q, "attn.k": k, "attn.v": v, "attn.scores": s, "attn.scaled_scores": ss,
+           "attn.weights": w, "attn.context": ctx, "attn.out": out}
+    if full:
+        # added to the input, normalised; then the feed-forward block, added and normalised
+        a = layer_norm(x + out, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)  # x + out is a new array
+        h = gelu(project(a, dense(p.w_in), p.b_in), cfg.hidden_act)
+        f = project(h, dense(p.w_out), p.b_out)
+        y = layer_norm(f + a, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
+        res.update({"attn.norm": a, "ffn.hidden": h, "ffn.out": f, "out": y})
+    return res
+
+
+def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, linear, ws, workers,
+               scale, want=None, emit=None) -> np.ndarray:
+    """The same layer for x [rows, H] in ``batch``'s row layout, without the intermediates inside
+    attention. ``linear(w, rows)`` gives the packed product for a weight (precision is the packed
+    weight's business); ``want(name)`` / ``emit(name, rows)``: the row-wise names a trace keeps.
+    Returns the output rows (in a workspace array: copy before the next call reuses it)."""
+    R, H = x.shape
+    dt = x.dtype
+    want = want or (lambda name: False)
+    # 1. project: one fused product gives Q | K | V for every token
+    qkv = linear(p.w_qkv, R)(x, ws.get("qkv", (R, 3 * H), dt), bias=p.b_qkv, workers=workers)
+    # 2-5. score, scale, softmax, weighted sum: by the dispatcher's route
+    ctx = attention.attend(route, qkv, ws.get("ctx", (R, H), dt), batch, cfg.num_heads, scale, ws, workers)
+    # heads concatenated, projected, added to the input, normalised
+    # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
+    a = linear(p.w_o, R)(ctx, ws.get("a", (R, H), dt), workers=workers)
+    if want("attn.out"):
+        a += p.b_o
+        emit("attn.out", a)
+        x = add_layer_norm(a, x, None, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)
+    else:
+        x = add_layer_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)
+    if want("attn.norm"):
+        emit("attn.norm", x)
+    # feed-forward
+    h = linear(p.w_in, R)(x, ws.get("h", (R, cfg.intermediate_size), dt), bias=p.b_in, act=cfg.hidden_act,
+                          workers=workers)
+    if want("ffn.hidden"):
+        emit("ffn.hidden", h)
+    f = linear(p.w_out, R)(h, ws.get("f", (R, H), dt), workers=workers)
+    if want("ffn.out"):
+        f += p.b_out
+        emit("ffn.out", f)
+        x = add_layer_norm(f, x, None, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
+    else:
+        x = add_layer_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
+    if want("out"):
+        emit("out", x)
+    return x

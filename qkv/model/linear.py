@@ -1,0 +1,179 @@
+"""Packed weights: each weight matrix as the product that reads it wants it.
+
+The layer code asks for ``act(x·W + b)`` and nothing else; how W is laid out, in which precision,
+and which product reads it are properties of the packed weight. ``PackedWeights.linear`` is the one
+place that chooses, from what is asked (precision, rows) and what the machine offers (compiled
+kernels), and keeps what it packed while the encoder lives.
+
+The interface a new precision or weight format implements (a class, never a branch in the layer):
+
+    class Linear:
+        shape: tuple[int, int]    (K, N): W is [in, out], y = x·W as in the formulas
+        precision: str            what the product reads: "float32", "float16", ...
+        __call__(x, out, *, bias=None, act=None, workers=None) -> out
+            out [R, N] = act(x [R, K]·W + bias); x and out float32 (any dtype for Blas), out
+            C-contiguous; act None or a ``hidden_act`` name ("gelu", "gelu_new", "relu");
+            workers: a ``qkv.model.workers.Workers`` the product may split its rows over.
+        dense() -> np.ndarray     W [K, N] as float32 numbers: what the reference layer and the
+                                  explain views read (a quantised format expands it here, once)
+
+A weight reader may put a ``Linear`` straight into the parameter set (a 4-bit format hands over its
+blocks that way, never expanded for the fast path); ``PackedWeights`` then uses it as it is.
+
+Today's products (see ``qkv.kernels``):
+
+- ``Float32Panels``: the compiled blocked product ``kernels.gemm`` on column panels, bias and the
+  exact GELU applied tile by tile; rows split between threads. Faster than OpenBLAS on all four of
+  all-MiniLM-L6-v2's product shapes, for a batch of reviews and for a lone query (figures in
+  docs/engine.md). Packed on first use: 42 MB for all-MiniLM-L6-v2.
+- ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
+  product is bound by reading W): half the bytes, sums in float32.
+- ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
+  reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
+  fastest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv import kernels
+from qkv.errors import InputError
+from qkv.model.workers import row_cuts
+
+FEW_ROWS = 32  # up to this many rows a product is bound by reading W (see Float16Panels, Blas)
+PRECISIONS = ("float32", "float16")  # what ``encode(precision=...)`` may ask for
+
+
+class Linear:
+    """One weight matrix W [K, N] ready for products; see the module's docstring."""
+
+    precision = "float32"
+    shape: tuple[int, int]
+
+    def __call__(self, x: np.ndarray, out: np.ndarray, *, bias: np.ndarray | None = None,
+                 act: str | None = None, workers=None) -> np.ndarray:
+        raise NotImplementedError
+
+    def dense(self) -> np.ndarray:
+        raise NotImplementedError
+
+
+def dense(w) -> np.ndarray:
+    """W as an array of numbers, whether the parameter set holds an array or a ``Linear``."""
+    return w.dense() if isinstance(w, Linear) else w
+
+
+def _finish(out: np.ndarray, bias, act) -> np.ndarray:
+    """The bias and the activation, for products that did not fuse them."""
+    if act is not None:
+        return kernels.bias_gelu(out, np.zeros(out.shape[1], out.dtype) if bias is None else bias, act)
+    if bias is not None:
+        out += bias
+    return out
+
+
+class Blas(Linear):
+    """x·W in NumPy's BLAS. Up to FEW_ROWS rows as (Wᵀ·xᵀ)ᵀ on a transposed copy of W (made on
+    first use), the shape OpenBLAS takes fastest for a few rows."""
+
+    def __init__(self, w: np.ndarray):
+        self.w, self.shape, self._wt = w, w.shape, None
+        self.precision = str(w.dtype)
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        if x.shape[0] <= FEW_ROWS:
+            if self._wt is None:
+                self._wt = np.ascontiguousarray(self.w.T)
+            out[:] = (self._wt @ x.T).T
+        else:
+            np.matmul(x, self.w, out=out)
+        return _finish(out, bias, act)
+
+    def dense(self):
+        return self.w
+
+
+class Float32Panels(Linear):
+    """The compiled blocked product on float32 column panels (``kernels.gemm``): bias and BERT's
+    exact GELU fused, rows split between the workers' threads (same floats at any count)."""
+
+    def __init__(self, w: np.ndarray):
+        self.panels, self.shape = kernels.pack_panels(w, np.float32), w.shape
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        x = np.ascontiguousarray(x)
+        fused = act in (None, "gelu")
+        b = bias if fused or act is None else None
+        gelu = act == "gelu"
+        threads = 1 if workers is None else workers.threads
+        cuts = row_cuts(x.shape[0], threads)
+        run = lambda g: kernels.gemm(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
+                                     out[cuts[g]:cuts[g + 1]], gelu=gelu)
+        if workers is None or len(cuts) == 2:
+            run(0)
+        else:
+            workers.run(run, len(cuts) - 1)
+        return out if fused else _finish(out, bias, act)
+
+    def dense(self):
+        return kernels.unpack_panels(self.panels)
+
+
+class Float16Panels(Linear):
+    """float16 column panels read by ``kernels.panel_matmul`` (half the bytes; sums in float32):
+    for a few rows, where the product is bound by reading W. The bias is fused; an activation
+    follows."""
+
+    precision = "float16"
+
+    def __init__(self, w: np.ndarray):
+        self.panels, self.shape = kernels.pack_panels(w, np.float16), w.shape
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        kernels.panel_matmul(np.ascontiguousarray(x), self.panels, None if act else bias, out)
+        return _finish(out, bias, act) if act else out
+
+    def dense(self):
+        return kernels.unpack_panels(self.panels)
+
+
+def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
+    """The product for W, asked for in ``precision`` over ``rows`` rows: the dispatcher's one rule.
+    None when W is already a ``Linear`` (a reader packed it; its precision is its own)."""
+    if isinstance(w, Linear):
+        return None
+    panels = kernels.available() and w.dtype == np.float32 and w.ndim == 2 and w.shape[1] % kernels.PANEL == 0
+    if not panels:
+        return Blas
+    if precision == "float16" and rows <= FEW_ROWS:
+        return Float16Panels
+    return Float32Panels
+
+
+class PackedWeights:
+    """The products of one parameter set, packed on first use and kept while it lives.
+
+    ``force``: a ``Linear`` class every array weight goes to (tests, and bench/engine.py's
+    OpenBLAS column: ``force=Blas``)."""
+
+    def __init__(self, force: type[Linear] | None = None):
+        self.force = force
+        self._made: dict[tuple, tuple] = {}  # (id(w), class) -> (w, Linear); w kept so ids stay unique
+
+    def linear(self, w, precision: str = "float32", rows: int = 0) -> Linear:
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        kind = choose(w, precision, rows)
+        if kind is None:
+            return w
+        kind = self.force or kind
+        key = (id(w), kind)
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = (w, kind(w))
+        return made[1]
+
+    def made(self) -> list[Linear]:
+        """Everything packed so far (tests look at which products ran)."""
+        return [lin for _, lin in self._made.values()]

@@ -1,0 +1,75 @@
+"""Every packed product equals x·W + b (then the activation), and the dispatcher picks by
+precision, rows and what the machine offers."""
+
+import numpy as np
+import pytest
+
+from qkv import kernels
+from qkv.errors import InputError
+from qkv.model import linear as L
+from qkv.model.workers import Workers
+
+needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels not in use: {kernels.STATUS}")
+
+
+def _case(rows, k=64, n=96, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    w = (rng.standard_normal((k, n)) / 8).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    return x, w, b
+
+
+def _expect(x, w, b, act):
+    y = x.astype(np.float64) @ w + b
+    if act == "gelu":
+        from scipy.special import erf
+
+        y = y * 0.5 * (1 + erf(y / np.sqrt(2)))
+    elif act == "relu":
+        y = np.maximum(y, 0)
+    return y
+
+
+@pytest.mark.parametrize("act", [None, "gelu", "relu"])
+@pytest.mark.parametrize("rows", [1, 9, 200])
+@pytest.mark.parametrize("kind", ["Blas", "Float32Panels", "Float16Panels"])
+def test_each_product_is_x_times_w_plus_b(kind, rows, act):
+    cls = getattr(L, kind)
+    if kind != "Blas" and not kernels.available():
+        pytest.skip("panels need the compiled kernels")
+    x, w, b = _case(rows)
+    lin = cls(w)
+    assert lin.shape == w.shape
+    out = np.empty((rows, w.shape[1]), np.float32)
+    got = lin(x, out, bias=b, act=act, workers=Workers(2))
+    assert got is out
+    tol = 2e-2 if kind == "Float16Panels" else 1e-4  # float16 weights: 11 significant bits
+    np.testing.assert_allclose(got, _expect(x, w, b, act), rtol=tol, atol=tol)
+    np.testing.assert_allclose(lin.dense(), w, rtol=1e-3 if kind == "Float16Panels" else 0,
+                               atol=1e-6 if kind == "Float16Panels" else 0)
+    assert lin.precision == ("float16" if kind == "Float16Panels" else "float32")
+
+
+@needs_lib
+def test_the_dispatcher_chooses_by_precision_rows_and_shape():
+    w = np.zeros((64, 96), np.float32)
+    assert L.choose(w, "float32", 5) is L.Float32Panels
+    assert L.choose(w, "float16", L.FEW_ROWS) is L.Float16Panels
+    assert L.choose(w, "float16", L.FEW_ROWS + 1) is L.Float32Panels  # many rows: bound by arithmetic
+    assert L.choose(np.zeros((64, 90), np.float32), "float32", 5) is L.Blas  # not whole panels
+    assert L.choose(w.astype(np.float64), "float32", 5) is L.Blas
+    packed = L.Float32Panels(w)
+    assert L.choose(packed, "float16", 1) is None  # a reader's own packed weight is used as it is
+    pw = L.PackedWeights()
+    assert pw.linear(packed, "float16", 1) is packed
+    assert pw.linear(w, "float32", 5) is pw.linear(w, "float32", 500)  # packed once, kept
+    assert type(L.PackedWeights(force=L.Blas).linear(w)) is L.Blas
+    with pytest.raises(InputError, match="precision must be one of"):
+        pw.linear(w, "int3")
+
+
+def test_dense_reads_arrays_and_packed_weights():
+    x, w, b = _case(3)
+    assert L.dense(w) is w
+    assert np.array_equal(L.dense(L.Blas(w)), w)
