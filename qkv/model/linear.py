@@ -160,19 +160,27 @@ class PackedWeights:
     def __init__(self, force: type[Linear] | None = None):
         self.force = force
         self._made: dict[tuple, tuple] = {}  # (id(w), class) -> (w, Linear); w kept so ids stay unique
+        self._chosen: dict[tuple, tuple] = {}  # (id(w), precision, few rows) -> (w, Linear)
 
     def linear(self, w, precision: str = "float32", rows: int = 0) -> Linear:
+        """The packed product for W asked for in ``precision`` over ``rows`` rows (see ``choose``)."""
+        key = (id(w), precision, rows <= FEW_ROWS)  # what choose() reads, so a hit skips it
+        hit = self._chosen.get(key)
+        if hit is not None and hit[0] is w:
+            return hit[1]
         if precision not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         kind = choose(w, precision, rows)
         if kind is None:
-            return w
-        kind = self.force or kind
-        key = (id(w), kind)
-        made = self._made.get(key)
-        if made is None:
-            made = self._made[key] = (w, kind(w))
-        return made[1]
+            lin = w
+        else:
+            kind = self.force or kind
+            made = self._made.get((id(w), kind))
+            if made is None:
+                made = self._made[(id(w), kind)] = (w, kind(w))
+            lin = made[1]
+        self._chosen[key] = (w, lin)
+        return lin
 
     def made(self) -> list[Linear]:
         """Everything packed so far (tests look at which products ran)."""
