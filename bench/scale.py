@@ -84,8 +84,7 @@ def pct(xs, q) -> float:
 def one_store(store: str, n: int, sample: int, queries: int, work: Path) -> dict:
     import qkv
     import qkv.scale  # noqa: F401
-    from qkv.search.embedded import title_hash
-    from qkv.search.store import Manifest, open_store, store_class
+    from qkv.search.store import Manifest, open_store, store_class, title_hash
 
     g = _gen()
     enc = qkv.load(threads=1)

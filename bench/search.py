@@ -345,8 +345,8 @@ def main(argv=None) -> int:
     import qkv
     from qkv.search import Index, build_index
     from qkv.search.catalog import Catalog
-    from qkv.search.embedded import EmbeddedStore, title_hash
-    from qkv.search.store import Manifest
+    from qkv.search.embedded import EmbeddedStore
+    from qkv.search.store import Manifest, title_hash
 
     console = Console(width=max(Console().width, 150))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -369,10 +369,7 @@ def main(argv=None) -> int:
         rows = [{"id": f"b{i}", "title": t, "price": float(5 + i % 200)} for i, t in enumerate(ts)]
         if (path / "manifest.json").is_file() and args.dir:
             console.print(f"{n:,}: reusing the index in {path}")
-            with EmbeddedStore.open(path) as st:
-                if st._postings() is None:  # written by older code: republish (rows and ANN kept)
-                    with console.status(f"adding the keyword postings arrays to {path}"), st.writer() as w:
-                        w.refresh()
+            EmbeddedStore.open(path).close()  # an index of an older format is refused here: rebuild it
             build_rows.append((n, float("nan"), float("nan"), float("nan"), float("nan"), dir_mb(path), "reused (not timed)"))
         elif n <= 10_000:  # end to end, encoder included
             shutil.rmtree(path, ignore_errors=True)
@@ -387,9 +384,9 @@ def main(argv=None) -> int:
             shutil.rmtree(path, ignore_errors=True)
             vecs, real = vectors_for(enc, n, args.real, console)
             m = Manifest(model=enc.name, fingerprint=enc.fingerprint(), dim=enc.dim)
-            from qkv.search.embedded import build_threads
+            from qkv.search.embedded.vectors import build_threads
 
-            if args.build_threads:  # read when the index is published (qkv.search.embedded.build_threads)
+            if args.build_threads:  # read when the index is published (qkv.search.embedded.vectors.build_threads)
                 os.environ["QKV_BUILD_THREADS"] = str(args.build_threads)
             t1, c1 = time.perf_counter(), time.process_time()
             st = EmbeddedStore.create(path, m)
@@ -486,7 +483,7 @@ def validate(n: int, nq: int, efs: list[int]) -> int:
     from rich.table import Table
 
     import qkv
-    from qkv.search.embedded import HNSW_EF_CONSTRUCTION, HNSW_M
+    from qkv.search.embedded.vectors import HNSW_EF_CONSTRUCTION, HNSW_M
 
     faiss.omp_set_num_threads(1)
     console = Console()
@@ -515,13 +512,14 @@ def validate(n: int, nq: int, efs: list[int]) -> int:
 def keyword_compare(sizes: list[int], nq: int, depth: int = 200, root: Path | None = None) -> int:
     """Keyword side alone: FTS5's exact OR (``ORDER BY bm25`` over every matching row, joined to the
     rows as the store did before planning) against ``keyword_search`` with the SQL plan (what
-    generations without postings arrays use) and with the postings plan; CPU ms per query. Uses the
+    queries with a term FTS5 splits into a phrase use) and with the postings plan; CPU ms per query. Uses the
     benchmark index ``root/idx-N`` when there is one, else builds FTS5 tables of the titles."""
     from rich.console import Console
     from rich.table import Table
 
-    from qkv.search.embedded import EmbeddedStore, _quote, title_hash
-    from qkv.search.store import Manifest, open_store
+    from qkv.search.embedded import EmbeddedStore
+    from qkv.search.embedded.vocabulary import quote as _quote
+    from qkv.search.store import Manifest, open_store, title_hash
 
     console = Console(width=max(Console().width, 150))
     t = Table(title=f"keyword search, depth {depth}, {nq} generated queries, CPU ms p50 / p90 / p99; "
@@ -542,9 +540,7 @@ def keyword_compare(sizes: list[int], nq: int, depth: int = 200, root: Path | No
                         w.upsert(part, np.ones((len(part), 1), np.float32), [title_hash(r["title"]) for r in part])
                 st.close()
             st = open_store(path)
-            if st._postings() is None:
-                console.print(f"[yellow]{path} has no postings arrays (written by older code): the postings "
-                              "column repeats the SQL plan")
+            covers = st.keyword.postings_cover
             exact, times, overlap = [], {"exact": [], "sql": [], "post": []}, {"sql": [], "post": []}
             for q in qs:
                 expr = " OR ".join(map(_quote, st.query_terms(q)))
@@ -554,7 +550,7 @@ def keyword_compare(sizes: list[int], nq: int, depth: int = 200, root: Path | No
                     "ORDER BY bm25(fts) LIMIT ?", (expr, depth))])
                 times["exact"].append(time.process_time() - c0)
             for plan in ("sql", "post"):
-                st._post = False if plan == "sql" else None
+                st.keyword.postings_cover = (lambda terms: False) if plan == "sql" else covers
                 for q in queries(50, seed=2):
                     st.keyword_search(q, depth)  # warm-up: page cache, stem cache
                 for q, ex in zip(qs, exact):
@@ -578,7 +574,7 @@ def keyword_compare(sizes: list[int], nq: int, depth: int = 200, root: Path | No
 
 
 def store_default_ef() -> int:
-    from qkv.search.embedded import HNSW_EF_SEARCH
+    from qkv.search.embedded.vectors import HNSW_EF_SEARCH
 
     return HNSW_EF_SEARCH
 

@@ -39,7 +39,8 @@ def load(data: Path):
 def prepare(data: Path, cache: Path) -> None:
     import qkv
     from qkv.search.catalog import read_catalog
-    from qkv.search.embedded import EmbeddedStore, title_hash
+    from qkv.search.embedded import EmbeddedStore
+    from qkv.search.store import title_hash
     from qkv.search.store import Manifest
 
     cache.mkdir(parents=True, exist_ok=True)
@@ -148,7 +149,8 @@ def fusion(data: Path, cache: Path) -> None:
 
 def keyword(data: Path, cache: Path, limit: int | None) -> None:
     import qkv.search.text as T
-    from qkv.search import embedded as E
+    from qkv.search.embedded import store as E
+    from qkv.search.embedded.vocabulary import Vocabulary
     from qkv.search.catalog import read_catalog
     from qkv.search.evaluate import in_half
     from qkv.search.store import Manifest
@@ -156,7 +158,7 @@ def keyword(data: Path, cache: Path, limit: int | None) -> None:
     Q, R = load(data)
     qids = [q for q in Q if q in R and in_half(q, "a")][:limit]
     cat = read_catalog(data / "corpus.jsonl")
-    full_norm, full_correct, sw = T.normalize, E.EmbeddedStore._correct, T.STOPWORDS
+    full_norm, full_correct, sw = T.normalize, Vocabulary.correct, T.STOPWORDS
 
     def build(name, norm):
         T.normalize = norm
@@ -175,7 +177,7 @@ def keyword(data: Path, cache: Path, limit: int | None) -> None:
         print(label, _metrics(lambda q, d, k, c: [i for i, _ in k], C, Q, R, "a"), "empty", empty, flush=True)
 
     raw = build("raw", lambda t: " ".join(re.findall(r"\w+", t.lower())))
-    T.STOPWORDS, E.EmbeddedStore._correct = frozenset(), (lambda self, t: None)
+    T.STOPWORDS, Vocabulary.correct = frozenset(), (lambda self, t: None)
     run(raw, "raw words")
     T.STOPWORDS = sw
     run(raw, "raw words + stopwords")
@@ -184,7 +186,7 @@ def keyword(data: Path, cache: Path, limit: int | None) -> None:
     run(norm, "normalised")
     T.STOPWORDS = sw
     run(norm, "normalised + stopwords")
-    E.EmbeddedStore._correct = full_correct
+    Vocabulary.correct = full_correct
     run(norm, "normalised + stopwords + typo fix (shipped)")
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+import qkv.scale  # noqa: F401 - registers the Milvus store with search's registry
 from qkv.cli._common import console, err_console, load_encoder, print_json
 
 store_app = typer.Typer(help="Stores beyond one machine: Milvus (Lite or a server), indexing on Ray.",
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
 
 @store_app.command("migrate")
 def migrate_cmd(
-    source: Annotated[Path, typer.Option("--from", help="Index directory to copy (embedded or Milvus-backed).")],
+    source: Annotated[str, typer.Option("--from", help="Index to copy: its directory (embedded or Milvus-backed) or store URI.")],
     to: Annotated[str, typer.Option("--to", help="milvus://PATH.db[#collection], http://HOST:19530[#collection], or a directory (embedded).")],
     index: Annotated[Optional[Path], typer.Option("--index", "-i", help="Directory for the Milvus copy's manifest (default: SOURCE.milvus).")] = None,
     sample: Annotated[int, typer.Option(help="Products whose rows and vectors are compared after the copy.")] = 200,
@@ -38,7 +39,9 @@ def migrate_cmd(
 ):
     """Copy an index to another store, then verify counts and a sample of rows and vectors."""
     from qkv.scale.migrate import migrate
+    from qkv.search.store import index_dir
 
+    source = index_dir(source)
     bar, cb = _bar("copying")
     with bar:
         rep = migrate(source, to, index, sample=sample, progress=cb)
@@ -102,7 +105,7 @@ def index_cmd(
 
 
 @store_app.command("info")
-def info_cmd(index: Annotated[Path, typer.Option("--index", "-i", help="Index directory.")]):
+def info_cmd(index: Annotated[str, typer.Option("--index", "-i", help="Index directory, or the store URI it was built at.")]):
     """What an index holds and where its data lives."""
     from qkv.search.store import open_store
 

@@ -9,7 +9,7 @@ import typer
 
 from qkv.cli._common import console, err_console, load_encoder, print_json
 
-INDEX_OPT = typer.Option("--index", "-i", help="Index directory.")
+INDEX_OPT = typer.Option("--index", "-i", help="Index directory (or the store URI it was built at, e.g. milvus://PATH.db).")
 MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or all-MiniLM-L6-v2 for a new index).")
 
 
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
     @app.command("index")
     def index_cmd(
         catalog: Annotated[Path, typer.Argument(help="Catalog: .csv, .tsv, .jsonl (BEIR corpus.jsonl too) or .parquet.")],
-        index: Annotated[Path, INDEX_OPT],
+        index: Annotated[str, INDEX_OPT],
         upsert: Annotated[bool, typer.Option("--upsert", help="Add or replace products by id in an existing index.")] = False,
         rebuild: Annotated[bool, typer.Option("--rebuild", help="Replace an existing index entirely.")] = False,
         id_column: Annotated[Optional[str], typer.Option(help="Id column (detected when obvious).")] = None,
@@ -82,8 +82,9 @@ def register(app: typer.Typer) -> None:
         """Build or update a search index from CATALOG."""
         from qkv.errors import InputError
         from qkv.search.index import build_index
-        from qkv.search.store import read_manifest
+        from qkv.search.store import index_dir, read_manifest
 
+        index = index_dir(index)
         if engine not in ("local", "ray"):
             raise InputError(f"--engine must be local or ray, not {engine!r}")
         if engine == "ray" or store:
@@ -125,7 +126,7 @@ def register(app: typer.Typer) -> None:
     @app.command("search")
     def search_cmd(
         query: Annotated[str, typer.Argument(help="What a shopper would type.")],
-        index: Annotated[Path, INDEX_OPT],
+        index: Annotated[str, INDEX_OPT],
         k: Annotated[int, typer.Option("-k", help="Number of results.")] = 10,
         mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
         fusion: Annotated[str, typer.Option(help="Hybrid fusion: score (weighted, default) or rrf.")] = "score",
@@ -141,8 +142,9 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from qkv.search.index import Index
-        from qkv.search.store import read_manifest
+        from qkv.search.store import index_dir, read_manifest
 
+        index = index_dir(index)
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
         with Index.open(index, enc, ef_search=ef_search) as idx:
@@ -184,7 +186,7 @@ def register(app: typer.Typer) -> None:
     @app.command("delete")
     def delete_cmd(
         ids: Annotated[list[str], typer.Argument(help="Product ids to remove.")],
-        index: Annotated[Path, INDEX_OPT],
+        index: Annotated[str, INDEX_OPT],
     ):
         """Remove products from an index by id."""
         from qkv.search.index import delete_products

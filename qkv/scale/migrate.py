@@ -12,8 +12,7 @@ from typing import Callable
 import numpy as np
 
 from qkv.errors import InputError, QkvError
-from qkv.search.embedded import title_hash
-from qkv.search.store import Manifest, VectorStore, open_store, store_class
+from qkv.search.store import Manifest, VectorStore, is_uri, open_store, store_class, title_hash
 
 CHUNK = 2000
 
@@ -35,11 +34,6 @@ class MigrateReport:
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
-
-
-def is_uri(s: str) -> bool:
-    """A store URI (``scheme://…``; unknown schemes are refused by ``parse_uri``), not a directory."""
-    return isinstance(s, str) and "://" in s
 
 
 def default_handle(src: Path, uri: str) -> Path:

@@ -16,12 +16,20 @@ the value, ``l<i>`` a lower-cased copy of text values so that text equality igno
 the embedded store's ``COLLATE NOCASE`` does. The field catalogue (name → column, kind) is kept in
 the manifest.
 
+Naming: ``Index.open``, ``qkv search --index`` and the other places that take an index also take the
+Milvus Lite URI it was created at (``milvus://PATH.db[#collection]``): ``create`` records the index
+directory beside the ``.db`` file (``PATH.db.qkv-indexes.json``, collection → directory) and
+``locate`` reads it back. A server URI has no local file to record it in, so ``locate`` says to name
+the directory instead. ``qkv.scale`` registers this store (backend ``milvus``, URI schemes
+``milvus``, ``http``, ``https``, ``tcp``, ``grpc``) when imported; search never names it.
+
 Writes: ``writer(reset=True)`` (a build or rebuild) streams into a *new* collection and switches the
 manifest to it when the block succeeds (the old one is then dropped), so a failed rebuild leaves the
 previous index searchable. ``writer()`` (upsert/delete) buffers its changes and applies them to Milvus
 when the block exits normally; Milvus has no multi-row transactions, so a process killed *during* that
 final apply can leave part of it applied — re-running the same upsert repairs it (upserts are by id).
-The single-writer lock is a flock on DIR/.lock: it protects writers on one machine only.
+The single-writer lock is search's ``WriterLock`` on DIR/.lock: it protects writers on one machine
+only. Every committed write bumps the manifest's ``generation``, so ``reopen_if_changed`` sees it.
 
 Differences from the embedded store, measured or read from Milvus Lite 3.2 (docs/scale.md):
 * no Porter stemming ("shirts" does not match "shirt"), no typo correction of unknown terms;
@@ -33,28 +41,23 @@ Differences from the embedded store, measured or read from Milvus Lite 3.2 (docs
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.scale.milvus_writer import BATCH, MilvusWriter, create_collection
 from qkv.search import text as textmod
-from qkv.search.store import (FieldInfo, Hit, IndexError_, Manifest, Row, StoreWriter, VectorStore, WriterBusy,
-                              read_manifest)
+from qkv.search.store import FieldInfo, Hit, IndexError_, Manifest, Row, VectorStore, read_manifest, write_manifest
 
 DEFAULT_COLLECTION = "qkv_products"
-BATCH = 1000  # rows per insert/upsert call
 MAX_LIMIT = 16384  # Milvus' cap on topk / query limit
-HNSW_PARAMS = {"M": 32, "efConstruction": 80}
 HNSW_EF = 96
-MAX_TITLE = 65535
 ANN_TO_MILVUS = {"auto": "HNSW", "hnsw": "HNSW", "flat": "FLAT", "ivfpq": "IVF_PQ"}
 
 
@@ -110,12 +113,23 @@ def connect(conn_uri: str):
     return client
 
 
-def _write_manifest(path: Path, manifest: Manifest) -> None:
-    tmp = path / f".manifest-{os.getpid()}.json"
-    tmp.write_text(json.dumps(manifest.to_json(), indent=2), encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path / "manifest.json")
+def _handles_file(conn_uri: str) -> Path | None:
+    """Where the index directories of a Milvus Lite file are recorded (None for a server)."""
+    return Path(conn_uri + ".qkv-indexes.json") if conn_uri.startswith("/") else None
+
+
+def _record_handle(conn_uri: str, collection: str, path: Path) -> None:
+    f = _handles_file(conn_uri)
+    if f is None:
+        return
+    try:
+        known = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    known[collection] = str(Path(path).resolve())
+    tmp = f.with_name(f.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known, indent=2), encoding="utf-8")
+    os.replace(tmp, f)
 
 
 def _quote(s: str) -> str:
@@ -156,6 +170,23 @@ class MilvusStore(VectorStore):
         return cls(path, read_manifest(path))
 
     @classmethod
+    def locate(cls, uri: str) -> Path:
+        """The index directory recorded for a Milvus Lite URI (see the module docstring)."""
+        conn, coll = parse_uri(uri)
+        f = _handles_file(conn)
+        found = None
+        if f is not None and f.is_file():
+            with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+                found = json.loads(f.read_text(encoding="utf-8")).get(coll)
+        if found and (Path(found) / "manifest.json").is_file():
+            return Path(found)
+        where = (f"no qkv index is recorded for collection {coll!r} of {conn}" if f is not None
+                 else f"{uri} is a Milvus server, where qkv records no index directory")
+        raise IndexError_(f"{where}; --index takes the index directory holding manifest.json (the one "
+                          "`qkv store migrate` or `qkv index --store` printed), or create one with "
+                          f"`qkv index CATALOG --index DIR --store {uri}`")
+
+    @classmethod
     def create(cls, path, manifest: Manifest, uri: str | None = None, **options) -> "MilvusStore":
         """A new Milvus-backed index at directory ``path`` whose data lives at ``uri``."""
         path = Path(path)
@@ -175,8 +206,9 @@ class MilvusStore(VectorStore):
         m = replace(manifest, backend="milvus", dtype="float32", count=0,
                     extra={**manifest.extra, "uri": conn, "collection": coll, "base_collection": coll,
                            "generation": 0, "fields": {}, "index_type": ANN_TO_MILVUS.get(manifest.ann, "HNSW")})
-        _create_collection(client, coll, m)
-        _write_manifest(path, m)
+        create_collection(client, coll, m)
+        write_manifest(path, m)
+        _record_handle(conn, coll, path)
         return cls(path, m)
 
     # ------------------------------------------------------------------ description
@@ -342,207 +374,4 @@ class MilvusStore(VectorStore):
 
     # ------------------------------------------------------------------ writing
     def writer(self, reset: bool = False):
-        return _Writer(self, reset)
-
-
-def _create_collection(client, name: str, m: Manifest) -> None:
-    from pymilvus import DataType, Function, FunctionType
-
-    s = client.create_schema(auto_id=False, enable_dynamic_field=True)
-    s.add_field("id", DataType.VARCHAR, max_length=1024, is_primary=True)
-    s.add_field("title", DataType.VARCHAR, max_length=MAX_TITLE)
-    s.add_field("ktext", DataType.VARCHAR, max_length=MAX_TITLE, enable_analyzer=True,
-                analyzer_params={"tokenizer": "standard"})
-    s.add_field("title_hash", DataType.VARCHAR, max_length=64)
-    s.add_field("vec", DataType.FLOAT_VECTOR, dim=int(m.dim))
-    s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-    s.add_function(Function(name="ktext_bm25", function_type=FunctionType.BM25, input_field_names=["ktext"],
-                            output_field_names=["sparse"]))
-    ip = client.prepare_index_params()
-    kind = m.extra.get("index_type", "HNSW")
-    params = HNSW_PARAMS if kind == "HNSW" else ({"nlist": 256, "m": 16, "nbits": 8} if kind == "IVF_PQ" else {})
-    ip.add_index(field_name="vec", index_type=kind, metric_type="IP", params=params)
-    ip.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    client.create_collection(name, schema=s, index_params=ip)
-
-
-class _Lock:
-    def __init__(self, root: Path):
-        self.file = root / ".lock"
-
-    def __enter__(self):
-        self.fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self.fd, 200, 0).decode(errors="replace").strip() or "another process"
-            os.close(self.fd)
-            raise WriterBusy(f"the index at {self.file.parent} is being written by {holder}; "
-                             "wait for it to finish") from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"pid {os.getpid()}".encode(), 0)
-        return self
-
-    def __exit__(self, *exc):
-        with contextlib.suppress(OSError):
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-        return False
-
-
-class _Writer(StoreWriter):
-    """See the module docstring: reset → a new collection switched in at the end; else buffered."""
-
-    def __init__(self, store: MilvusStore, reset: bool):
-        self.store = store
-        self.reset = reset
-        self.client = store.client
-
-    def __enter__(self):
-        self.lock = _Lock(self.store.path).__enter__()
-        try:
-            # re-read: another writer may have committed since this store was opened
-            self.manifest = read_manifest(self.store.path)
-            self.fields = {k: list(v) for k, v in self.manifest.extra.get("fields", {}).items()}
-            self.ops: list[tuple] = []
-            self.staged: dict[str, str | None] = {}  # id -> title hash (None: deleted) in this block
-            if self.reset:
-                gen = int(self.manifest.extra.get("generation", 0)) + 1
-                self.target = f"{self.manifest.extra['base_collection']}_g{gen}"
-                if self.client.has_collection(self.target):  # leftover of a failed rebuild
-                    self.client.drop_collection(self.target)
-                _create_collection(self.client, self.target, self.manifest)
-                self.fields = {}
-                self.gen = gen
-            else:
-                self.target = self.manifest.extra["collection"]
-        except BaseException:
-            self.lock.__exit__()
-            raise
-        return self
-
-    def _col(self, name: str, v) -> list:
-        kind = "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text"
-        if name not in self.fields:
-            self.fields[name] = [f"f{len(self.fields)}", kind if v is not None else "number"]
-        elif v is not None and kind == "text" and self.fields[name][1] == "number":
-            self.fields[name][1] = "text"
-        return self.fields[name]
-
-    def _entity(self, row: Row, vec: np.ndarray, h: str) -> dict:
-        e = {"id": str(row["id"]), "title": row["title"], "ktext": textmod.normalize(row["title"]) or " ",
-             "title_hash": h, "vec": np.asarray(vec, dtype=np.float32).tolist(),
-             "l_id": str(row["id"]).lower(), "l_title": str(row["title"]).lower()}
-        for name, v in row.items():
-            if name in ("id", "title"):
-                continue
-            col, _ = self._col(name, v)
-            if v is None:
-                continue
-            if isinstance(v, bool):
-                v = float(v)
-            e[col] = float(v) if isinstance(v, (int, float)) else str(v)
-            if not isinstance(v, (int, float)):
-                e["l" + col[1:]] = str(v).lower()
-        return e
-
-    # -- the StoreWriter interface
-    def title_hashes(self, ids):
-        if self.reset:
-            return {i: h for i, h in self.staged.items() if h is not None and i in set(map(str, ids))}
-        ids = [str(i) for i in ids]
-        out = {i: r.get("title_hash") for i, r in self.store._get(ids, ["title_hash"]).items()}
-        for i in ids:
-            if i in self.staged:
-                if self.staged[i] is None:
-                    out.pop(i, None)
-                else:
-                    out[i] = self.staged[i]
-        return out
-
-    def upsert(self, rows, vectors, title_hashes) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(rows) != len(vectors) or len(rows) != len(title_hashes):
-            raise InputError("upsert needs one vector and one title hash per row")
-        if len(rows) and (vectors.ndim != 2 or vectors.shape[1] != self.manifest.dim):
-            raise InputError(f"vectors must be [n, {self.manifest.dim}]")
-        ids = [str(r["id"]) for r in rows]
-        if len(set(ids)) != len(ids):
-            raise InputError("upsert rows must have distinct ids")
-        ents = [self._entity(r, v, h) for r, v, h in zip(rows, vectors, title_hashes)]
-        again = any(i in self.staged for i in ids)
-        for i, h in zip(ids, title_hashes):
-            self.staged[i] = h
-        if self.reset:  # the new collection is invisible until the switch: write straight away
-            write = self.client.upsert if again else self.client.insert  # insert: new ids, cheaper
-            for a in range(0, len(ents), BATCH):
-                write(self.target, ents[a:a + BATCH])
-        else:
-            self.ops.append(("upsert", ents))
-
-    def update_fields(self, rows) -> None:
-        if not rows:
-            return
-        ids = [str(r["id"]) for r in rows]
-        if self.reset:
-            raise InputError("update_fields needs existing products; a rebuild re-embeds every row")
-        cur = self.store._get(ids, ["title", "title_hash", "vec", "$meta"] if self.fields else
-                              ["title", "title_hash", "vec"])
-        ents = []
-        for row, pid in zip(rows, ids):
-            if pid not in cur or self.staged.get(pid, "") is None:
-                raise InputError(f"update_fields: unknown id {row['id']!r}")
-            old = self.store._row(cur[pid])
-            new = {**old, **row}
-            ents.append(self._entity(new, cur[pid]["vec"], cur[pid]["title_hash"]))
-        self.ops.append(("upsert", ents))
-
-    def delete(self, ids: Iterable[str]) -> int:
-        ids = [str(i) for i in ids]
-        existing = set(self.title_hashes(ids))
-        for i in ids:
-            self.staged[i] = None
-        if existing:
-            if self.reset:
-                self.client.delete(self.target, ids=sorted(existing))
-            else:
-                self.ops.append(("delete", sorted(existing)))
-        return len(existing)
-
-    # -- publishing
-    def __exit__(self, et, ev, tb):
-        try:
-            if et is None:
-                self._finish()
-            elif self.reset:
-                with contextlib.suppress(Exception):
-                    self.client.drop_collection(self.target)
-        finally:
-            self.lock.__exit__()
-        return False
-
-    def _finish(self) -> None:
-        for op, data in self.ops:
-            if op == "upsert":
-                for a in range(0, len(data), BATCH):
-                    self.client.upsert(self.target, data[a:a + BATCH])
-            else:
-                self.client.delete(self.target, ids=data)
-        # seal the written segments: Milvus builds the HNSW/BM25 indexes on sealed segments only, and
-        # searches growing ones by brute force (Milvus Lite, 10k rows: 786 ms → 11 ms a query)
-        self.client.flush(self.target)
-        self.client.release_collection(self.target)
-        self.client.load_collection(self.target)
-        count = int(self.client.query(self.target, filter="", output_fields=["count(*)"])[0]["count(*)"])
-        extra = {**self.manifest.extra, "fields": self.fields, "collection": self.target}
-        if self.reset:
-            extra["generation"] = self.gen
-        old = self.manifest.extra["collection"]
-        m = replace(self.manifest, count=count, extra=extra)
-        _write_manifest(self.store.path, m)
-        if self.reset and old != self.target and self.client.has_collection(old):
-            self.client.drop_collection(old)
-        self.store._manifest = m
-        self.store._fields = dict(self.fields)
-        self.store.collection = self.target
-        time.sleep(0)  # visible now
+        return MilvusWriter(self, reset)

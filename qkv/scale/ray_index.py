@@ -33,9 +33,9 @@ from typing import Callable
 import numpy as np
 
 from qkv.errors import InputError, ModelError
+from qkv.search.build import new_manifest, open_target, write_rows
 from qkv.search.catalog import _sniff_format, read_catalog
-from qkv.search.embedded import title_hash
-from qkv.search.store import Manifest, store_class
+from qkv.search.store import read_manifest, title_hash
 
 SHARD_FORMAT = "qkv-ray-shards"
 
@@ -249,24 +249,21 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
 
 
 def _write_index(path: Path, cat, vectors: dict, enc, model_name, store, rebuild, ann, dtype) -> int:
-    """The same index the local path builds, from precomputed vectors."""
-    from qkv.search.store import open_store, read_manifest
-
+    """The same index the local path builds (``qkv.search.build``'s write half), from the vectors
+    the shards hold; an existing index is replaced atomically when the writer block succeeds."""
+    if store and (path / "manifest.json").is_file():
+        raise InputError(f"{path} already exists; --store creates a new Milvus-backed index, choose a new --index")
     backend = "milvus" if store else "embedded"
-    if (path / "manifest.json").is_file():
-        st = open_store(path)  # rebuild: replaced atomically when the writer block succeeds
-        if store:
-            raise InputError(f"{path} already exists; --store creates a new Milvus-backed index, choose a new --index")
-    else:
-        m = Manifest(model=model_name, fingerprint=enc.fingerprint(), dim=enc.dim, dtype=dtype, ann=ann,
-                     backend=backend, extra={"normalized": bool(enc.config.normalize), "pooling": enc.config.pooling})
-        st = store_class(backend).create(path, m, **({"uri": store} if store else {}))
+    st = open_target(path, lambda: new_manifest(enc, model=model_name, dtype=dtype, ann=ann, backend=backend),
+                     rebuild=True, backend=backend, **({"uri": store} if store else {}))
+
+    def from_shards(rows):
+        for a in range(0, len(rows), 4096):
+            yield np.stack([vectors[f"{r['id']}\t{title_hash(r['title'])}"] for r in rows[a:a + 4096]])
+
     try:
         with st.writer(reset=True) as w:
-            for a in range(0, len(cat.rows), 4096):
-                rows = cat.rows[a:a + 4096]
-                hs = [title_hash(r["title"]) for r in rows]
-                w.upsert(rows, np.stack([vectors[f"{r['id']}\t{h}"] for r, h in zip(rows, hs)]), hs)
+            write_rows(w, cat.rows, from_shards, reuse=False)
     finally:
         st.close()
     return read_manifest(path).count

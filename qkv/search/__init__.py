@@ -5,8 +5,10 @@
     for r in idx.search("breathable running shoes", k=5, mode="hybrid"):
         print(r.rank, r.score, r.title)
 
-Layout: ``store`` (the backend interface), ``embedded`` (faiss + SQLite default), ``catalog``
-(readers), ``filters``, ``index`` (building and searching), ``fusion``, ``explain``, ``evaluate``.
+Layout: ``store`` (the store contract and the registry of backends), ``embedded/`` (the default
+store: faiss + SQLite, one module per job), ``writelock`` (the single-writer lock), ``text`` (the
+keyword tokenizer), ``catalog`` (readers), ``filters``, ``build`` (building and updating),
+``index`` (searching), ``fusion``, ``explain``, ``evaluate``.
 """
 
 from __future__ import annotations

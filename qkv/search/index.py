@@ -1,8 +1,8 @@
-"""Building and searching an index: the Python API the CLI and the web app call.
+"""Searching an index: the Python API the CLI and the web app call (building is ``build``).
 
     from qkv.search import Index, build_index
     report = build_index("catalog.csv", "my-index")              # or upsert=True to update
-    idx = Index.open("my-index")
+    idx = Index.open("my-index")                                  # or a store URI it was built at
     hits = idx.search("breathable running shoes", k=5)            # hybrid by default
     hits = idx.search("跑鞋", mode="dense", where="price < 50", explain=True)
 """
@@ -10,19 +10,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Sequence
-
+from dataclasses import dataclass
 import numpy as np
 
 from qkv.errors import InputError
 from qkv.search import fusion
-from qkv.search.catalog import Catalog, read_catalog
-from qkv.search.embedded import title_hash
+from qkv.search import fusion as fusion_module  # ``search`` has a parameter named fusion
+from qkv.search.build import BuildReport, build_index, check_model, delete_products  # noqa: F401 (API)
 from qkv.search.explain import MatchExplanation, explain_titles
 from qkv.search.filters import Filter, parse_filter
-from qkv.search.store import IndexError_, Manifest, VectorStore, open_store, read_manifest, store_class
+from qkv.search.store import Manifest, VectorStore, open_store
 
 MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("score", "rrf")
@@ -51,175 +48,6 @@ class SearchResult:
         return d
 
 
-@dataclass
-class BuildReport:
-    path: str
-    catalog: dict = field(default_factory=dict)
-    embedded: int = 0  # titles sent to the encoder (new or changed)
-    unchanged: int = 0  # rows whose title was already indexed: fields updated, vector kept
-    deleted: int = 0
-    count: int = 0  # products in the index afterwards
-    seconds: float = 0.0
-    embed_seconds: float = 0.0
-
-
-def _check_model(manifest: Manifest, encoder, where) -> None:
-    fp = encoder.fingerprint()
-    if manifest.fingerprint != fp or manifest.dim != encoder.dim:
-        raise IndexError_(f"the index at {where} was built with model {manifest.model} (fingerprint "
-                          f"{manifest.fingerprint}, {manifest.dim} dims), not {encoder.name} ({fp}, {encoder.dim} dims); "
-                          f"search it with --model {manifest.model}, or rebuild it with --rebuild")
-
-
-def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: bool = False,
-                dtype: str = "float32", ann: str = "auto", id_column: str | None = None,
-                title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
-                chunk: int = 4096, progress: Callable[[int, int], None] | None = None,
-                backend: str = "embedded", workers: int = 1, **store_options) -> BuildReport:
-    """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
-    (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
-    ``progress(done, total)`` is called as titles are embedded. ``workers`` > 1 embeds in that many
-    processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
-    its cores were already busy: docs/search.md)."""
-    import qkv
-
-    t0 = time.perf_counter()
-    path = Path(path)
-    if dtype not in ("float32", "float16"):
-        raise InputError(f"dtype must be float32 or float16, not {dtype!r}")
-    if ann not in ("auto", "flat", "hnsw", "ivfpq"):
-        raise InputError(f"ann must be auto, flat, hnsw or ivfpq, not {ann!r}")
-    cat = catalog if isinstance(catalog, Catalog) else read_catalog(
-        catalog, id_column=id_column, title_column=title_column, fmt=fmt)
-    exists = (path / "manifest.json").is_file()
-    if exists:
-        manifest = read_manifest(path)
-        if not (upsert or rebuild):
-            raise InputError(f"{path} already holds an index of {manifest.count} products; pass --upsert to add or "
-                             "replace products by id, or --rebuild to replace the whole index")
-        if encoder is None:
-            encoder = qkv.load(manifest.model)
-        if not rebuild:
-            _check_model(manifest, encoder, path)
-        store = open_store(path)
-    else:
-        encoder = encoder or qkv.load()
-        manifest = Manifest(model=encoder.name, fingerprint=encoder.fingerprint(), dim=encoder.dim,
-                            dtype=dtype, ann=ann, backend=backend,
-                            extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling})
-        store = store_class(backend).create(path, manifest, **store_options)
-    report = BuildReport(str(path), cat.summary())
-    try:
-        with store.writer(reset=rebuild) as w:
-            rows = cat.rows
-            hashes = [title_hash(r["title"]) for r in rows]
-            old = {} if rebuild else w.title_hashes([r["id"] for r in rows])
-            same = [r for r, h in zip(rows, hashes) if old.get(r["id"]) == h]
-            todo = [(r, h) for r, h in zip(rows, hashes) if old.get(r["id"]) != h]
-            if same:
-                w.update_fields(same)
-            report.unchanged = len(same)
-            done = 0
-            if progress:
-                progress(0, len(todo))
-            if workers > 1 and len(todo) > batch_size:
-                chunk = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
-                parts = [todo[a:a + chunk] for a in range(0, len(todo), chunk)]
-                te = time.perf_counter()
-                with _EncoderPool(encoder, workers) as pool:
-                    for part, vecs in zip(parts, pool.encode([[r["title"] for r, _ in p] for p in parts], batch_size)):
-                        report.embed_seconds += time.perf_counter() - te
-                        w.upsert([r for r, _ in part], vecs, [h for _, h in part])
-                        report.embedded += len(part)
-                        done += len(part)
-                        if progress:
-                            progress(done, len(todo))
-                        te = time.perf_counter()
-            for a in range(0, len(todo) if workers <= 1 or len(todo) <= batch_size else 0, chunk):
-                part = todo[a:a + chunk]
-                te = time.perf_counter()
-
-                def tick(n, base=done):
-                    nonlocal done
-                    done += n
-                    if progress:
-                        progress(done, len(todo))
-
-                vecs = encoder.encode([r["title"] for r, _ in part], batch_size=batch_size, progress=tick)
-                report.embed_seconds += time.perf_counter() - te
-                w.upsert([r for r, _ in part], vecs, [h for _, h in part])
-                report.embedded += len(part)
-    finally:
-        store.close()
-    report.count = read_manifest(path).count
-    report.seconds = time.perf_counter() - t0
-    return report
-
-
-_WORKER_ENCODER = None
-
-
-def _worker_init(path: str) -> None:
-    global _WORKER_ENCODER
-    import qkv
-
-    _WORKER_ENCODER = qkv.load(path, threads=1)
-
-
-def _worker_fingerprint(_: int) -> str:
-    return _WORKER_ENCODER.fingerprint()
-
-
-def _worker_encode(job: tuple[list[str], int]) -> np.ndarray:
-    texts, batch_size = job
-    return _WORKER_ENCODER.encode(texts, batch_size=batch_size)
-
-
-class _EncoderPool:
-    """``workers`` spawned processes, each loading the same model files with one BLAS thread;
-    ``encode`` yields the chunks' vectors in order as they finish."""
-
-    def __init__(self, encoder, workers: int):
-        self.encoder, self.workers = encoder, workers
-
-    def __enter__(self):
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        from qkv.errors import ModelError
-
-        if self.encoder.path is None:
-            raise InputError("--workers needs a model loaded from files (encoder.path is unset)")
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                        initializer=_worker_init, initargs=(str(self.encoder.path),))
-        try:
-            fps = set(self.pool.map(_worker_fingerprint, range(self.workers)))
-            if fps != {self.encoder.fingerprint()}:
-                raise ModelError(f"worker processes loaded weights with fingerprint(s) {sorted(fps)} from "
-                                 f"{self.encoder.path}, not {self.encoder.fingerprint()}; build with --workers 1")
-        except BaseException:
-            self.pool.shutdown(cancel_futures=True)
-            raise
-        return self
-
-    def encode(self, texts: list[list[str]], batch_size: int):
-        return self.pool.map(_worker_encode, [(t, batch_size) for t in texts])
-
-    def __exit__(self, *exc):
-        self.pool.shutdown(cancel_futures=True)
-        return False
-
-
-def delete_products(path, ids: Sequence[str]) -> int:
-    """Remove products by id; returns how many existed."""
-    store = open_store(path)
-    try:
-        with store.writer() as w:
-            return w.delete(ids)
-    finally:
-        store.close()
-
-
 class Index:
     """A searchable index (any ``VectorStore`` backend) plus the encoder its vectors came from."""
 
@@ -227,24 +55,49 @@ class Index:
         self.store = store
         self._encoder = encoder
         if encoder is not None:
-            _check_model(store.manifest, encoder, store.path)
+            check_model(store.manifest, encoder, store.path)
         self.last_timings: dict[str, float] = {}
 
     @classmethod
     def open(cls, path, encoder=None, *, ef_search: int | None = None) -> "Index":
-        """Open an index directory. ``ef_search``: HNSW's search breadth for this session (the
-        store's default is 96; more recall for more time, see docs/search.md)."""
+        """Open an index (its directory, or the store URI it was built at). ``ef_search``: HNSW's
+        search breadth for this session (the store's default is 96; more recall for more time,
+        see docs/search.md); a store without the setting refuses it."""
         store = open_store(path)
         if ef_search is not None:
-            if not hasattr(store, "ef_search"):
-                store.close()
-                raise InputError(f"the {type(store).__name__} store has no ef_search setting")
             try:
                 store.ef_search = ef_search
             except InputError:
                 store.close()
                 raise
         return cls(store, encoder)
+
+    @property
+    def generation(self) -> str:
+        """The published generation this index searches (``VectorStore.generation``)."""
+        return self.store.generation
+
+    def refresh(self, warm: bool = True) -> bool:
+        """Switch to the newest published generation if there is one (``reopen_if_changed``):
+        True when it switched. One small file read when nothing changed, so a server may call it
+        before every request. The new store is ``warm``ed (its ANN index and keyword arrays
+        loaded) before the switch, which is one assignment: a search runs on the store it started
+        with (``search`` and ``retrieve`` read ``self.store`` once), so searches running during
+        the swap finish on the old generation and the next ones see the new. A generation whose
+        vectors came from another model is refused (IndexError_) and the current one kept."""
+        new = self.store.reopen_if_changed()
+        if new is None:
+            return False
+        try:
+            if self._encoder is not None:
+                check_model(new.manifest, self._encoder, new.path)
+            if warm:
+                new.warm()
+        except Exception:
+            new.close()
+            raise
+        self.store = new  # the old store is closed when the last search holding it lets go
+        return True
 
     def close(self) -> None:
         self.store.close()
@@ -262,7 +115,7 @@ class Index:
             import qkv
 
             enc = qkv.load(self.store.manifest.model)
-            _check_model(self.store.manifest, enc, self.store.path)
+            check_model(self.store.manifest, enc, self.store.path)
             self._encoder = enc
         return self._encoder
 
@@ -300,37 +153,41 @@ class Index:
                  vector: np.ndarray | None = None, exact: bool = False) -> list[tuple[str, float, dict]]:
         """Ranked (id, score, details) without fetching rows; ``vector`` skips query encoding;
         ``exact``: see ``encode_query``."""
+        return self._retrieve(self.store, query, k, mode, where, fusion_, alpha, candidates, vector, exact)
+
+    def _retrieve(self, st: VectorStore, query, k, mode, where, fusion_, alpha, candidates, vector,
+                  exact) -> list[tuple[str, float, dict]]:
         query = self._check(query, k, mode, fusion_)
         flt = parse_filter(where) if isinstance(where, str) or where is None else where
         if flt is not None:
-            flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in self.store.fields()}})
+            flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
         t = self.last_timings = {"encode": 0.0, "ann": 0.0, "keyword": 0.0, "fuse": 0.0, "fetch": 0.0}
         depth = k if mode != "hybrid" else max(k, candidates)
-        if mode == "hybrid" and fusion_ == "score" and hasattr(self.store, "dense_slots"):
-            return self._hybrid_slots(query, k, depth, flt, vector, alpha, t, exact)
+        if mode == "hybrid" and fusion_ == "score":
+            return self._hybrid_slots(st, query, k, depth, flt, vector, alpha, t, exact)
         dense: list = []
         kw: list = []
         if mode in ("dense", "hybrid"):
             t0 = time.perf_counter()
             vector = self.encode_query(query, exact) if vector is None else vector
             t1 = time.perf_counter()
-            dense = self.store.dense_search(vector, depth, flt)
+            dense = st.dense_search(vector, depth, flt)
             t["encode"], t["ann"] = t1 - t0, time.perf_counter() - t1
         if mode in ("keyword", "hybrid"):
             t0 = time.perf_counter()
-            kw = self.store.keyword_search(query, depth, flt)
+            kw = st.keyword_search(query, depth, flt)
             t["keyword"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha, query=query)
+        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha, query=query, store=st)
         t["fuse"] = time.perf_counter() - t0
         return out
 
-    def _hybrid_slots(self, query: str, k: int, depth: int, flt, vector, alpha: float,
+    def _hybrid_slots(self, st: VectorStore, query: str, k: int, depth: int, flt, vector, alpha: float,
                       t: dict[str, float], exact: bool = False) -> list[tuple[str, float, dict]]:
         """Hybrid score fusion in the store's slot space (``dense_slots``/``keyword_slots``): the
         same ranking as ``fuse`` (a test compares them), but only the ``k`` products returned are
-        looked up by id, and the fusion is array arithmetic instead of dicts of 400 candidates."""
-        st = self.store
+        looked up by id, and the fusion is array arithmetic instead of dicts of 400 candidates.
+        Slots are whatever handles the store uses (row numbers, or the ids themselves)."""
         t0 = time.perf_counter()
         vector = self.encode_query(query, exact) if vector is None else vector
         vector = np.asarray(vector, np.float32)
@@ -342,15 +199,16 @@ class Index:
         t["encode"], t["ann"], t["keyword"] = t1 - t0, t2 - t1, t3 - t2
         d_pos = {s: r for r, s in enumerate(d_slots.tolist())}
         k_list = k_slots.tolist()
-        extra = np.array([s for s in k_list if s not in d_pos], dtype=np.int64)
+        extra = np.array([s for s in k_list if s not in d_pos], dtype=k_slots.dtype)
         slots = np.concatenate([d_slots, extra])
+        handles = slots.tolist()
         cos = np.concatenate([d_cos.astype(np.float64),
                               (st.slot_vectors(extra) @ vector).astype(np.float64) if len(extra) else np.zeros(0)])
         kw = np.zeros(len(slots))
         if len(k_slots):
             matched = st.matched_counts(query, k_slots)  # BM25 × matched terms^p, as fusion.coverage_weighted
             weighted = k_bm25 * np.maximum(1, matched).astype(np.float64) ** fusion.COVERAGE_POWER
-            pos = {s: i for i, s in enumerate(slots.tolist())}
+            pos = {s: i for i, s in enumerate(handles)}
             kw[[pos[s] for s in k_list]] = weighted
         fused = fusion.score_fusion_arrays(cos, kw, alpha)
         if len(fused) > k:  # the top k, plus any tied with the k-th (ties go by id, as in ``fuse``)
@@ -360,11 +218,11 @@ class Index:
             pick = np.arange(len(fused))
         ids = st.ids_of(slots[pick])
         k_pos = {s: r for r, s in enumerate(k_list, 1)}
-        top = sorted(((ids[int(slots[i])], float(fused[i]), int(i)) for i in pick if int(slots[i]) in ids),
+        top = sorted(((ids[handles[i]], float(fused[i]), int(i)) for i in pick.tolist() if handles[i] in ids),
                      key=lambda x: (-x[1], x[0]))[:k]
         out = []
         for pid, score, i in top:
-            s = int(slots[i])
+            s = handles[i]
             dr = d_pos[s] + 1 if s in d_pos else None
             kr = k_pos.get(s)
             out.append((pid, score, {"dense_rank": dr, "dense_score": float(cos[i]), "keyword_rank": kr,
@@ -374,9 +232,10 @@ class Index:
 
     def fuse(self, mode: str, dense: list, kw: list, k: int, vector: np.ndarray | None = None,
              fusion_: str = "score", alpha: float = fusion.ALPHA, query: str | None = None,
-             coverage: bool = True) -> list[tuple[str, float, dict]]:
+             coverage: bool = True, store: VectorStore | None = None) -> list[tuple[str, float, dict]]:
         """Rank the store's dense and keyword hits by ``mode`` (hybrid: fused, see ``fusion``);
         ``query`` enables the matched-terms weighting of BM25 (``coverage``)."""
+        st = self.store if store is None else store
         d_rank = {h.id: (r, h.score) for r, h in enumerate(dense, 1)}
         k_rank = {h.id: (r, h.score) for r, h in enumerate(kw, 1)}
         if mode == "dense":
@@ -389,12 +248,12 @@ class Index:
             cos = {h.id: h.score for h in dense}
             extra = [h.id for h in kw if h.id not in cos]
             if extra:  # exact cosine for keyword-only candidates
-                for pid, v in zip(extra, self.store.get_vectors(extra) @ np.asarray(vector, np.float32)):
+                for pid, v in zip(extra, st.get_vectors(extra) @ np.asarray(vector, np.float32)):
                     cos[pid] = float(v)
                     d_rank[pid] = (None, float(v))
             kscores = {h.id: h.score for h in kw}
             if query is not None and kw and coverage:
-                parts = self.store.keyword_terms(query, list(kscores))
+                parts = st.keyword_terms(query, list(kscores))
                 if parts:
                     kscores = fusion.coverage_weighted(kscores, {i: len(p) for i, p in parts.items()})
             ranked = fusion.ranked(fusion.score_fusion(cos, kscores, alpha), k)
@@ -409,9 +268,10 @@ class Index:
                explain: bool = False, fusion: str = "score") -> list[SearchResult]:
         """The top ``k`` products for ``query`` (see ``SearchResult``); ``where`` filters on fields;
         ``explain`` adds the token grid and BM25 terms of each result."""
-        ranked = self.retrieve(query, k, mode, where, fusion_=fusion, exact=explain)
+        st = self.store  # one generation for the whole search, even if ``refresh`` swaps it meanwhile
+        ranked = self._retrieve(st, query, k, mode, where, fusion, fusion_module.ALPHA, CANDIDATES, None, explain)
         t0 = time.perf_counter()
-        rows = self.store.get_rows([pid for pid, _, _ in ranked])
+        rows = st.get_rows([pid for pid, _, _ in ranked])
         self.last_timings["fetch"] = time.perf_counter() - t0
         out = []
         for r, ((pid, s, d), row) in enumerate(zip(ranked, rows), 1):
@@ -421,7 +281,7 @@ class Index:
             out.append(SearchResult(r, pid, title, s, row, **d))
         if explain and out:
             t0 = time.perf_counter()
-            terms = self.store.keyword_terms(query, [x.id for x in out])
+            terms = st.keyword_terms(query, [x.id for x in out])
             exps = explain_titles(self.encoder, query.strip(), [x.title for x in out],
                                   [terms.get(x.id, []) for x in out])
             out = [SearchResult(**{**x.__dict__, "explanation": e}) for x, e in zip(out, exps)]

@@ -1,8 +1,12 @@
-"""The vector-store interface every search backend implements, and the records it passes around.
+"""The store contract every search backend implements, the records it passes around, and the
+registry that finds a backend by name or URI scheme.
 
 Search, hybrid fusion, explanations and evaluation talk to a ``VectorStore`` and nothing else, so a
 catalog can live in the embedded default (``qkv.search.embedded.EmbeddedStore``: faiss + SQLite in one
-directory, no server) or in a server-backed store (e.g. Milvus) without the layers above changing.
+directory, no server) or in a server-backed store without the layers above changing. Search names no
+other store: a backend registers itself (``register_store``), e.g. ``qkv.scale`` registers Milvus
+when imported, and the ``qkv.stores`` entry-point group in pyproject.toml lets the registry import it
+the first time an index or URI names a backend it does not know yet.
 
 Contract (what an implementation must guarantee)
 -----------------------------------------------
@@ -11,32 +15,46 @@ Contract (what an implementation must guarantee)
   with their kind ("text" or "number") so filters can be checked before they run.
 * Vectors are float32 ``[n, manifest.dim]`` rows, L2-normalised by the caller for cosine models; a
   store may keep them as float16 (``manifest.dtype``) but always returns float32.
-* Writes go through ``writer()``, a context manager holding the store's single-writer lock:
-  everything done inside becomes visible at once when the block exits normally, and nothing of it
-  when it raises (or the process dies). A second concurrent ``writer()`` raises
-  ``qkv.search.store.WriterBusy`` (an ``InputError``) naming who holds the lock. Readers are never
-  blocked and keep seeing the last committed state.
+* Writes go through ``writer()``, a context manager holding the store's single-writer lock
+  (``qkv.search.writelock.WriterLock``): everything done inside becomes visible at once when the
+  block exits normally, and nothing of it when it raises (or the process dies). A second concurrent
+  ``writer()`` raises ``WriterBusy`` (an ``InputError``) naming who holds the lock. Readers are never
+  blocked and keep seeing the state they opened.
+* An open store is a reader on one published state (a *generation*, named by ``generation``), as a
+  Lucene ``DirectoryReader`` is: it never changes under its reader. ``reopen_if_changed()`` returns a
+  new store on the newest published generation (its settings, e.g. ``ef_search``, carried over), or
+  ``None`` when nothing was published since; it costs one small file read, cheap enough to call
+  before every request. The old store stays usable for searches still running on it; ``warm()``
+  loads what a first search would load on demand, so the swap costs the next request nothing.
 * ``dense_search`` returns up to ``k`` hits by decreasing inner product (cosine for normalised
   vectors), ``keyword_search`` up to ``k`` hits by decreasing BM25 (higher = better, positive).
   Both take an optional parsed ``qkv.search.filters.Filter`` (never a raw string) and apply it
   *before* cutting to ``k``, so a filtered search still returns ``k`` hits when ``k`` exist.
-* ``keyword_search`` receives the user's raw query text; the store tokenises it and must never
-  pass it to its engine as query syntax (quote every term).
+* ``keyword_search`` receives the user's raw query text; the store tokenises it (``qkv.search.text``)
+  and must never pass it to its engine as query syntax (quote every term).
 * ``keyword_terms(query, ids)`` explains the keyword side: each matched query term's share of the
   BM25 score for each id (the shares sum to the score ``keyword_search`` reported). A store without
   per-term scoring returns ``{}``.
+* The *slot* methods (``dense_slots``, ``keyword_slots``, ``slot_vectors``, ``ids_of``,
+  ``matched_counts``) are the same searches in the store's own handle space, which hybrid fusion
+  uses so that only the products it returns are looked up by id. The defaults here use the ids
+  themselves as handles; a store with cheaper handles (the embedded store's row numbers) overrides
+  them all. Handles are valid only on the open store that produced them.
 * ``manifest`` records the model (name + ``Encoder.fingerprint()``) the vectors came from; the
   ``Index`` layer refuses to search a store with another model's vectors.
 
-Opening a directory: ``open_store(path)`` reads ``manifest.json`` and dispatches on its
-``backend`` key through ``BACKENDS`` ("embedded" → ``qkv.search.embedded:EmbeddedStore``); another
-backend adds itself to ``BACKENDS`` as ``"name": "module:Class"`` with ``Class.open(path)`` and
-``Class.create(path, manifest, **options)`` classmethods.
+An index is named by its directory (holding ``manifest.json``, whose ``backend`` picks the class) or
+by a store URI (``scheme://…``) that the registered backend of that scheme ``locate``s to its
+directory. A backend is a ``VectorStore`` subclass with ``open(path)``, ``create(path, manifest,
+**options)`` and, for URIs, ``locate(uri)`` classmethods.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
+import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +68,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from qkv.search.filters import Filter
 
 FORMAT = "qkv-search-index"
-FORMAT_VERSION = 1
+# 2: every embedded generation carries its keyword planner files (term_df, keyword_stats,
+# doclen.npy, postings arrays); indexes of format 1 are refused with a rebuild command.
+FORMAT_VERSION = 2
 
 Row = dict[str, Any]  # one product: {"id": str, "title": str, <field>: str | float | None, ...}
 
@@ -61,6 +81,11 @@ class IndexError_(InputError):
 
 class WriterBusy(InputError):
     """Another process is writing to the same index."""
+
+
+def title_hash(title: str) -> str:
+    """The stored fingerprint of a title: a write re-embeds a product only when it changed."""
+    return hashlib.blake2b(title.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -104,6 +129,30 @@ class Manifest:
             raise IndexError_(f"{where} is incomplete or corrupt ({e}); rebuild the index") from None
 
 
+def write_manifest(root: Path, manifest: Manifest) -> None:
+    """Replace ``root/manifest.json`` atomically (temporary file, fsync, ``os.replace``, fsync of
+    the directory): a reader sees the old manifest or the new one, never a mix."""
+    tmp = root / f".manifest-{os.getpid()}.json"
+    tmp.write_text(json.dumps(manifest.to_json(), indent=2), encoding="utf-8")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, root / "manifest.json")
+    fsync_dir(root)
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class FieldInfo:
     name: str
@@ -133,7 +182,8 @@ class StoreWriter(ABC):
 
 
 class VectorStore(ABC):
-    """A catalog of products with one vector each, searchable densely and by keywords."""
+    """A catalog of products with one vector each, searchable densely and by keywords (the
+    contract is the module docstring)."""
 
     path: Path
 
@@ -148,6 +198,18 @@ class VectorStore(ABC):
     def create(cls, path: str | Path, manifest: Manifest, **options) -> "VectorStore":
         ...
 
+    @classmethod
+    def for_rebuild(cls, path: str | Path) -> "VectorStore":
+        """The store at ``path`` opened only to be replaced by ``writer(reset=True)``: an index too
+        old (or too damaged) to search can still be rebuilt in place."""
+        return cls.open(path)
+
+    @classmethod
+    def locate(cls, uri: str) -> Path:
+        """The index directory of a store URI of this backend's scheme."""
+        raise IndexError_(f"{uri} is a store URI; --index takes the index directory (the one holding "
+                          "manifest.json that `qkv index --store` or `qkv store migrate` printed)")
+
     def close(self) -> None:  # pragma: no cover - optional
         pass
 
@@ -157,6 +219,29 @@ class VectorStore(ABC):
     def __exit__(self, *exc):
         self.close()
         return False
+
+    @property
+    def generation(self) -> str:
+        """The published state this store reads: changes with every committed write."""
+        return str(self.manifest.extra.get("generation", ""))
+
+    def reopen_if_changed(self) -> "VectorStore | None":
+        """A store on the newest published generation, or None if it is this one (module docstring)."""
+        try:
+            newest = read_manifest(self.path)
+        except IndexError_:
+            return None  # mid-swap or damaged: keep serving what is open
+        if str(newest.extra.get("generation", "")) == self.generation and newest == self.manifest:
+            return None
+        new = type(self).open(self.path)
+        if self.ef_search is not None and new.ef_search is not None:
+            new.ef_search = self.ef_search
+        return new
+
+    def warm(self) -> None:
+        """Load now what the first search would load on demand (an ANN index file, lookup
+        arrays), so a server can swap in a new generation whose first search is as fast as the
+        next. The default has nothing to load."""
 
     # -- description
     @property
@@ -171,6 +256,15 @@ class VectorStore(ABC):
     @abstractmethod
     def fields(self) -> list[FieldInfo]:
         """Extra product fields (not id/title), usable in filters."""
+
+    @property
+    def ef_search(self) -> int | None:
+        """HNSW's search breadth on this open store, or None for a store without the setting."""
+        return None
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        raise InputError(f"the {type(self).__name__} store has no ef_search setting")
 
     # -- writing
     @abstractmethod
@@ -203,14 +297,99 @@ class VectorStore(ABC):
     def all_ids(self) -> list[str]:
         ...
 
+    # -- the slot space (defaults: a product's handle is its id)
+    def dense_slots(self, vector: np.ndarray, k: int, filter: "Filter | None" = None) -> tuple[np.ndarray, np.ndarray]:
+        """``dense_search`` as (handles, cosines) arrays."""
+        hits = self.dense_search(vector, k, filter)
+        return np.array([h.id for h in hits], dtype=object), np.array([h.score for h in hits], dtype=np.float64)
 
-BACKENDS: dict[str, str] = {"embedded": "qkv.search.embedded:EmbeddedStore",
-                             "milvus": "qkv.scale.milvus_store:MilvusStore"}  # needs qkv[milvus]
+    def keyword_slots(self, query: str, k: int, filter: "Filter | None" = None) -> tuple[np.ndarray, np.ndarray]:
+        """``keyword_search`` as (handles, BM25) arrays, best first."""
+        hits = self.keyword_search(query, k, filter)
+        return np.array([h.id for h in hits], dtype=object), np.array([h.score for h in hits], dtype=np.float64)
+
+    def slot_vectors(self, slots: np.ndarray) -> np.ndarray:
+        """float32 vectors of ``slots``."""
+        return self.get_vectors([str(s) for s in slots])
+
+    def ids_of(self, slots: Sequence) -> dict:
+        """handle → product id, for live handles."""
+        return {s: str(s) for s in slots}
+
+    def matched_counts(self, query: str, slots: np.ndarray) -> np.ndarray:
+        """How many of ``query``'s keyword terms each handle's title matches (0 without per-term
+        scoring: fusion then weights BM25 as if one term matched)."""
+        parts = self.keyword_terms(query, [str(s) for s in slots])
+        return np.array([len(parts.get(str(s), ())) for s in slots], dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------- the registry
+_BACKENDS: dict[str, str] = {"embedded": "qkv.search.embedded:EmbeddedStore"}  # name → "module:Class"
+_SCHEMES: dict[str, str] = {}  # URI scheme → backend name
+_PLUGINS_LOADED = False
+ENTRY_POINTS = "qkv.stores"  # the entry-point group whose modules register stores when imported
+
+
+def register_store(backend: str, target: str, schemes: Iterable[str] = ()) -> None:
+    """Make ``backend`` (the manifest's ``backend`` value) open with ``target`` ("module:Class",
+    imported on first use) and store URIs ``scheme://…`` of ``schemes`` resolve through it."""
+    _BACKENDS[backend] = target
+    for s in schemes:
+        _SCHEMES[s] = backend
+
+
+def _load_plugins() -> None:
+    """Import the modules of the ``qkv.stores`` entry points (each registers its stores), once."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            ep.load()
+        except ImportError:  # an optional extra that is not installed: its backend stays unknown
+            continue
+
+
+def store_class(backend: str):
+    if backend not in _BACKENDS:
+        _load_plugins()
+    if backend not in _BACKENDS:
+        raise IndexError_(f"index backend {backend!r} is unknown; known: {', '.join(sorted(_BACKENDS))} "
+                          "(a backend of an optional extra needs that extra installed, e.g. qkv[milvus])")
+    mod, _, cls = _BACKENDS[backend].partition(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def is_uri(name) -> bool:
+    """A store URI (``scheme://…``), as opposed to an index directory."""
+    return isinstance(name, str) and "://" in name
+
+
+def backend_for_uri(uri: str) -> str:
+    """The registered backend whose scheme ``uri`` has."""
+    scheme = uri.partition("://")[0].lower()
+    if scheme not in _SCHEMES:
+        _load_plugins()
+    if scheme not in _SCHEMES:
+        raise IndexError_(f"no store is registered for {scheme}:// URIs ({uri}); known schemes: "
+                          f"{', '.join(sorted(_SCHEMES)) or 'none'} (Milvus needs qkv[milvus])")
+    return _SCHEMES[scheme]
+
+
+def index_dir(name: str | Path) -> Path:
+    """The index directory ``name`` refers to: itself, or the directory a store URI locates."""
+    if is_uri(name):
+        return Path(store_class(backend_for_uri(name)).locate(name))
+    return Path(name)
 
 
 def read_manifest(path: str | Path) -> Manifest:
-    """The manifest of the index at ``path``, with a clear error for a missing/foreign/corrupt one."""
-    path = Path(path)
+    """The manifest of the index at ``path`` (a directory or store URI), with a clear error for a
+    missing/foreign/corrupt one."""
+    path = index_dir(path)
     if not path.exists():
         raise IndexError_(f"no index at {path}; build one with `qkv index CATALOG --index {path}`")
     mf = path / "manifest.json"
@@ -224,15 +403,7 @@ def read_manifest(path: str | Path) -> Manifest:
     return Manifest.from_json(data, where=str(mf))
 
 
-def store_class(backend: str):
-    import importlib
-
-    if backend not in BACKENDS:
-        raise IndexError_(f"index backend {backend!r} is unknown; known: {', '.join(sorted(BACKENDS))}")
-    mod, _, cls = BACKENDS[backend].partition(":")
-    return getattr(importlib.import_module(mod), cls)
-
-
 def open_store(path: str | Path) -> VectorStore:
-    """Open the store at ``path`` with the backend its manifest names."""
+    """Open the store at ``path`` (a directory or store URI) with the backend its manifest names."""
+    path = index_dir(path)
     return store_class(read_manifest(path).backend).open(path)

@@ -89,3 +89,26 @@ def test_qkv_index_dispatches_store_and_engine(tmp_path, small_csv):
     assert res.exit_code != 0 and "--upsert works with the local engine" in str(res.exception or res.output)
     res = CliRunner().invoke(app, ["index", str(small_csv), "--index", str(tmp_path / "x"), "--engine", "spark"])
     assert res.exit_code != 0 and "--engine must be local or ray" in str(res.exception or res.output)
+
+
+def test_a_milvus_uri_names_its_index_wherever_an_index_is_named(tmp_path, embedded_index):
+    """`qkv search --index milvus:///…` (and Index.open, store info, --from) find the index directory a
+    Milvus Lite URI was created with; a URI with no index recorded gets an error naming what to pass."""
+    from qkv.search import Index
+    from qkv.search.store import IndexError_
+
+    uri = f"milvus://{tmp_path}/named.db#named"
+    migrate(embedded_index, uri, tmp_path / "handle", sample=5)
+    res = CliRunner().invoke(app, ["search", "waterproof boots", "--index", uri, "-k", "2", "--mode", "keyword", "--json"])
+    assert res.exit_code == 0, res.output
+    assert "Waterproof" in res.output
+    with Index.open(uri) as idx:
+        assert len(idx) == 276 and idx.store.path == (tmp_path / "handle").resolve()
+    res = CliRunner().invoke(app, ["store", "info", "--index", uri])
+    assert res.exit_code == 0 and '"count": 276' in res.output
+    res = CliRunner().invoke(app, ["search", "boots", "--index", f"milvus://{tmp_path}/named.db", "--mode", "keyword"])
+    assert res.exit_code != 0 and isinstance(res.exception, IndexError_)
+    msg = str(res.exception)
+    assert "no qkv index is recorded for collection 'qkv_products'" in msg and "directory holding manifest.json" in msg
+    with pytest.raises(IndexError_, match="Milvus server, where qkv records no index directory"):
+        Index.open("http://localhost:1/#x")

@@ -12,7 +12,7 @@ import pytest
 from qkv.errors import InputError
 from qkv.scale.milvus_store import MilvusStore, parse_uri
 from qkv.search import Index, build_index
-from qkv.search.embedded import title_hash
+from qkv.search.store import title_hash
 from qkv.search.filters import parse_filter
 from qkv.search.index import delete_products
 from qkv.search.store import Manifest, WriterBusy, open_store

@@ -243,3 +243,63 @@ def test_hybrid_timings_add_up(idx):
     assert set(parts) >= {"encode", "ann", "keyword", "fuse", "fetch"}
     assert all(v > 0 for k, v in parts.items() if k != "explain")
     assert sum(parts.values()) <= total
+
+
+def test_refresh_switches_to_a_newly_published_generation(tmp_path, small_csv, encoder):
+    """A long-lived Index (a web worker's) picks up a write published by another process with
+    ``refresh()``: False while nothing changed, True once, and then the new products are found; a
+    search that started on the old store finishes on it (its slots stay its own)."""
+    import threading
+
+    path = tmp_path / "idx"
+    build_index(small_csv, path, encoder)
+    with Index.open(path, encoder) as idx:
+        gen, old_store = idx.generation, idx.store
+        assert idx.refresh() is False and idx.store is old_store
+        extra = tmp_path / "more.csv"
+        extra.write_text("id,title,price\nnew1,Zyzzyva lantern with brass handle,12\n", encoding="utf-8")
+        build_index(extra, path, encoder, upsert=True)
+        assert idx.search("zyzzyva lantern", k=1, mode="keyword") == []  # still the generation it opened
+        assert idx.refresh() is True and idx.generation != gen and len(idx) == 13
+        assert idx.search("zyzzyva lantern", k=1)[0].id == "new1"
+        assert idx.refresh() is False
+        first = old_store.get_rows(old_store.all_ids()[:1])[0]
+        assert old_store.keyword_search(first["title"], 3)[0].id == first["id"]  # the old store still answers
+        # searches running while generations are swapped all succeed, each on one generation
+        errors, stop = [], threading.Event()
+
+        def searcher():
+            while not stop.is_set():
+                try:
+                    res = idx.search("lantern mug", k=5)
+                    assert res and all(r.title for r in res)
+                except Exception as e:  # noqa: BLE001 - collected for the assertion below
+                    errors.append(e)
+
+        threads = [threading.Thread(target=searcher) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(3):
+                extra.write_text(f"id,title,price\nnew{i + 2},Brass lantern number {i},{i}\n", encoding="utf-8")
+                build_index(extra, path, encoder, upsert=True)
+                assert idx.refresh() is True
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert not errors, errors[:3]
+        assert len(idx) == 16
+
+
+def test_refresh_refuses_a_generation_of_another_model(tmp_path, small_csv, encoder, monkeypatch):
+    path = tmp_path / "idx"
+    build_index(small_csv, path, encoder)
+    with Index.open(path, encoder) as idx:
+        m = json.loads((path / "manifest.json").read_text())
+        m["fingerprint"] = "someone-else"
+        m["extra"]["generation"] = m["extra"]["generation"]  # same files, another model's claim
+        (path / "manifest.json").write_text(json.dumps(m))
+        with pytest.raises(IndexError_, match="was built with model"):
+            idx.refresh()
+        assert idx.search("mug", k=1)  # the generation it had stays in service

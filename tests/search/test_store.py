@@ -1,214 +1,174 @@
-"""The embedded store on its own, with synthetic unit vectors (no encoder): ANN kinds, tombstones,
-compaction."""
+"""The store contract and its registry: search names no store but its own; a backend registers
+itself by name and URI scheme; the contract's defaults let a store with only the id-based methods
+serve hybrid search; search's modules import nothing above them and form no cycle."""
+
+import ast
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from qkv.errors import InputError
-from qkv.search.embedded import EmbeddedStore, title_hash
-from qkv.search.filters import parse_filter
-from qkv.search.store import Manifest, open_store
+import qkv
+from qkv.search import store as store_mod
+from qkv.search.store import Hit, IndexError_, Manifest, VectorStore, index_dir, open_store, register_store
 
-DIM = 32
-
-
-def _vecs(n, seed=0):
-    rng = np.random.default_rng(seed)
-    v = rng.normal(size=(n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+PKG = Path(qkv.__file__).parent
 
 
-def _fill(path, n, ann="auto", dtype="float32", **opts):
-    st = EmbeddedStore.create(path, Manifest(model="m", fingerprint="f", dim=DIM, ann=ann, dtype=dtype), **opts)
-    rows = [{"id": f"p{i}", "title": f"product {i} colour {i % 5}", "shade": ["red", "blue"][i % 2], "n": float(i)}
-            for i in range(n)]
-    v = _vecs(n)
-    with st.writer() as w:
-        w.upsert(rows, v, [title_hash(r["title"]) for r in rows])
-    return open_store(path), v
+def _imports(path: Path) -> set[str]:
+    """Every qkv module a file imports, at any depth (function-level imports included);
+    ``from pkg import mod`` counts as importing ``pkg.mod`` (the package itself is only a namespace)."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("qkv"):
+            for a in n.names:
+                sub = f"{n.module}.{a.name}"
+                is_mod = (PKG.parent / sub.replace(".", "/")).with_suffix(".py").is_file() or \
+                    (PKG.parent / sub.replace(".", "/") / "__init__.py").is_file()
+                out.add(sub if is_mod else n.module)
+        elif isinstance(n, ast.Import):
+            out.update(a.name for a in n.names if a.name.startswith("qkv"))
+    return out
 
 
-def _exact(v, q, k):
-    return [f"p{i}" for i in np.argsort(-(v @ q))[:k]]
+def _modules(*pkgs: str) -> dict[str, Path]:
+    mods = {}
+    for pkg in pkgs:
+        for f in (PKG / pkg).rglob("*.py"):
+            rel = f.relative_to(PKG.parent).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            mods[name] = f
+    return mods
 
 
-# random vectors are the hardest case for IVF (no clusters to find); real embeddings do better
-@pytest.mark.parametrize("ann, min_recall", [("flat", 1.0), ("hnsw", 0.95), ("ivfpq", 0.4)])
-def test_ann_kinds_against_exact(tmp_path, ann, min_recall):
-    st, v = _fill(tmp_path / ann, 2000, ann=ann, ivfpq_min=1000)
-    assert st.manifest.extra["ann_kind"] == ann
-    qs = _vecs(20, seed=1)
-    rec = np.mean([len({h.id for h in st.dense_search(q, 10)} & set(_exact(v, q, 10))) / 10 for q in qs])
-    assert rec >= min_recall
-    hits = st.dense_search(qs[0], 5)
-    assert all(abs(h.score - float(v[int(h.id[1:])] @ qs[0])) < 1e-5 for h in hits)
+def test_search_names_no_store_above_it():
+    """No module of qkv.search imports qkv.scale or a face, and the registry starts knowing only
+    search's own store (Milvus registers itself from qkv.scale)."""
+    for name, f in _modules("search").items():
+        assert not any(m.startswith(("qkv.scale", "qkv.cli", "qkv.web")) for m in _imports(f)), name
+    tree = ast.parse((PKG / "search" / "store.py").read_text(encoding="utf-8"))
+    initial = [n.value for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "_BACKENDS"]
+    assert len(initial) == 1 and all(v.value.startswith("qkv.search.") for v in initial[0].values)
 
 
-def test_ef_search_trades_time_for_recall_and_refuses_nonsense(tmp_path):
+def test_no_import_cycles_in_search_and_scale():
+    mods = _modules("search", "scale")
+    graph = {m: {d for d in _imports(f) if d in mods and d != m} for m, f in mods.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for d in graph[m]:
+            assert state.get(d) != 1, " -> ".join(path + [d])
+            if d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
+class _IdStore(VectorStore):
+    """A store with only the id-based methods (the contract's defaults do the rest)."""
+
+    def __init__(self, path, rows, vecs):
+        self.path, self.rows, self.vecs = Path(path), rows, vecs
+
+    @classmethod
+    def open(cls, path):
+        m = json.loads((Path(path) / "data.json").read_text())
+        return cls(path, m["rows"], np.asarray(m["vecs"], np.float32))
+
+    @classmethod
+    def create(cls, path, manifest, **options):
+        raise NotImplementedError
+
+    @classmethod
+    def locate(cls, uri):
+        return Path(uri.partition("://")[2])
+
+    @property
+    def manifest(self):
+        return Manifest(model="m", fingerprint="f", dim=self.vecs.shape[1], backend="ids-only",
+                        extra={"generation": "1"})
+
+    def count(self):
+        return len(self.rows)
+
+    def fields(self):
+        return []
+
+    def writer(self, reset=False):
+        raise NotImplementedError
+
+    def dense_search(self, vector, k, filter=None):
+        s = self.vecs @ vector
+        return [Hit(self.rows[i]["id"], float(s[i])) for i in np.argsort(-s)[:k]]
+
+    def keyword_search(self, query, k, filter=None):
+        words = set(query.lower().split())
+        hits = [Hit(r["id"], float(len(words & set(r["title"].lower().split())))) for r in self.rows]
+        return sorted((h for h in hits if h.score), key=lambda h: (-h.score, h.id))[:k]
+
+    def get_rows(self, ids):
+        by = {r["id"]: r for r in self.rows}
+        return [by.get(i) for i in ids]
+
+    def get_vectors(self, ids):
+        pos = {r["id"]: i for i, r in enumerate(self.rows)}
+        return self.vecs[[pos[i] for i in ids]]
+
+    def all_ids(self):
+        return [r["id"] for r in self.rows]
+
+
+@pytest.fixture()
+def ids_only(tmp_path, monkeypatch):
+    """A registered test backend ("ids-only", scheme ids://) with five products."""
+    monkeypatch.setattr(store_mod, "_BACKENDS", dict(store_mod._BACKENDS))
+    monkeypatch.setattr(store_mod, "_SCHEMES", dict(store_mod._SCHEMES))
+    register_store("ids-only", f"{__name__}:_IdStore", schemes=("ids",))
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(5, 4))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows = [{"id": f"p{i}", "title": t} for i, t in enumerate(["red mug", "blue mug", "red plate", "bowl", "cup"])]
+    d = tmp_path / "idx"
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps(_IdStore(d, rows, vecs).manifest.to_json()))
+    (d / "data.json").write_text(json.dumps({"rows": rows, "vecs": vecs.tolist()}))
+    return d, vecs
+
+
+def test_a_registered_backend_opens_by_directory_and_by_uri(ids_only):
+    d, _ = ids_only
+    assert isinstance(open_store(d), _IdStore) and index_dir(f"ids://{d}") == d
+    assert open_store(f"ids://{d}").count() == 5
+    with pytest.raises(IndexError_, match="no store is registered for nope:// URIs"):
+        open_store("nope://x")
+
+
+def test_the_contract_defaults_serve_hybrid_search(ids_only):
+    """A store with only the id-based methods gets slot-space hybrid fusion through the contract's
+    defaults (ids as handles), ranked exactly as the generic fusion ranks its hit lists."""
     from qkv.search.index import Index
 
-    st, v = _fill(tmp_path / "h", 2000, ann="hnsw")
-    qs = _vecs(30, seed=2)
-
-    def recall():
-        return np.mean([len({h.id for h in st.dense_search(q, 10)} & set(_exact(v, q, 10))) / 10 for q in qs])
-
-    assert st.ef_search == 96 and st.ann.hnsw.efSearch == 96
-    st.ef_search = 10
-    narrow = recall()
-    st.ef_search = 400
-    assert st.ann.hnsw.efSearch == 400
-    wide = recall()
-    assert wide >= 0.99 and wide > narrow
-    for bad in (0, -5, 2.5, "many", True):
-        with pytest.raises(InputError, match="ef_search must be a whole number"):
-            st.ef_search = bad
-    assert st.ef_search == 400  # a refused value changes nothing
-    st.close()
-    with Index.open(tmp_path / "h", ef_search=200) as idx:
-        assert idx.store.ef_search == 200 and idx.store.ann.hnsw.efSearch == 200
-    with pytest.raises(InputError, match="ef_search"):
-        Index.open(tmp_path / "h", ef_search=0)
+    d, vecs = ids_only
+    idx = Index(open_store(d))
+    for q in ("red mug", "mug", "plate bowl"):
+        v = (vecs[0] * 0.6 + vecs[2] * 0.4).astype(np.float32)
+        fast = idx.retrieve(q, 3, "hybrid", vector=v, candidates=5)
+        slow = idx.fuse("hybrid", idx.store.dense_search(v, 5), idx.store.keyword_search(q, 5), 3, v, query=q)
+        assert fast == slow and len(fast) == 3
+    with pytest.raises(qkv.errors.InputError, match="no ef_search setting"):
+        idx.store.ef_search = 10
+    assert idx.store.ef_search is None and idx.store.reopen_if_changed() is None
 
 
-def test_filtered_hnsw_widens_its_search_and_remembers_the_filter(tmp_path, monkeypatch):
-    """Past EXACT_SUBSET allowed rows, a filter runs on the graph with efSearch scaled by the
-    allowed share; the allowed rows are read from SQLite once per open store and filter."""
-    from qkv.search import embedded
-
-    monkeypatch.setattr(embedded, "EXACT_SUBSET", 10)
-    st, v = _fill(tmp_path / "h", 2000, ann="hnsw")
-    flt = parse_filter("n < 100")  # 5 % of the rows
-    assert st._params(None, 0.05).efSearch == 768 and st._params(None, 1.0).efSearch == 96
-    qs = _vecs(20, seed=4)
-    allowed = np.arange(100)
-    rec = []
-    for q in qs:
-        hits = st.dense_search(q, 10, flt)
-        assert all(float(st.get_rows([h.id])[0]["n"]) < 100 for h in hits[:3])
-        exact = [f"p{i}" for i in allowed[np.argsort(-(v[allowed] @ q))[:10]]]
-        rec.append(len({h.id for h in hits} & set(exact)) / 10)
-    assert np.mean(rec) >= 0.95
-    assert len(st._filters) == 1 and st._filters[next(iter(st._filters))][1] is not None
-    assert [h.id for h in st.dense_search(qs[0], 5, flt)] == [h.id for h in st.dense_search(qs[0], 5, flt)]
-
-
-def test_auto_switches_to_hnsw_above_threshold(tmp_path):
-    st, _ = _fill(tmp_path / "a", 600, flat_threshold=500)
-    assert st.manifest.extra["ann_kind"] == "hnsw"
-
-
-def test_graph_is_built_on_build_threads_then_searches_go_back_to_one(tmp_path, monkeypatch):
-    """Publishing builds the ANN graph on QKV_BUILD_THREADS faiss threads (default: every core the
-    process may use; the encoder is done by then), and leaves faiss at qkv's thread count for
-    the one-query searches that follow. A graph built on two threads is as good as on one."""
-    import faiss
-
-    from qkv.model.threads import default_threads
-    from qkv.search import embedded
-
-    seen = []
-    real = faiss.IndexHNSWFlat.add
-    monkeypatch.setattr(faiss.IndexHNSWFlat, "add", lambda self, x: seen.append(faiss.omp_get_max_threads()) or real(self, x))
-    monkeypatch.setenv("QKV_BUILD_THREADS", "2")
-    two, v = _fill(tmp_path / "two", 600, ann="hnsw")
-    assert seen and set(seen) == {2} and faiss.omp_get_max_threads() == default_threads()
-    monkeypatch.setenv("QKV_BUILD_THREADS", "1")
-    one, _ = _fill(tmp_path / "one", 600, ann="hnsw")
-    q = _vecs(20, seed=3)
-    for st in (one, two):
-        assert np.mean([len({h.id for h in st.dense_search(x, 10)} & set(_exact(v, x, 10))) / 10 for x in q]) >= 0.95
-    monkeypatch.delenv("QKV_BUILD_THREADS")
-    assert embedded.build_threads() >= 1
-    monkeypatch.setenv("QKV_BUILD_THREADS", "many")
-    with pytest.raises(InputError, match="QKV_BUILD_THREADS"):
-        embedded.build_threads()
-    with pytest.raises(InputError, match="QKV_BUILD_THREADS"):  # refused before anything is written
-        one.writer()
-    assert open_store(tmp_path / "one").count() == 600
-
-
-def test_float16_halves_the_vectors(tmp_path):
-    st32, v = _fill(tmp_path / "f32", 500)
-    st16, _ = _fill(tmp_path / "f16", 500, dtype="float16")
-    assert st16.vectors.dtype == np.float16 and st16.vectors.nbytes * 2 == st32.vectors.nbytes
-    q = _vecs(1, seed=3)[0]
-    assert [h.id for h in st16.dense_search(q, 3)] == _exact(v, q, 3)
-
-
-def test_tombstones_excluded_then_compacted(tmp_path):
-    st, v = _fill(tmp_path / "c", 3000)
-    q = v[7]
-    with st.writer() as w:
-        assert w.delete(["p7", "p8", "nope"]) == 2
-    st = open_store(tmp_path / "c")
-    assert st.count() == 2998 and st.manifest.extra["slots"] == 3000
-    assert "p7" not in {h.id for h in st.dense_search(q, 20)}
-    with st.writer() as w:
-        w.delete([f"p{i}" for i in range(100, 1100)])  # past a quarter of the slots: compact
-    st = open_store(tmp_path / "c")
-    assert st.manifest.extra["slots"] == st.count() == 1998
-    top = st.dense_search(v[2000], 1)[0]
-    assert top.id == "p2000" and abs(top.score - 1.0) < 1e-5
-    assert st.keyword_search("product 2000", 1)[0].id == "p2000"
-    np.testing.assert_allclose(st.get_vectors(["p2999"])[0], v[2999], atol=1e-6)
-
-
-def test_filtered_dense_search_is_exact_and_complete(tmp_path):
-    st, v = _fill(tmp_path / "f", 1000)
-    q = _vecs(1, seed=5)[0]
-    hits = st.dense_search(q, 10, parse_filter("shade = red and n >= 500"))
-    ok = [i for i in range(1000) if i % 2 == 0 and i >= 500]
-    want = [f"p{ok[j]}" for j in np.argsort(-(v[ok] @ q))[:10]]
-    assert [h.id for h in hits] == want
-    with pytest.raises(InputError):
-        st.dense_search(q, 0)
-    with pytest.raises(InputError, match="dimensions"):
-        st.dense_search(np.ones(5), 3)
-
-
-def test_rolled_back_writer_changes_nothing(tmp_path):
-    st, _ = _fill(tmp_path / "r", 200)
-    gen = st.manifest.extra["generation"]
-    with pytest.raises(RuntimeError):
-        with st.writer() as w:
-            w.delete(["p1"])
-            raise RuntimeError("boom")
-    st2 = open_store(tmp_path / "r")
-    assert st2.manifest.extra["generation"] == gen and st2.count() == 200
-
-
-def test_crash_between_rename_and_manifest_swap(tmp_path, monkeypatch):
-    """A writer dying after its generation is renamed into place but before manifest.json is swapped
-    leaves the previous state readable; the next writer replaces the orphan."""
-    import qkv.search.embedded as emb
-
-    st, v = _fill(tmp_path / "x", 300)
-    gen = st.manifest.extra["generation"]
-
-    def boom(*a, **k):
-        raise OSError("simulated crash")
-
-    monkeypatch.setattr(emb.os, "replace", boom)
-    with pytest.raises(OSError):
-        with st.writer() as w:
-            w.delete(["p1"])
-    monkeypatch.undo()
-    again = open_store(tmp_path / "x")
-    assert again.manifest.extra["generation"] == gen and again.count() == 300
-    assert again.dense_search(v[1], 1)[0].id == "p1"
-    with again.writer() as w:
-        w.delete(["p2"])
-    after = open_store(tmp_path / "x")
-    assert after.count() == 299 and after.manifest.extra["generation"] != gen
-
-
-def test_coverage_weighting_prefers_titles_matching_all_words():
-    from qkv.search import fusion
-
-    bm25 = {"rare-word-only": 6.0, "all-words": 5.0}
-    w = fusion.coverage_weighted(bm25, {"rare-word-only": 1, "all-words": 3})
-    assert w["all-words"] > w["rare-word-only"]
-    fused = fusion.score_fusion({"rare-word-only": 0.5, "all-words": 0.5}, w, alpha=0.5)
-    assert fusion.ranked(fused, 1)[0][0] == "all-words"
-    assert fusion.rrf([["a", "b"], ["b", "c"]])["b"] == pytest.approx(1 / 62 + 1 / 61)
+def test_an_unknown_backend_names_the_known_ones(tmp_path):
+    d = tmp_path / "x"
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps(Manifest(model="m", fingerprint="f", dim=2, backend="nosuch").to_json()))
+    with pytest.raises(IndexError_, match="backend 'nosuch' is unknown; known: .*embedded"):
+        open_store(d)

@@ -7,11 +7,12 @@ import sqlite3
 import numpy as np
 import pytest
 
-from qkv.search import embedded
 from qkv.search.catalog import read_catalog
-from qkv.search.embedded import EmbeddedStore, _quote, title_hash
+from qkv.search.embedded import EmbeddedStore
+from qkv.search.embedded import keyword as engine
+from qkv.search.embedded.vocabulary import quote as _quote
 from qkv.search.filters import parse_filter
-from qkv.search.store import Manifest, open_store
+from qkv.search.store import Manifest, open_store, title_hash
 
 QUERIES = ["waterproof hiking boots", "boot boots", "透气跑鞋", "stainless steel 1/2 in. x 10 ft.",
            "women's running shoes size 8", "black", "usb-c charger 65w", "cotton t-shirt pack of 3"]
@@ -64,9 +65,9 @@ def test_unbounded_plan_is_the_exact_or_query(store, query):
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_budgeted_plan_returns_exact_scores_in_order(store, query, monkeypatch):
-    monkeypatch.setattr(store, "_post", False)  # the SQL plan (generations without postings arrays)
-    monkeypatch.setattr(embedded, "KEYWORD_BUDGET", 40)
-    monkeypatch.setattr(embedded, "SCORE_BUDGET", 25)
+    monkeypatch.setattr(store.keyword, "postings_cover", lambda terms: False)  # the SQL plan (phrase terms)
+    monkeypatch.setattr(engine, "KEYWORD_BUDGET", 40)
+    monkeypatch.setattr(engine, "SCORE_BUDGET", 25)
     exact = dict(_fts_or(store, query))
     got = store.keyword_search(query, 30)
     assert got
@@ -78,9 +79,9 @@ def test_budgeted_plan_returns_exact_scores_in_order(store, query, monkeypatch):
 @pytest.mark.parametrize("postings", [True, False])
 def test_budgeted_plan_prefers_products_matching_every_word(store, monkeypatch, postings):
     if not postings:
-        monkeypatch.setattr(store, "_post", False)
-    monkeypatch.setattr(embedded, "KEYWORD_BUDGET", 40)
-    monkeypatch.setattr(embedded, "POSTINGS_BUDGET", 40)
+        monkeypatch.setattr(store.keyword, "postings_cover", lambda terms: False)
+    monkeypatch.setattr(engine, "KEYWORD_BUDGET", 40)
+    monkeypatch.setattr(engine, "POSTINGS_BUDGET", 40)
     got = store.keyword_search("black cotton boots", 10)
     assert len(got) == 10
     rows = store.get_rows([h.id for h in got])
@@ -88,8 +89,8 @@ def test_budgeted_plan_prefers_products_matching_every_word(store, monkeypatch, 
 
 
 def test_budgeted_plan_with_a_filter(store, monkeypatch):
-    monkeypatch.setattr(embedded, "KEYWORD_BUDGET", 40)
-    monkeypatch.setattr(embedded, "SCORE_BUDGET", 25)
+    monkeypatch.setattr(engine, "KEYWORD_BUDGET", 40)
+    monkeypatch.setattr(engine, "SCORE_BUDGET", 25)
     flt = parse_filter("price < 100")
     got = store.keyword_search("black cotton t-shirt", 20, flt)
     assert got and all(r["price"] < 100 for r in store.get_rows([h.id for h in got]))
@@ -105,8 +106,8 @@ def test_filtered_postings_plan_is_the_exact_filtered_or_query(store, query, whe
     query over the filtered rows; every hit passes the filter."""
     flt = parse_filter(where)
     got = store.keyword_search(query, 15, flt)
-    assert store._postings() is not None and store._filters  # the masked plan, its rows cached
-    sql, params = store._where(flt)
+    assert store.keyword.postings.arrays() is not None and store.rows._filters  # the masked plan, its rows cached
+    sql, params = store.rows.where(flt)
     terms = store.query_terms(query)
     want = store.db.execute(
         "SELECT p.id, -bm25(fts) AS s FROM fts JOIN products p ON p.slot = fts.rowid "
@@ -118,26 +119,39 @@ def test_filtered_postings_plan_is_the_exact_filtered_or_query(store, query, whe
     assert all(h.score == pytest.approx(exact[h.id], rel=1e-9) for h in got)  # only allowed rows, exact scores
 
 
-def test_index_written_before_the_planner_tables_searches_the_same(store, tmp_path):
-    """Generations written before term_df, keyword_stats and doclen.npy existed still work."""
+def test_index_of_an_older_format_is_refused_with_how_to_rebuild_it(store, tmp_path):
+    """An index written before the current layout (format 1: no postings arrays, term_df,
+    keyword_stats or doclen.npy) is refused when opened, with the command that rebuilds it; a
+    rebuild in place then works and the index searches as a new one does."""
+    import json
+
+    from qkv.search.build import open_target
+    from qkv.search.store import IndexError_
+
     old = tmp_path / "old"
     shutil.copytree(store.path, old)
     gen = old / store.manifest.extra["generation"]
-    (gen / "doclen.npy").unlink()
-    (gen / "postings.npy").unlink()
-    (gen / "postings_tf.npy").unlink()
+    for f in ("doclen.npy", "postings.npy", "postings_tf.npy"):
+        (gen / f).unlink()
     con = sqlite3.connect(gen / "catalog.sqlite")
-    con.execute("DROP TABLE term_postings")
-    con.execute("DROP TABLE term_df")
-    con.execute("DROP TABLE keyword_stats")
+    for t in ("term_postings", "term_df", "keyword_stats"):
+        con.execute(f"DROP TABLE {t}")
     con.commit()
     con.close()
+    m = json.loads((old / "manifest.json").read_text())
+    m["version"] = 1
+    (old / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(IndexError_, match=r"older qkv \(index format 1.*--rebuild"):
+        open_store(old)
+    rows = store.get_rows(store.all_ids())
+    st = open_target(old, lambda: None, rebuild=True)
+    with st.writer(reset=True) as w:
+        w.upsert(rows, store.get_vectors([r["id"] for r in rows]), [title_hash(r["title"]) for r in rows])
     with open_store(old) as st:
-        assert st._postings() is None
-        for q in QUERIES:  # the same scores; rows tied at the cut may differ (the SQL plan picks any)
+        assert st.manifest.version == 2 and st.count() == store.count()
+        for q in QUERIES:
             a, b = st.keyword_search(q, 12), store.keyword_search(q, 12)
             assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-12)
-            assert {h.id for h in a if h.score > a[-1].score} == {h.id for h in b if h.score > b[-1].score}
 
 
 @pytest.mark.parametrize("query", QUERIES)
@@ -148,8 +162,8 @@ def test_postings_plan_is_exact_where_maxscore_says_so(store, query, budget, mon
     the top k is the exact OR query's (rows with a rare term are complete by MaxScore's bound)."""
     import math
 
-    monkeypatch.setattr(embedded, "POSTINGS_BUDGET", budget)
-    assert store._postings() is not None
+    monkeypatch.setattr(engine, "POSTINGS_BUDGET", budget)
+    assert store.keyword.postings.arrays() is not None
     k = 12
     want = _fts_or(store, query)
     exact = dict(want)
@@ -160,10 +174,10 @@ def test_postings_plan_is_exact_where_maxscore_says_so(store, query, budget, mon
     parts = store.keyword_terms(query, [h.id for h in got])  # shares from the plan's memo
     for h in got:
         assert sum(v for _, v in parts[h.id]) == pytest.approx(h.score, rel=1e-9, abs=1e-9)
-    dfs = store._query_dfs(query)
+    dfs = store.keyword.vocab.query_dfs(query)
     terms = sorted(dfs, key=lambda t: (dfs[t], t))
-    common = terms[len(embedded._rare_terms(terms, dfs, budget)):]
-    n, _ = store._stats()
+    common = terms[len(engine.rare_terms(terms, dfs, budget)):]
+    n, _ = store.keyword.postings.stats()
     bound = sum(max(math.log((n - dfs[t] + 0.5) / (dfs[t] + 0.5)), 1e-6) * 2.2 for t in common)
     if len(got) == k and got[-1].score >= bound:
         cut = want[k - 1][1]
@@ -171,17 +185,17 @@ def test_postings_plan_is_exact_where_maxscore_says_so(store, query, budget, mon
 
 
 def test_postings_arrays_match_fts5(store):
-    docs, tfs = store._postings()
+    docs, tfs = store.keyword.postings.arrays()
     assert len(docs) == store.db.execute("SELECT sum(doc) FROM fts_vocab").fetchone()[0]
     for term in ("boot", "black", "3", "跑"):
-        rows, tf = store._term_postings(term)
+        rows, tf = store.keyword._term_postings(term)
         want = store.db.execute("SELECT doc, count(*) FROM temp.fts_inst WHERE term = ? GROUP BY doc ORDER BY doc",
-                                (store._word_stem(term),)).fetchall() if store._inst else None
+                                (store.keyword.vocab.stem(term),)).fetchall() if store.keyword._inst else None
         if want is None:
             store.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_inst USING fts5vocab(main, fts, 'instance')")
-            store._inst = True
+            store.keyword._inst = True
             want = store.db.execute("SELECT doc, count(*) FROM temp.fts_inst WHERE term = ? GROUP BY doc ORDER BY doc",
-                                    (store._word_stem(term),)).fetchall()
+                                    (store.keyword.vocab.stem(term),)).fetchall()
         assert want and [(int(r), int(t)) for r, t in zip(rows, tf)] == want
 
 
@@ -198,7 +212,7 @@ def test_postings_plan_widens_its_pool_for_rows_lifted_by_common_terms(tmp_path,
         w.upsert(rows, v, [title_hash(r["title"]) for r in rows])
     st.close()
     with open_store(tmp_path / "idx") as st:
-        monkeypatch.setattr(embedded, "POSTINGS_BUDGET", 30)  # zork's 30 postings fit, plum's 100 do not
+        monkeypatch.setattr(engine, "POSTINGS_BUDGET", 30)  # zork's 30 postings fit, plum's 100 do not
         want = _fts_or(st, "zork plum", 2)
         assert {i for i, _ in want} <= {f"l{i}" for i in range(10)}
         got = st.keyword_search("zork plum", 2)
@@ -216,7 +230,7 @@ def test_postings_follow_upserts_and_deletes(store, tmp_path):
                      [title_hash("zzyzx lantern")])
             w.delete(["x2"])
     with open_store(path) as st:
-        assert st._postings() is not None
+        assert st.keyword.postings.arrays() is not None
         ids = {h.id for h in st.keyword_search("black cotton boots", 1000)}
         assert "x2" not in ids and "x1" not in ids and "x3" in ids
         assert [h.id for h in st.keyword_search("zzyzx", 5)] == ["x1"]
@@ -224,29 +238,6 @@ def test_postings_follow_upserts_and_deletes(store, tmp_path):
             want = _fts_or(st, q)
             got = st.keyword_search(q, 15)
             assert [h.score for h in got] == pytest.approx([s for _, s in want[:15]], rel=1e-9, abs=1e-5)
-
-
-def test_refresh_adds_postings_to_an_old_generation(store, tmp_path):
-    old = tmp_path / "old"
-    shutil.copytree(store.path, old)
-    gen = old / store.manifest.extra["generation"]
-    for f in ("postings.npy", "postings_tf.npy"):
-        (gen / f).unlink()
-    con = sqlite3.connect(gen / "catalog.sqlite")
-    con.execute("DROP TABLE term_postings")
-    con.commit()
-    con.close()
-    with open_store(old) as st:
-        assert st._postings() is None
-        before = [[(h.id, h.score) for h in st.keyword_search(q, 12)] for q in QUERIES]
-        with st.writer() as w:
-            w.refresh()
-    with open_store(old) as st:
-        assert st.manifest.extra["generation"] != gen.name and st._postings() is not None
-        assert st.count() == store.count()
-        for q, b in zip(QUERIES, before):
-            got = st.keyword_search(q, 12)
-            assert [h.score for h in got] == pytest.approx([s for _, s in b], rel=1e-12)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "delete"])

@@ -1,0 +1,222 @@
+"""Building and updating an index: the write half of search, shared by every engine.
+
+    report = build_index("catalog.csv", "my-index")              # or upsert=True to update
+
+``open_target`` opens (or creates) the store an index directory names, ready for its one writer;
+``write_rows`` is what every engine does inside that writer: title hashes decide which rows keep
+their vectors, the rest get vectors from the engine's ``embed`` (this process, a pool of processes,
+or shards a Ray cluster wrote: ``qkv.scale.ray_index``) and are upserted in order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from qkv.errors import InputError
+from qkv.search.catalog import Catalog, read_catalog
+from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
+                              read_manifest, store_class, title_hash)
+
+
+@dataclass
+class BuildReport:
+    path: str
+    catalog: dict = field(default_factory=dict)
+    embedded: int = 0  # titles sent to the encoder (new or changed)
+    unchanged: int = 0  # rows whose title was already indexed: fields updated, vector kept
+    deleted: int = 0
+    count: int = 0  # products in the index afterwards
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+
+def check_model(manifest: Manifest, encoder, where) -> None:
+    """Refuse an encoder whose vectors are not the index's (another model, or other weights)."""
+    fp = encoder.fingerprint()
+    if manifest.fingerprint != fp or manifest.dim != encoder.dim:
+        raise IndexError_(f"the index at {where} was built with model {manifest.model} (fingerprint "
+                          f"{manifest.fingerprint}, {manifest.dim} dims), not {encoder.name} ({fp}, {encoder.dim} dims); "
+                          f"search it with --model {manifest.model}, or rebuild it with --rebuild")
+
+
+def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", ann: str = "auto",
+                 backend: str = "embedded") -> Manifest:
+    """The manifest of a new index whose vectors ``encoder`` makes."""
+    return Manifest(model=model or encoder.name, fingerprint=encoder.fingerprint(), dim=encoder.dim, dtype=dtype,
+                    ann=ann, backend=backend,
+                    extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling})
+
+
+def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",
+                **store_options) -> VectorStore:
+    """The store at ``path`` for writing: the existing one (``rebuild``: opened only to be replaced,
+    so an index too old to search can still be rebuilt), or a new one of ``backend``."""
+    if (path / "manifest.json").is_file():
+        cls = store_class(read_manifest(path).backend)
+        return cls.for_rebuild(path) if rebuild else cls.open(path)
+    return store_class(backend).create(path, make_manifest(), **store_options)
+
+
+def write_rows(w: StoreWriter, rows: Sequence[Row], embed: Callable[[list[Row]], Iterable[np.ndarray]], *,
+               reuse: bool = True) -> tuple[int, int]:
+    """Write ``rows`` through the writer ``w``: rows whose stored title hash is unchanged (``reuse``)
+    keep their vectors and get their fields updated; the others are upserted with vectors from
+    ``embed(rows_to_embed)``, which yields arrays for consecutive runs of those rows, in order.
+    Returns (embedded, unchanged)."""
+    hashes = [title_hash(r["title"]) for r in rows]
+    old = w.title_hashes([r["id"] for r in rows]) if reuse else {}
+    same = [r for r, h in zip(rows, hashes) if old.get(r["id"]) == h]
+    todo = [(r, h) for r, h in zip(rows, hashes) if old.get(r["id"]) != h]
+    if same:
+        w.update_fields(same)
+    at = 0
+    for vecs in embed([r for r, _ in todo]):
+        part = todo[at:at + len(vecs)]
+        at += len(part)
+        w.upsert([r for r, _ in part], vecs, [h for _, h in part])
+    if at != len(todo):
+        raise AssertionError(f"embed returned vectors for {at} of {len(todo)} rows")
+    return len(todo), len(same)
+
+
+def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: bool = False,
+                dtype: str = "float32", ann: str = "auto", id_column: str | None = None,
+                title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
+                chunk: int = 4096, progress: Callable[[int, int], None] | None = None,
+                backend: str = "embedded", workers: int = 1, **store_options) -> BuildReport:
+    """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
+    (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
+    ``progress(done, total)`` is called as titles are embedded. ``workers`` > 1 embeds in that many
+    processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
+    its cores were already busy: docs/search.md)."""
+    import qkv
+
+    t0 = time.perf_counter()
+    path = index_dir(path)
+    if dtype not in ("float32", "float16"):
+        raise InputError(f"dtype must be float32 or float16, not {dtype!r}")
+    if ann not in ("auto", "flat", "hnsw", "ivfpq"):
+        raise InputError(f"ann must be auto, flat, hnsw or ivfpq, not {ann!r}")
+    cat = catalog if isinstance(catalog, Catalog) else read_catalog(
+        catalog, id_column=id_column, title_column=title_column, fmt=fmt)
+    if (path / "manifest.json").is_file():
+        manifest = read_manifest(path)
+        if not (upsert or rebuild):
+            raise InputError(f"{path} already holds an index of {manifest.count} products; pass --upsert to add or "
+                             "replace products by id, or --rebuild to replace the whole index")
+        if encoder is None:
+            encoder = qkv.load(manifest.model)
+        if not rebuild:
+            check_model(manifest, encoder, path)
+    else:
+        encoder = encoder or qkv.load()
+    store = open_target(path, lambda: new_manifest(encoder, dtype=dtype, ann=ann, backend=backend),
+                        rebuild=rebuild, backend=backend, **store_options)
+    report = BuildReport(str(path), cat.summary())
+    done = 0
+
+    def tick(n: int, total: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress(done, total)
+
+    def embed(todo: list[Row]) -> Iterator[np.ndarray]:
+        if progress:
+            progress(0, len(todo))
+        te = time.perf_counter()
+        if workers > 1 and len(todo) > batch_size:
+            size = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
+            parts = [todo[a:a + size] for a in range(0, len(todo), size)]
+            with _EncoderPool(encoder, workers) as pool:
+                for vecs in pool.encode([[r["title"] for r in p] for p in parts], batch_size):
+                    tick(len(vecs), len(todo))
+                    report.embed_seconds += time.perf_counter() - te
+                    yield vecs
+                    te = time.perf_counter()
+            return
+        for a in range(0, len(todo), chunk):
+            vecs = encoder.encode([r["title"] for r in todo[a:a + chunk]], batch_size=batch_size,
+                                  progress=lambda n, *_: tick(n, len(todo)))
+            report.embed_seconds += time.perf_counter() - te
+            yield vecs
+            te = time.perf_counter()
+
+    try:
+        with store.writer(reset=rebuild) as w:
+            report.embedded, report.unchanged = write_rows(w, cat.rows, embed, reuse=not rebuild)
+    finally:
+        store.close()
+    report.count = read_manifest(path).count
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def delete_products(path, ids: Sequence[str]) -> int:
+    """Remove products by id; returns how many existed."""
+    store = open_store(path)
+    try:
+        with store.writer() as w:
+            return w.delete(ids)
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------------------- embedding processes
+_WORKER_ENCODER = None
+
+
+def _worker_init(path: str) -> None:
+    global _WORKER_ENCODER
+    import qkv
+
+    _WORKER_ENCODER = qkv.load(path, threads=1)
+
+
+def _worker_fingerprint(_: int) -> str:
+    return _WORKER_ENCODER.fingerprint()
+
+
+def _worker_encode(job: tuple[list[str], int]) -> np.ndarray:
+    texts, batch_size = job
+    return _WORKER_ENCODER.encode(texts, batch_size=batch_size)
+
+
+class _EncoderPool:
+    """``workers`` spawned processes, each loading the same model files with one BLAS thread;
+    ``encode`` yields the chunks' vectors in order as they finish."""
+
+    def __init__(self, encoder, workers: int):
+        self.encoder, self.workers = encoder, workers
+
+    def __enter__(self):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        from qkv.errors import ModelError
+
+        if self.encoder.path is None:
+            raise InputError("--workers needs a model loaded from files (encoder.path is unset)")
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                        initializer=_worker_init, initargs=(str(self.encoder.path),))
+        try:
+            fps = set(self.pool.map(_worker_fingerprint, range(self.workers)))
+            if fps != {self.encoder.fingerprint()}:
+                raise ModelError(f"worker processes loaded weights with fingerprint(s) {sorted(fps)} from "
+                                 f"{self.encoder.path}, not {self.encoder.fingerprint()}; build with --workers 1")
+        except BaseException:
+            self.pool.shutdown(cancel_futures=True)
+            raise
+        return self
+
+    def encode(self, texts: list[list[str]], batch_size: int):
+        return self.pool.map(_worker_encode, [(t, batch_size) for t in texts])
+
+    def __exit__(self, *exc):
+        self.pool.shutdown(cancel_futures=True)
+        return False
