@@ -121,11 +121,42 @@ def _records(path: Path, fmt: str) -> tuple[list[str], list[dict], int]:
             for k in d:
                 cols.setdefault(k, None)
         return list(cols), recs, bad
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
-    cols = list(reader.fieldnames or [])
+    cols, recs = _csv_records(path, text, "\t" if fmt == "tsv" else ",")
+    return cols, recs, bad
+
+
+def _csv_records(path: Path, text: str, delimiter: str) -> tuple[list[str], list[dict]]:
+    """Header and records of a CSV/TSV text (as ``csv.DictReader``: blank lines skipped, missing
+    values None, surplus values dropped). A record spanning several lines is a quoted field with line
+    breaks — legal — unless its quoting is broken (a quote that never closes, or closes in the middle
+    of a later row): then the field has swallowed the rows after it (``1,"unterminated`` then
+    ``2,ok`` would become one product titled across both lines), and the row is refused with its line
+    number, as a bad JSON line is. Single-line records are read as leniently as before."""
+    lines = list(io.StringIO(text, newline=""))  # the lines csv.reader counts in line_num
+    reader = csv.reader(iter(lines), delimiter=delimiter)
+    cols: list[str] = []
+    recs: list[dict] = []
+    end = 0
+    for row in reader:
+        start, end = end + 1, reader.line_num
+        if end > start:  # a field with line breaks: is its quoting sound?
+            try:
+                list(csv.reader(iter(lines[start - 1:end]), delimiter=delimiter, strict=True))
+            except csv.Error:
+                raise CatalogError(
+                    f"{path}:{start}: a quoted field opened on this line does not close before the rows after it "
+                    f"(it runs to line {end}); close the quote, or write a quote inside a quoted field as \"\"") from None
+        if not cols:
+            cols = row
+            if not cols:
+                break
+            continue
+        if not row:
+            continue
+        recs.append({c: (row[i] if i < len(row) else None) for i, c in enumerate(cols)})
     if not cols:
         raise CatalogError(f"{path} is empty or has no header row")
-    return cols, list(reader), bad
+    return cols, recs
 
 
 def _pick(cols: list[str], given: str | None, names: tuple[str, ...], what: str, flag: str) -> str:

@@ -75,3 +75,22 @@ def test_unknown_extension_and_bad_json(tmp_path):
     (tmp_path / "b.jsonl").write_text('{"id": 1, "title": "a"}\nnot json\n')
     with pytest.raises(CatalogError, match="b.jsonl:2"):
         read_catalog(tmp_path / "b.jsonl")
+
+
+@pytest.mark.parametrize("text, line", [
+    ('id,title\n1,"unterminated\n2,ok\n', 2),  # never closes: the user had two products, not one
+    ('id,title\n1,Mug\n2,"Plate\n3,Bowl\n4,"Cup",x\n', 3),  # closes inside a later row
+])
+def test_a_quoted_field_running_into_the_rows_after_it_is_a_bad_row(tmp_path, text, line):
+    p = tmp_path / "c.csv"
+    p.write_text(text)
+    with pytest.raises(CatalogError, match=rf"c.csv:{line}: a quoted field .*does not close"):
+        read_catalog(p)
+
+
+def test_quoted_fields_with_line_breaks_and_loose_quotes_still_read(tmp_path):
+    p = tmp_path / "c.csv"
+    p.write_text('id,title,notes\n1,"Mug, large","two\nlines"\n2,5" plate,\n\n3,"Say ""hi""",x\n')
+    cat = read_catalog(p)
+    assert [(r["id"], r["title"]) for r in cat.rows] == [("1", "Mug, large"), ("2", '5" plate'), ("3", 'Say "hi"')]
+    assert cat.rows[0]["notes"] == "two\nlines" and cat.read == 3
