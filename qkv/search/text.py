@@ -1,6 +1,11 @@
-"""Text handling for keyword search: the same normalisation on titles and queries, so "2x4x18",
-"18in." and "18 inch" meet as the same terms, and CJK text is split into single characters (FTS5's
-unicode61 tokenizer would otherwise keep a run of Chinese characters as one unsearchable word)."""
+"""The keyword tokenizer: how text becomes keyword terms, for titles and queries alike — the one
+place to change it (e.g. Chinese word segmentation or traditional → simplified folding would go in
+``normalize``). ``normalize`` turns a title or a query into space-separated words: the same
+normalisation on both, so "2x4x18", "18in." and "18 inch" meet as the same terms, and CJK text is
+split into single characters (FTS5's unicode61 tokenizer would otherwise keep a run of Chinese
+characters as one unsearchable word). ``terms`` is a query's distinct words, stopwords dropped.
+Every store indexes ``normalize``'s output: the embedded store through FTS5 (Porter stemming on
+top, ``qkv.search.embedded.generations.FTS_TOKENIZE``), Milvus through its ``standard`` analyzer."""
 
 from __future__ import annotations
 
