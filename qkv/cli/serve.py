@@ -82,25 +82,11 @@ def register(app: typer.Typer) -> None:
         if n == 1:
             uvicorn.run(cfg.app(encoder=encoder), host=host, port=port, log_level="warning")
             return
-        # Several processes: each builds the app from the environment (qkv.web.serving) and loads
-        # the model itself; metrics are summed over them through prometheus_client's files.
-        import shutil
-        import tempfile
+        # Several processes, each with its own app and model, on one port (qkv.web.serving)
+        from qkv.web.serving import run_workers
 
         del encoder
-        metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
-        saved = {k: os.environ.get(k) for k in ("PROMETHEUS_MULTIPROC_DIR", "QKV_SERVE_CONFIG")}
-        os.environ.update(PROMETHEUS_MULTIPROC_DIR=metrics_dir, QKV_SERVE_CONFIG=cfg.to_env())
-        try:
-            uvicorn.run("qkv.web.serving:app_from_env", factory=True, workers=n, host=host, port=port,
-                        log_level="warning")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        run_workers(cfg, host, port, n)
 
 
 def _cores() -> int:

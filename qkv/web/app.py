@@ -41,7 +41,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                cors_origins: list[str] | None = None, threads: int | None = None,
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
-               generation_poll: float | None = GENERATION_POLL) -> FastAPI:
+               generation_poll: float | None = GENERATION_POLL, child_processes: bool = False) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -49,9 +49,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     allowed to call the API from other pages; none by default. ``pools``: per kind of work, its
     ``PoolSpec`` or the fields to change (``qkv.web.pools``). ``api_key``: required on every API
     call when given. ``generation_poll``: seconds between looks for a newly published index
-    generation (None: never)."""
+    generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
+    attributes) in child processes of their own (``qkv serve`` does; tests run them in threads)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
-                     limits=limits, threads=threads, pools=pools)
+                     limits=limits, threads=threads, pools=pools, child_processes=child_processes)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)
@@ -74,6 +75,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if preload:
+            state.pools.start()
             await asyncio.to_thread(lambda: state.encoder)
             if state.index_dir is not None:
                 with suppress(Exception):  # an unusable index answers 503 on use, saying why

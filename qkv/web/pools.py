@@ -1,9 +1,13 @@
 """Work by kind: each kind of request runs in its own bounded pool of threads, so a burst of one
 kind (summaries, attention views) cannot hold up another (searches).
 
-Threads suffice here: the heavy part of every kind is the encoder's compiled kernels (called through
-ctypes, which releases the GIL), NumPy and SQLite, all of which release the GIL; several processes
-(``qkv serve --workers N``) share the cores beyond that. Each pool
+Searches and explanations run in threads: their heavy part is the encoder's compiled kernels
+(called through ctypes, which releases the GIL), NumPy, faiss and SQLite. The heavy kinds
+(attention views, summaries, attributes) also run long stretches of Python (building the maps'
+JSON, sentence selection), which would hold the GIL against the event loop and the searches of
+the same process; ``qkv serve`` therefore runs each of them in a child process of its own
+(``process=True``: the function and its arguments are sent there; the child loads the model once,
+at start-up). Each pool
 
 - runs at most ``threads`` jobs at once, with at most ``queue`` more waiting: one more is answered
   **429** with ``Retry-After`` (an estimate from the pool's recent job times), never queued;
@@ -23,7 +27,7 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -38,17 +42,18 @@ class PoolSpec:
     queue: int  # jobs that may wait beyond the running ones
     deadline: float  # seconds from arrival to answer, else 503
     nice: int = 0  # added niceness of the pool's threads (Linux)
+    process: bool = False  # run in a child process (when the app is given a child configuration)
 
 
 # Searches: two threads per process (one runs Python while the other is in the kernels), a deep
 # queue (they are short), a short deadline. Heavy kinds: one thread each, a short queue, a long
 # deadline, and lower priority. All overridable through create_app(pools={...}).
 DEFAULT_POOLS: dict[str, PoolSpec] = {
-    "search": PoolSpec(threads=2, queue=256, deadline=10.0, nice=0),
+    "search": PoolSpec(threads=1, queue=256, deadline=10.0, nice=0),
     "explain": PoolSpec(threads=1, queue=64, deadline=15.0, nice=5),
-    "attention": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10),
-    "summary": PoolSpec(threads=1, queue=8, deadline=60.0, nice=10),
-    "attributes": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10),
+    "attention": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10, process=True),
+    "summary": PoolSpec(threads=1, queue=8, deadline=60.0, nice=10, process=True),
+    "attributes": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10, process=True),
 }
 
 
@@ -95,13 +100,48 @@ class _BlasGate:
         return False
 
 
+# ---------------------------------------------------------------------- in a child process
+_CHILD_STATE = None  # the child's own AppState (model loaded once, at start-up)
+
+
+def _child_init(config: dict, nice: int) -> None:
+    global _CHILD_STATE
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+    from qkv.blas import blas_threads
+    from qkv.web.state import AppState
+
+    _CHILD_STATE = AppState(**config, pools={k: {"process": False} for k in KINDS})
+    blas_threads(_CHILD_STATE._blas_threads()).__enter__()  # the child does nothing else: for good
+    _CHILD_STATE.encoder  # noqa: B018  (loaded now, not by the first request)
+
+
+def _child_job(fn, args):
+    return fn(_CHILD_STATE, *args)
+
+
+def _child_ready() -> bool:
+    return _CHILD_STATE is not None
+
+
 class Pool:
-    def __init__(self, kind: str, spec: PoolSpec, gate: _BlasGate):
+    def __init__(self, kind: str, spec: PoolSpec, gate: _BlasGate, state=None, child: dict | None = None):
         self.kind = kind
         self.spec = spec
         self._gate = gate
+        self._state = state  # what a job gets as its first argument, in threads
         self.on_change: Callable[[str, int, int], None] | None = None  # (kind, waiting, running): metrics
-        self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
+        self.in_process = bool(spec.process and child is not None)
+        if self.in_process:
+            import multiprocessing as mp
+
+            self._executor = ProcessPoolExecutor(spec.threads, mp_context=mp.get_context("spawn"),
+                                                 initializer=_child_init, initargs=(child, spec.nice))
+        else:
+            self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
         self._lock = threading.Lock()
         self.pending = 0  # submitted and not finished (running + waiting)
         self.running = 0
@@ -145,7 +185,21 @@ class Pool:
             self.pending -= 1
         self._notify()
 
+    def start(self) -> None:
+        """Start a child process now (its model loads before the first request needs it)."""
+        if self.in_process:
+            self._executor.submit(_child_ready)
+
+    def _done_in_child(self, submitted: float, ahead: int):
+        def done(future) -> None:
+            dt = (time.perf_counter() - submitted) / (ahead + 1)  # its share of the time it waited
+            with self._lock:
+                self.running = max(0, self.running - 1)
+                self._avg = 0.8 * self._avg + 0.2 * dt
+        return done
+
     async def run(self, fn: Callable, *args, **kwargs):
+        """``fn(state, *args, **kwargs)`` in this pool: 429 when full, 503 past the deadline."""
         spec = self.spec
         with self._lock:
             if self.pending >= spec.threads + spec.queue:
@@ -157,7 +211,16 @@ class Pool:
             raise Busy(f"the server is busy with {self.kind} requests ({self.pending} in progress or waiting); "
                        f"retry in {self.retry_after()} s", self.retry_after())
         try:
-            future = self._executor.submit(self._job, fn, args, kwargs)
+            if self.in_process:
+                import functools
+
+                with self._lock:
+                    ahead = self.pending - 1
+                    self.running = min(self.pending, spec.threads)
+                future = self._executor.submit(_child_job, functools.partial(fn, **kwargs) if kwargs else fn, args)
+                future.add_done_callback(self._done_in_child(time.perf_counter(), ahead))
+            else:
+                future = self._executor.submit(self._job, fn, (self._state, *args), kwargs)
         except RuntimeError:  # shut down
             with self._lock:
                 self.pending -= 1
@@ -176,16 +239,22 @@ class Pool:
 
 
 class Pools:
-    """One ``Pool`` per kind, sharing one BLAS gate."""
+    """One ``Pool`` per kind, sharing one BLAS gate. ``child``: the settings a child process builds
+    its own state from (``AppState.child_config``); without it every kind runs in threads."""
 
-    def __init__(self, specs: dict[str, PoolSpec] | None = None, blas: Callable[[], int] = lambda: 1):
+    def __init__(self, specs: dict[str, PoolSpec] | None = None, blas: Callable[[], int] = lambda: 1,
+                 state=None, child: dict | None = None):
         merged = dict(DEFAULT_POOLS)
         for kind, spec in (specs or {}).items():
             if kind not in KINDS:
                 raise ValueError(f"unknown kind of work {kind!r}; kinds: {', '.join(KINDS)}")
             merged[kind] = spec if isinstance(spec, PoolSpec) else replace(DEFAULT_POOLS[kind], **spec)
         gate = _BlasGate(blas)
-        self.pools = {kind: Pool(kind, spec, gate) for kind, spec in merged.items()}
+        self.pools = {kind: Pool(kind, spec, gate, state, child) for kind, spec in merged.items()}
+
+    def start(self) -> None:
+        for p in self.pools.values():
+            p.start()
 
     def __getitem__(self, kind: str) -> Pool:
         return self.pools[kind]

@@ -26,7 +26,7 @@ GENERATION_POLL = 0.5  # seconds between looks at the index's manifest (new prod
 class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
                  attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None,
-                 pools: dict[str, PoolSpec | dict] | None = None):
+                 pools: dict[str, PoolSpec | dict] | None = None, child_processes: bool = False):
         self.model_name = model
         self.threads = threads
         self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
@@ -43,7 +43,8 @@ class AppState:
         self._fingerprint: str | None = None
         self.fields_cache: tuple = (None, None)  # (index, its filterable fields described): once per generation
         self._load_lock = threading.Lock()
-        self.pools = Pools(pools, blas=self._blas_threads)
+        self.pools = Pools(pools, blas=self._blas_threads, state=self,
+                           child=self.child_config() if child_processes else None)
         self._maps_cache: OrderedDict = OrderedDict()
         self._maps_lock = threading.Lock()
         self._maps_cache_size = 8
@@ -158,9 +159,16 @@ class AppState:
         # slower when other processes are busy.
         return self._encoder.threads if self._encoder is not None else default_threads(self.threads)
 
+    def child_config(self) -> dict:
+        """What a child process builds its own state from (heavy kinds, ``qkv.web.pools``)."""
+        return {"model": self.model_name, "threads": self.threads, "limits": self.limits,
+                "attributes_model": self.attributes_path}
+
     async def run(self, kind: str, fn: Callable, *args, **kwargs):
-        """Run ``fn`` in the pool of this ``kind`` of work (``qkv.web.pools.KINDS``): 429 when its
-        queue is full, 503 past its deadline."""
+        """``fn(state, *args, **kwargs)`` in the pool of this ``kind`` of work
+        (``qkv.web.pools.KINDS``): 429 when its queue is full, 503 past its deadline. For a kind
+        run in a child process, ``fn`` and its arguments must pickle (a module-level function),
+        and ``state`` is the child's own."""
         return await self.pools[kind].run(fn, *args, **kwargs)
 
     # ------------------------------------------------------------------ attention maps, cached per text

@@ -79,26 +79,20 @@ def test_serve_error_message(captured, capsys):
 
 
 def test_serve_runs_one_worker_per_core_by_default(sample_index, monkeypatch):
-    """Several workers: uvicorn gets the factory, the settings travel in the environment (only
-    while it runs) and metrics are shared through a directory of files."""
-    import json
+    """Several workers by default (one per core), each given the same settings."""
     import os
 
-    import uvicorn
-
+    import qkv.web.serving as serving
     from qkv.cli import app
 
     calls = []
-    monkeypatch.setattr(uvicorn, "run", lambda target, **kw: calls.append((target, kw, dict(os.environ))))
+    monkeypatch.setattr(serving, "run_workers", lambda cfg, host, port, n: calls.append((cfg, host, port, n)))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index)])
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "--port", "8123"])
     assert r.exit_code == 0, r.output
-    (target, kw, env), = calls
-    assert target == "qkv.web.serving:app_from_env" and kw["factory"] is True and kw["workers"] == 3
-    cfg = json.loads(env["QKV_SERVE_CONFIG"])
-    assert cfg["index_dir"] == str(sample_index) and cfg["api_key"] is None
-    assert env["PROMETHEUS_MULTIPROC_DIR"] and not os.path.exists(env["PROMETHEUS_MULTIPROC_DIR"])  # removed after
-    assert "QKV_SERVE_CONFIG" not in os.environ and "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    (cfg, host, port, n), = calls
+    assert (host, port, n) == ("127.0.0.1", 8123, 3)
+    assert cfg.index_dir == str(sample_index) and cfg.api_key is None and cfg.access_log is True
     assert "3 workers" in " ".join(r.output.split())
 
 

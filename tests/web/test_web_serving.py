@@ -254,3 +254,87 @@ def test_one_access_log_line_per_request(client, caplog):
     assert [(x["path"], x["status"], x["kind"]) for x in lines] == [("/api/search", 200, "search"),
                                                                     ("/api/search", 422, "search")]
     assert all(x["ms"] > 0 and x["bytes"] > 0 and x["method"] == "POST" and x["pid"] for x in lines)
+
+
+@pytest.mark.slow
+def test_heavy_kinds_in_child_processes_answer_as_in_threads(encoder, sample_index, sample_attributes, client):
+    """`qkv serve` runs attention views, summaries and attributes in child processes (own model,
+    lower priority): the answers are those of the in-thread app, errors keep their status."""
+    import os
+
+    from qkv.web import create_app
+
+    body = {"text": "waterproof hiking boots", "layer": 2, "head": 5}
+    reviews = {"reviews": ["Light and comfortable.", "Runs small, order a size up.", "Fell apart in a month."],
+               "budget": 12}
+    app = create_app(encoder=encoder, index_dir=sample_index, attributes_model=sample_attributes, child_processes=True)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        pools = app.state.qkv.pools
+        assert pools["attention"].in_process and pools["summary"].in_process and not pools["search"].in_process
+        got = c.post("/api/attention", json=body)
+        assert got.status_code == 200, got.text
+        assert got.json() == client.post("/api/attention", json=body).json()
+        s = c.post("/api/summarize", json=reviews)
+        assert s.status_code == 200 and s.json() == client.post("/api/summarize", json=reviews).json()
+        bad = c.post("/api/neuron", json={"text": "short", "query": 40})
+        assert bad.status_code == 422 and "out of range" in bad.json()["error"]
+        child_pids = {p.pid for p in pools["attention"]._executor._processes.values()}
+        assert child_pids and os.getpid() not in child_pids
+        if sample_attributes is not None:
+            a = {"titles": ["Northpeak Waterproof Hiking Boots - Black, US 9"]}
+            r = c.post("/api/attributes", json=a).json()
+            want = client.post("/api/attributes", json=a).json()
+            assert r["results"] == want["results"]
+
+
+@pytest.mark.slow
+def test_two_workers_share_the_port_and_the_metrics(sample_index, tmp_path):
+    """`qkv serve --workers 2`: connections spread over both processes (SO_REUSEPORT), /metrics
+    sums them, and SIGTERM stops everything."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen([sys.executable, "-c", "from qkv.cli import main; main()", "serve", "--index", str(sample_index),
+                             "--port", str(port), "--workers", "2"], cwd=root, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"})
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(base + "/api/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        for i in range(40):  # a new connection each time: the kernel spreads them
+            assert httpx.post(base + "/api/search", json={"query": f"boots {i}", "k": 1}, timeout=30).status_code == 200
+        pids = {json.loads(line)["pid"] for line in log.read_text().splitlines() if line.startswith('{"ts"')}
+        assert len(pids) == 2, pids
+        from prometheus_client.parser import text_string_to_metric_families
+
+        fam = {f.name: f for f in text_string_to_metric_families(httpx.get(base + "/metrics", timeout=10).text)}
+        assert {s.labels["pid"] for s in fam["qkv_index_generation"].samples} == {str(p) for p in pids}
+        total = sum(s.value for s in fam["qkv_requests"].samples
+                    if s.name == "qkv_requests_total" and s.labels["kind"] == "search")
+        assert total == 40
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode is not None

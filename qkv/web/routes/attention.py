@@ -74,50 +74,53 @@ def _header(m) -> dict:
             "num_layers": m.num_layers, "num_heads": m.num_heads}
 
 
-async def _on_maps(request: Request, text: str, fn):
-    """``fn(maps)`` on the attention maps of ``text``, in the attention pool (one job per request)."""
+def _draw(st, op: str, body) -> dict:
+    """One attention-view answer (runs in the attention pool, perhaps in a child process)."""
+    if op == "tour":
+        import qkv.explain as ex
+
+        return jsonable(ex.tour(st.encoder, body.text, body.layer, body.head).to_dict(body.lang))
+    m = st.maps(body.text)
+    if op == "attention":
+        kw = dict(kind=body.kind, hide_special=body.hide_special, level=body.level)
+        maps = m.grid(body.layer, **kw) if body.grid else [m.heatmap(body.layer, body.head, **kw)]
+        return {**_header(m), "layer": body.layer, "maps": [jsonable(h.to_dict()) for h in maps]}
+    if op == "rollout":
+        layer = m.num_layers - 1 if body.layer is None else body.layer
+        h = m.heatmap(layer, None, kind="rollout", hide_special=body.hide_special, level=body.level)
+        return {**_header(m), "layer": layer, "maps": [jsonable(h.to_dict())]}
+    return jsonable(m.neuron(body.layer, body.head, body.query).to_dict())
+
+
+async def _view(request: Request, op: str, body) -> dict:
     require("qkv.explain", "the attention view")
-    st = state(request)
-    text = _text(text)
-    return await st.run("attention", lambda: fn(st.maps(text)))
+    _text(body.text)
+    return await state(request).run("attention", _draw, op, body)
 
 
 @router.post("/attention", summary="Heatmap of one head, the heads combined, or every head of a layer")
 async def attention(body: MapRequest, request: Request) -> dict:
-    kw = dict(kind=body.kind, hide_special=body.hide_special, level=body.level)
-
-    def draw(m):
-        maps = m.grid(body.layer, **kw) if body.grid else [m.heatmap(body.layer, body.head, **kw)]
-        return {**_header(m), "layer": body.layer, "maps": [jsonable(h.to_dict()) for h in maps]}
-
-    return await _on_maps(request, body.text, draw)
+    return await _view(request, "attention", body)
 
 
 @router.post("/rollout", summary="Attention rollout through the layers")
 async def rollout(body: RolloutRequest, request: Request) -> dict:
-    def draw(m):
-        layer = m.num_layers - 1 if body.layer is None else body.layer
-        h = m.heatmap(layer, None, kind="rollout", hide_special=body.hide_special, level=body.level)
-        return {**_header(m), "layer": layer, "maps": [jsonable(h.to_dict())]}
-
-    return await _on_maps(request, body.text, draw)
+    return await _view(request, "rollout", body)
 
 
 @router.post("/neuron", summary="Neuron view: how one query token's weights come about in one head")
 async def neuron(body: NeuronRequest, request: Request) -> dict:
-    return await _on_maps(request, body.text,
-                          lambda m: jsonable(m.neuron(body.layer, body.head, body.query).to_dict()))
+    return await _view(request, "neuron", body)
 
 
 @router.post("/tour", summary="The five steps of attention for one head, with the real numbers")
 async def tour(body: TourRequest, request: Request) -> dict:
-    ex = require("qkv.explain", "the tour")
+    require("qkv.explain", "the tour")
     st = state(request)
     text = _text(body.text)
-    enc = st.encoder
-    n = len(enc.tokenize([text])[0])
+    n = len(st.encoder.tokenize([text])[0])
     if n > st.limits.max_attention_tokens:
         from qkv.web.state import TooLarge
 
         raise TooLarge(f"the text has {n} tokens; the tour shows at most {st.limits.max_attention_tokens}: shorten it")
-    return await st.run("attention", lambda: jsonable(ex.tour(enc, text, body.layer, body.head).to_dict(body.lang)))
+    return await _view(request, "tour", body)

@@ -34,14 +34,15 @@ async def attributes(body: AttributesRequest, request: Request) -> dict:
     titles = [t.strip() for t in body.titles]
     if not any(titles):
         raise InputError("every title is empty: paste product titles, one per line")
+    return await st.run("attributes", _extract, titles, body)
 
-    def run():
-        model = st.attribute_model()
-        t0 = time.perf_counter()
-        found = model.extract(titles, body.categories, normalize=body.normalize, min_confidence=body.min_confidence)
-        return model, found, time.perf_counter() - t0
 
-    model, found, seconds = await st.run("attributes", run)
+def _extract(st, titles: list[str], body: AttributesRequest) -> dict:
+    """Runs in the attributes pool (perhaps in a child process, with its own copy of the model)."""
+    model = st.attribute_model()
+    t0 = time.perf_counter()
+    found = model.extract(titles, body.categories, normalize=body.normalize, min_confidence=body.min_confidence)
+    seconds = time.perf_counter() - t0
     return {"attributes": list(model.attrs),
             "results": [{"title": t, "attributes": [jsonable(a.as_dict()) for a in attrs]}
                         for t, attrs in zip(titles, found)],

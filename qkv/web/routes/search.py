@@ -110,7 +110,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
     where = _where(body.filters)
     n_explain = body.k if body.explain is True else int(body.explain)
 
-    def run():
+    def run(st):
         index = st.index()
         t0 = time.perf_counter()
         results = index.search(body.query, k=body.k, mode=body.mode, where=where)
@@ -136,7 +136,7 @@ async def explain(body: ExplainRequest, request: Request) -> dict:
     require("qkv.search", "search")
     ids = list(dict.fromkeys(body.ids))
 
-    def run():
+    def run(st):
         index = st.index()
         t0 = time.perf_counter()
         rows = index.store.get_rows(ids)
@@ -155,7 +155,7 @@ async def explain(body: ExplainRequest, request: Request) -> dict:
 async def fields(request: Request) -> FieldsResponse:
     st = state(request)
     require("qkv.search", "search")
-    return await st.run("search", lambda: _describe_fields(st, st.index()))
+    return await st.run("search", lambda st: _describe_fields(st, st.index()))
 
 
 def _describe_fields(st, index) -> FieldsResponse:

@@ -31,13 +31,19 @@ class SummarizeRequest(BaseModel):
 
 async def _summarize(request: Request, reviews, ratings, budget: int, tokenizer: str, order: str) -> dict:
     st = state(request)
-    mod = require("qkv.summarize", "review summaries")
+    require("qkv.summarize", "review summaries")
     if not any(isinstance(r, str) and r.strip() or getattr(r, "text", "").strip() for r in reviews):
         raise InputError("every review is empty: paste some review text")
     if ratings is not None and len(ratings) != len(reviews):
         raise InputError(f"{len(ratings)} ratings for {len(reviews)} reviews: give one per review (or none)")
-    summary = await st.run("summary", lambda: mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder,
-                                                 ratings=ratings, order=order))
+    return await st.run("summary", _summary, list(reviews), ratings, budget, tokenizer, order)
+
+
+def _summary(st, reviews, ratings, budget: int, tokenizer: str, order: str) -> dict:
+    """Runs in the summary pool (perhaps in a child process, with its own copy of the model)."""
+    import qkv.summarize as mod
+
+    summary = mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder, ratings=ratings, order=order)
     out = jsonable(summary.to_dict())
     out["tokens_saved"] = summary.tokens_before - summary.tokens_after
     return out
