@@ -1,5 +1,6 @@
 """qkv.attention against torch (the reference), against itself (chunked vs plain), and by property."""
 
+import math
 import warnings
 
 import numpy as np
@@ -323,3 +324,96 @@ def test_tiled_path_with_and_without_the_running_max(magnitude):
     tiled = chunked_attention(q, k, v, chunk_size=32, q_chunk=16)
     assert np.isfinite(tiled).all()
     np.testing.assert_allclose(tiled, plain, atol=1e-5 * max(1.0, magnitude))
+
+
+# ---------------------------------------------------------------- the tutorial's own examples
+# Inputs as the tutorial gives them; every expected number below is computed here by hand (plain
+# Python: sums of products and math.exp), never copied from the tutorial's printed output.
+def _hand_softmax(row):
+    e = [math.exp(s - max(row)) for s in row]
+    return [x / sum(e) for x in e]
+
+
+def test_tutorial_weighted_sum_example():
+    """Q = K = [[.1,.2],[.3,.4],[.5,.6]], V = [[1,2],[3,4],[5,6]], scaled by √2. Token 0's weights are
+    0.319 / 0.333 / 0.348; the 0.53 / 0.27 / 0.20 the tutorial's comment claims is no softmax of
+    these scores (its order is even reversed: token 0's scores rise with j)."""
+    q = k = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    hand = [_hand_softmax([sum(q[i, c] * k[j, c] for c in range(2)) / math.sqrt(2) for j in range(3)])
+            for i in range(3)]
+    np.testing.assert_allclose(w, hand, rtol=1e-12)
+    np.testing.assert_allclose(np.round(w[0], 3), [0.319, 0.333, 0.348])
+    assert not np.allclose(w[0], [0.53, 0.27, 0.20], atol=0.05)
+    assert np.all(np.diff(w[0]) > 0)  # rising, where the claimed weights fall
+    hand_out = [[sum(hand[i][j] * v[j, c] for j in range(3)) for c in range(2)] for i in range(3)]
+    np.testing.assert_allclose(out, hand_out, rtol=1e-12)
+    assert v[1, 0] < out[0, 0] < v[2, 0]  # the rising weights pull token 0 just past the middle value row
+
+
+TUTORIAL_TOKENS = ["运动鞋", "跑步", "轻便", "透气"]
+
+
+def test_tutorial_softmax_example():
+    """The four product words and their scores: each row of weights sums to 1, and each word's
+    top two are the ones the tutorial prints (computed from the weights, checked by hand)."""
+    s = np.array([[0.9, 0.4, 0.2, 0.1], [0.3, 0.8, 0.5, 0.6], [0.1, 0.3, 0.7, 0.2], [0.0, 0.4, 0.1, 0.8]])
+    w = softmax(s)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(w, [_hand_softmax(list(r)) for r in s], rtol=1e-12)
+    top2 = {TUTORIAL_TOKENS[i]: [TUTORIAL_TOKENS[j] for j in np.argsort(-w[i], kind="stable")[:2]]
+            for i in range(4)}
+    assert top2 == {"运动鞋": ["运动鞋", "跑步"], "跑步": ["跑步", "透气"],
+                    "轻便": ["轻便", "跑步"], "透气": ["透气", "跑步"]}
+    # the first word keeps the most weight on itself: e^.9 / (e^.9 + e^.4 + e^.2 + e^.1)
+    assert w[0, 0] == pytest.approx(math.exp(0.9) / sum(math.exp(x) for x in (0.9, 0.4, 0.2, 0.1)), rel=1e-12)
+
+
+def test_tutorial_projection_example():
+    """Two tokens ("运动鞋", "跑步") of four features, Wq, Wk, Wv = 0.1 × standard normals from
+    NumPy's legacy generator seeded 42 (drawn in that order): Q, K, V and the weights by hand."""
+    x = np.array([[0.8, 0.3, -0.2, 0.1], [0.2, 0.9, 0.1, -0.3]])
+    state = np.random.get_state()
+    try:
+        np.random.seed(42)
+        wq = np.random.randn(4, 4) * 0.1
+        wk = np.random.randn(4, 4) * 0.1
+        wv = np.random.randn(4, 4) * 0.1
+    finally:
+        np.random.set_state(state)
+    assert wq[0, 0] == pytest.approx(0.1 * 0.4967141530112327)  # the generator is the legacy one, seeded 42
+    q, k, v = project(x, wq), project(x, wk), project(x, wv)
+    hand = lambda w: [[sum(x[i, a] * w[a, c] for a in range(4)) for c in range(4)] for i in range(2)]  # noqa: E731
+    np.testing.assert_allclose(q, hand(wq), rtol=1e-12)
+    np.testing.assert_allclose(k, hand(wk), rtol=1e-12)
+    np.testing.assert_allclose(v, hand(wv), rtol=1e-12)
+    hq, hk = hand(wq), hand(wk)
+    hand_w = [_hand_softmax([sum(hq[i][c] * hk[j][c] for c in range(4)) / math.sqrt(4) for j in range(2)])
+              for i in range(2)]
+    out, w = scaled_dot_product_attention(q, k, v, return_weights=True)
+    np.testing.assert_allclose(w, hand_w, rtol=1e-12)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-12)
+    hv = hand(wv)
+    np.testing.assert_allclose(out, [[sum(hand_w[i][j] * hv[j][c] for j in range(2)) for c in range(4)]
+                                     for i in range(2)], rtol=1e-12)
+    # weights this small give scores near 0, so each token splits its attention almost evenly
+    assert np.all(np.abs(w - 0.5) < 0.01)
+
+
+def test_tutorial_multihead_class():
+    """d_model 8, 2 heads, batch 1, 3 tokens: output (1, 3, 8), weights (1, 2, 3, 3); each head is
+    the five steps on its own 4-wide slice of Q, K, V, and the heads' outputs concatenate."""
+    mha = MultiHeadAttention.init(8, 2, seed=0, dtype=np.float64)
+    x = np.random.default_rng(7).standard_normal((1, 3, 8))
+    y, w = mha(x, return_weights=True)
+    assert y.shape == (1, 3, 8) and w.shape == (1, 2, 3, 3)
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-12)
+    q, k, v = x[0] @ mha.wq, x[0] @ mha.wk, x[0] @ mha.wv
+    heads = []
+    for h in range(2):
+        sl = slice(4 * h, 4 * h + 4)
+        a = np.array([_hand_softmax([float(q[i, sl] @ k[j, sl]) / 2.0 for j in range(3)]) for i in range(3)])
+        np.testing.assert_allclose(w[0, h], a, rtol=1e-10)
+        heads.append(a @ v[:, sl])
+    np.testing.assert_allclose(y[0], np.concatenate(heads, axis=1) @ mha.wo, rtol=1e-10)
