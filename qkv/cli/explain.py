@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(t.to_dict(lang))
             return
-        from qkv.explain.tour_view import render
+        from qkv.cli.tour_view import render
 
         for r in render(t, lang, console.width):
             console.print(r)

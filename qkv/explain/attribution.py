@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qkv.explain._inputs import check_text, tokenize_one
+from qkv.explain.display import ShowsHtml
 from qkv.explain.layer import pool, run_from, run_layer
 from qkv.model.threads import blas_threads
 
@@ -76,7 +77,7 @@ class WordScores:
 
 
 @dataclass(frozen=True)
-class PairAttribution:
+class PairAttribution(ShowsHtml):
     """Which words made a query/title similarity high or low."""
 
     query: str
@@ -90,11 +91,6 @@ class PairAttribution:
         return {"query": self.query, "title": self.title, "similarity": round(self.similarity, 6),
                 "method": self.method, "query_words": self.query_words.to_dict(),
                 "title_words": self.title_words.to_dict()}
-
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import pair_fragment
-
-        return pair_fragment(self)
 
 
 def _content_words(seq):

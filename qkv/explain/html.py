@@ -1,5 +1,7 @@
 """Offline HTML: a self-contained report page with hand-written SVG and a little JavaScript, and
-small fragments for notebooks (``_repr_html_``).
+small fragments for notebooks. A renderer above the data: it imports the result classes and
+registers its views for them (``display.renders``), which is how their ``_repr_html_`` and
+``Explanation.to_html`` find it; the result modules never import this one.
 
 Why not plotly: its JavaScript bundle weighs several megabytes, which every offline page would
 have to inline (no CDN allowed), once per report in a batch — while what we draw is a
@@ -16,7 +18,12 @@ import json
 
 import numpy as np
 
-from qkv.explain.maps import CAVEAT
+from qkv.explain.attribution import PairAttribution
+from qkv.explain.display import renders
+from qkv.explain.maps import CAVEAT, HeatMap, NeuronView
+from qkv.explain.report import Explanation
+from qkv.explain.salience import SellingPoints
+from qkv.explain.tour import Tour
 
 _ids = itertools.count()
 
@@ -73,6 +80,7 @@ def _wrap(body: str) -> str:
     return f'<div class="qkv"><style>{CSS}</style>{body}</div>'
 
 
+@renders(HeatMap)
 def heatmap_fragment(hm) -> str:
     extra = ""
     if hm.hidden_share is not None:
@@ -83,6 +91,7 @@ def heatmap_fragment(hm) -> str:
                  f'<div class="caveat">{esc(CAVEAT["en"])}</div>')
 
 
+@renders(NeuronView)
 def neuron_fragment(nv) -> str:
     rows = []
     wmax = float(nv.weights.max())
@@ -123,6 +132,7 @@ def _bars(pairs, signed: bool = False, top: int = 25) -> str:
     return "<table>" + "".join(rows) + "</table>" + (f"<p class='muted'>… and {more} more</p>" if more > 0 else "")
 
 
+@renders(SellingPoints)
 def selling_points_fragment(sp) -> str:
     return _wrap(f"<p>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>"
                  f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP]/punctuation took "
@@ -140,6 +150,7 @@ def _word_spans(text: str, words):
     return out
 
 
+@renders(PairAttribution)
 def pair_fragment(pa) -> str:
     def spans(ws):
         if ws.starts:
@@ -153,6 +164,7 @@ def pair_fragment(pa) -> str:
                  f"<p>query: {q}</p><p>title: {t}</p>")
 
 
+@renders(Tour)
 def tour_fragment(t, lang: str = "en") -> str:
     parts = [f"<h1>{'Attention tour' if lang == 'en' else '注意力导览'} · layer {t.layer} head {t.head}</h1>"
              f"<p>“{esc(t.text)}”</p>"]
@@ -256,6 +268,7 @@ def _controls(d: dict) -> str:
             '<label><input type="checkbox" class="qkv-hide"> hide [CLS]/[SEP]</label></div>')
 
 
+@renders(Explanation)
 def report_fragment(ex) -> str:
     d = ex.page_data()
     rid = f"qkv-report-{next(_ids)}"
@@ -290,6 +303,7 @@ def report_fragment(ex) -> str:
             f"<script>{JS.replace('ROOT', json.dumps(rid), 1)}</script></div>")
 
 
+@renders(Explanation, "page")
 def report_page(ex) -> str:
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>qkv explain · {esc(ex.text[:80])}</title></head><body>{report_fragment(ex)}</body></html>")

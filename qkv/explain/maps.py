@@ -3,7 +3,7 @@ neuron view of one query token, rollout and value-norm-weighted maps.
 
 ``attention_maps(enc, text)`` runs one traced forward pass and keeps, for every layer, the inputs,
 Q, K, V and attention weights. Everything else is computed from those arrays; rendering lives in
-``figures`` (matplotlib) and ``html`` (offline page). Names follow the engine's trace names.
+``figures`` (matplotlib) and ``html`` (offline page), which import this module, never the reverse. Names follow the engine's trace names.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from qkv.explain import norms as _norms
 from qkv.explain import rollout as _rollout
 from qkv.explain._inputs import check_head, check_layer, tokenize_one
+from qkv.explain.display import ShowsHtml
 from qkv.explain.words import merge_attention
 from qkv.model.tokenizer import Tokens, Word
 
@@ -33,7 +34,7 @@ KINDS = ("attention", "norm", "rollout", "value_zeroing")
 
 
 @dataclass(frozen=True)
-class HeatMap:
+class HeatMap(ShowsHtml):
     """One matrix with labelled axes: rows are the tokens (or words) that look, columns the ones looked at."""
 
     name: str  # engine trace name it comes from, e.g. "layers.2.attn.weights" (with head), or "rollout"
@@ -73,14 +74,9 @@ class HeatMap:
                 "hidden_share": None if self.hidden_share is None
                 else np.round(self.hidden_share.astype(float), 6).tolist()}
 
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import heatmap_fragment
-
-        return heatmap_fragment(self)
-
 
 @dataclass(frozen=True)
-class NeuronView:
+class NeuronView(ShowsHtml):
     """How one query token's weights come about in one head (bertviz's neuron view, as data)."""
 
     layer: int
@@ -100,11 +96,6 @@ class NeuronView:
                 "query": self.query, "query_token": self.tokens[self.query], "tokens": list(self.tokens),
                 "q": r(self.q), "k": r(self.k), "qk": r(self.qk), "scores": r(self.scores),
                 "scaled_scores": r(self.scaled), "weights": r(self.weights)}
-
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import neuron_fragment
-
-        return neuron_fragment(self)
 
 
 @dataclass

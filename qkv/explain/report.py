@@ -8,6 +8,7 @@ import numpy as np
 
 from qkv.explain.attribution import PairAttribution, WordScores, occlusion, pair_occlusion, pair_value_zeroing, \
     title_value_zeroing
+from qkv.explain.display import ShowsHtml, render
 from qkv.explain.maps import CAVEAT, AttentionMaps, attention_maps
 from qkv.explain.salience import SellingPoints, selling_points
 from qkv.explain.tour import default_layer_head
@@ -20,7 +21,7 @@ ATTRIBUTION_LIMIT = 128
 
 
 @dataclass
-class Explanation:
+class Explanation(ShowsHtml):
     maps: AttentionMaps
     layer: int
     head: int
@@ -89,14 +90,8 @@ class Explanation:
         }
 
     def to_html(self) -> str:
-        from qkv.explain.html import report_page
-
-        return report_page(self)
-
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import report_fragment
-
-        return report_fragment(self)
+        """The whole offline page (drawn by the renderer registered for it: ``html.report_page``)."""
+        return render(self, "page")
 
 
 def explain(enc, text: str, layer: int | None = None, head: int | None = None, *, query: str | None = None,

@@ -20,12 +20,13 @@ import numpy as np
 
 import unicodedata
 
+from qkv.explain.display import ShowsHtml
 from qkv.explain.rollout import rollout
 from qkv.explain.words import merge_scores
 
 
 @dataclass(frozen=True)
-class SellingPoints:
+class SellingPoints(ShowsHtml):
     text: str
     words: tuple[str, ...]  # content words, in text order
     starts: tuple[int, ...]  # character spans, for highlighting
@@ -45,11 +46,6 @@ class SellingPoints:
                 "ranked": [{"word": w, "salience": round(s, 6)} for w, s in self.ranked()],
                 "words": [{"word": w, "start": s, "end": e, "salience": round(float(v), 6)}
                           for w, s, e, v in zip(self.words, self.starts, self.ends, self.salience)]}
-
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import selling_points_fragment
-
-        return selling_points_fragment(self)
 
 
 def _punct(text: str) -> bool:

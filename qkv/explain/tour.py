@@ -26,6 +26,7 @@ import numpy as np
 
 from qkv.attention import merge_heads, project, scale_scores, scores, softmax, split_heads, weighted_sum
 from qkv.explain._inputs import check_head, check_layer, tokenize_one
+from qkv.explain.display import ShowsHtml
 from qkv.explain.layer import head_slices, layer_input_name
 from qkv.model.tokenizer import Word
 
@@ -60,7 +61,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Tour:
+class Tour(ShowsHtml):
     text: str
     model: str
     layer: int
@@ -141,11 +142,6 @@ class Tour:
                             for i in range(len(self.tokens))],
                 "checks": [c.to_dict() for c in self.checks], "ok": self.ok,
                 "steps": self.steps(lang)}
-
-    def _repr_html_(self) -> str:
-        from qkv.explain.html import tour_fragment
-
-        return tour_fragment(self)
 
 
 def _labels(seq) -> tuple[str, ...]:
