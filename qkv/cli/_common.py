@@ -6,8 +6,9 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
 from rich.console import Console
+
+from qkv.jsonable import jsonable
 
 console = Console()
 err_console = Console(stderr=True)
@@ -39,20 +40,7 @@ class _null:
         return False
 
 
-def to_jsonable(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    return x
-
-
 def print_json(obj: Any) -> None:
-    """JSON to stdout, plain (no colour codes), so other programs can read it."""
-    sys.stdout.write(json.dumps(to_jsonable(obj), ensure_ascii=False, indent=2) + "\n")
+    """JSON to stdout, plain (no colour codes), so other programs can read it; numbers converted
+    as the web API converts them (``qkv.jsonable``)."""
+    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=False, indent=2) + "\n")
