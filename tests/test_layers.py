@@ -1,6 +1,6 @@
 """qkv's modules form layers, and no two import each other in a circle.
 
-Bottom up (docs/engine.md, README "Layout"):
+Bottom up (README "Layout"):
 
     base          kernels (qkv.kernels, the compiled kernels' builder) and the small modules every
                   layer may use: qkv.errors, qkv.blas, qkv.jsonable
