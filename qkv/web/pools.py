@@ -104,7 +104,9 @@ class _BlasGate:
 _CHILD_STATE = None  # the child's own AppState (model loaded once, at start-up)
 
 
-def _child_init(config: dict, nice: int) -> None:
+def _child_init(state_class: type, config: dict, nice: int) -> None:
+    # ``state_class`` is the parent's AppState, handed over (pickled by name) rather than imported
+    # here: qkv.web.state imports this module, and the two must not import each other.
     global _CHILD_STATE
     if nice:
         try:
@@ -112,9 +114,8 @@ def _child_init(config: dict, nice: int) -> None:
         except OSError:
             pass
     from qkv.blas import blas_threads
-    from qkv.web.state import AppState
 
-    _CHILD_STATE = AppState(**config, pools={k: {"process": False} for k in KINDS})
+    _CHILD_STATE = state_class(**config, pools={k: {"process": False} for k in KINDS})
     blas_threads(_CHILD_STATE._blas_threads()).__enter__()  # the child does nothing else: for good
     _CHILD_STATE.encoder  # noqa: B018  (loaded now, not by the first request)
 
@@ -134,12 +135,12 @@ class Pool:
         self._gate = gate
         self._state = state  # what a job gets as its first argument, in threads
         self.on_change: Callable[[str, int, int], None] | None = None  # (kind, waiting, running): metrics
-        self.in_process = bool(spec.process and child is not None)
+        self.in_process = bool(spec.process and child is not None and state is not None)
         if self.in_process:
             import multiprocessing as mp
 
             self._executor = ProcessPoolExecutor(spec.threads, mp_context=mp.get_context("spawn"),
-                                                 initializer=_child_init, initargs=(child, spec.nice))
+                                                 initializer=_child_init, initargs=(type(state), child, spec.nice))
         else:
             self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
         self._lock = threading.Lock()
