@@ -3,7 +3,7 @@
 Bottom up (README "Layout"):
 
     base          kernels (qkv.kernels, the compiled kernels' builder) and the small modules every
-                  layer may use: qkv.errors, qkv.blas, qkv.jsonable
+                  layer may use: qkv.errors, qkv.blas, qkv.jsonable, qkv.progress
     math          qkv.attention
     model         qkv.model (and the package root ``qkv``, which re-exports it); qkv.text beside it
                   (language handling any application may use)
@@ -27,7 +27,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "qkv"
 
 LAYERS = [
-    ("base", ("qkv.kernels", "qkv._build_kernels", "qkv.errors", "qkv.blas", "qkv.jsonable")),
+    ("base", ("qkv.kernels", "qkv._build_kernels", "qkv.errors", "qkv.blas", "qkv.jsonable", "qkv.progress")),
     ("math", ("qkv.attention",)),
     ("model", ("qkv.model", "qkv", "qkv.text")),  # qkv.text: language handling beside the model
     ("applications", ("qkv.explain", "qkv.search", "qkv.attributes", "qkv.summarize", "qkv.scale", "qkv.data")),

@@ -19,6 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from qkv.progress import Count
+
 
 def bio_labels(attrs: list[str]) -> list[str]:
     return ["O"] + [f"{p}-{a}" for a in attrs for p in ("B", "I")]
@@ -226,13 +228,12 @@ class CRF:
 
     def fit(self, batch: Batch, *, l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 200,
             progress=None) -> dict:
-        """Minimise the negative log-likelihood (+ L2). Returns optimiser facts."""
-        it = [0]
+        """Minimise the negative log-likelihood (+ L2). Returns optimiser facts. ``progress``
+        (``qkv.progress``) counts stage "fit" in optimiser iterations, of at most ``max_iter``."""
+        count = Count(progress, "fit", max_iter)
 
         def cb(_):
-            it[0] += 1
-            if progress is not None:
-                progress(1)
+            count.add()
 
         res = minimize(self._objective, self._pack(), args=(batch, l2, l2_sparse), jac=True,
                        method="L-BFGS-B", callback=cb, options={"maxiter": max_iter, "maxfun": max_iter * 2})

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.progress import Count
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
 
     Uses the encoder's forward pass stopped after the last chosen layer (layers past it are not
     computed; its output is the pass's result, the others come through a trace selector); long
-    titles are windowed (see module doc). ``progress(k)`` is called after each batch of k titles. ``contents``: the tokenizer's
+    titles are windowed (see module doc). ``progress`` (``qkv.progress``) counts stage "encode" in
+    windows (a title is one window unless it is longer than the model's). ``contents``: the tokenizer's
     ``content(titles)`` if the caller already has it.
     """
     from qkv.model.encoder import Workspace
@@ -110,6 +112,7 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
     last = max(chosen)  # the forward pass returns this one; the others are traced
     selector = Selector(sorted({f"layers.{l}.out" for l in chosen if l != last}), nl)
     order = sorted(range(len(items)), key=lambda j: items[j][2] - items[j][1])
+    count = Count(progress, "encode", len(items))
     pre = len(tok.prefix_ids)
     ws = Workspace()  # the encoder's scratch arrays, reused by every batch of this call
     with blas_threads(enc.threads):
@@ -139,8 +142,7 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                 take = edge > best[i][s:t]
                 out[i][rows[take]] = feats[r, pre + np.nonzero(take)[0]]
                 best[i][s:t] = np.maximum(best[i][s:t], edge)
-            if progress is not None:
-                progress(len(idx))
+            count.add(len(idx))
     return out
 
 
@@ -158,8 +160,7 @@ def cached_token_vectors(enc, titles: list[str], layers: tuple[int, ...], cache_
     if path.is_file():
         z = np.load(path)
         flat, lens = z["flat"], z["lens"]
-        if progress is not None:
-            progress(len(titles))
+        Count(progress, "encode", len(lens)).set(len(lens))  # all there already
         return np.split(flat, np.cumsum(lens)[:-1]) if len(lens) else []
     vecs = token_vectors(enc, titles, layers, progress=progress, contents=contents)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from qkv.attributes.data import Example
 from qkv.attributes.features import (Gazetteer, TitleTokens, cached_token_vectors, dense_features,
                                      sparse_features, tokenize_titles)
 from qkv.errors import InputError, ModelError
+from qkv.progress import Count
 
 FORMAT = "qkv-attributes"
 VERSION = 1
@@ -106,10 +107,10 @@ class AttributeModel:
 
     @property
     def encoder(self):
-        if self._encoder is None:
-            import qkv
+        if self._encoder is None:  # the one it was trained with, shared in the process (checked by bind)
+            from qkv.model import shared_encoder
 
-            self.bind(qkv.load(self.encoder_name))
+            self.bind(shared_encoder(self.encoder_name))
         return self._encoder
 
     # ------------------------------------------------------------------ features
@@ -191,8 +192,8 @@ class AttributeModel:
               l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 100, min_count: int = 1,
               dense_dim: int | None = 256,
               cache_dir: str | Path | None = None, progress=None) -> tuple["AttributeModel", TrainReport]:
-        """Learn a tagger from labelled titles. ``progress(stage, done, total)`` is called as the
-        work goes on (stage "encode" counts titles, "fit" counts optimiser iterations)."""
+        """Learn a tagger from labelled titles. ``progress(stage, done, total)`` (``qkv.progress``)
+        is called as the work goes on: stage "encode" counts title windows, "fit" optimiser iterations."""
         t0 = time.perf_counter()
         examples = list(examples)
         if not examples:
@@ -208,15 +209,8 @@ class AttributeModel:
         has_cat = any(c for c in cats)
         gaz = Gazetteer.build(examples) if use_gazetteer else None
         excludes = [frozenset((v.lower(), a) for a, vs in ex.values.items() for v in vs) for ex in examples]
-        done = [0]
-
-        def enc_prog(k):  # cumulative, like the "fit" stage
-            done[0] += k
-            progress("encode", done[0], len(titles))
-
-        enc_prog = enc_prog if progress else None
         tts, nonempty, dense, sparse = cls._featurize(encoder, titles, cats if has_cat else None, gaz, layers,
-                                                      cache_dir, excludes, enc_prog, use_dense)
+                                                      cache_dir, excludes, progress, use_dense)
         stats = AlignStats()
         labels = {i: bio_labels_for(examples[i], tts[i], attr_index, stats, order) for i in range(len(examples))}
         if not nonempty:
@@ -257,8 +251,7 @@ class AttributeModel:
         model.settings["dense_dim"] = dense_dim
         model.trims, model.aliases = _learn_snaps(stats)
         batch = model._batch(nonempty, tts, dense, sparse, labels)
-        fit_prog = (lambda k, n=[0]: (n.__setitem__(0, n[0] + k), progress("fit", n[0], max_iter))) if progress else None
-        opt = model.crf.fit(batch, l2=l2, l2_sparse=l2_sparse, max_iter=max_iter, progress=fit_prog)
+        opt = model.crf.fit(batch, l2=l2, l2_sparse=l2_sparse, max_iter=max_iter, progress=progress)
         model._encoder = encoder
         report = TrainReport(len(examples), int(batch.lengths.sum()), len(attrs), len(vocab),
                              round(time.perf_counter() - t0, 2), opt, stats)
@@ -301,6 +294,7 @@ class AttributeModel:
         contents = enc.tokenizer.content(titles) if titles else []
         order = sorted(range(len(titles)), key=lambda i: len(contents[i].ids))
         use_cat = categories is not None and self.settings.get("use_category")
+        count = Count(progress, "extract", len(titles))
         for b0 in range(0, len(titles), batch_size):
             idx = order[b0:b0 + batch_size]
             chunk = [titles[i] for i in idx]
@@ -308,8 +302,7 @@ class AttributeModel:
             for i, r in zip(idx, self._extract_chunk(enc, chunk, cats, all_spans, normalize, min_confidence, cache_dir,
                                                      [contents[i] for i in idx])):
                 out[i] = r
-            if progress is not None:
-                progress(len(chunk))
+            count.add(len(chunk))
         return out
 
     def _extract_chunk(self, enc, titles, cats, all_spans, normalize, min_confidence, cache_dir, contents):

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from qkv.cli._common import console, err_console, print_json
+from qkv.cli._common import console, err_console, print_json, progress_bars
 
 attrs_app = typer.Typer(help="Product attributes from titles: extract, train, eval.", no_args_is_help=True)
 
@@ -118,14 +118,9 @@ def extract(
         texts, cats = list(titles), [category] * len(titles)
     cats_arg = cats if any(c for c in cats) else None
     if file is not None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(TextColumn("extracting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=err_console, transient=not sys.stderr.isatty()) as bar:
-            task = bar.add_task("extract", total=len(texts))
+        with progress_bars({"extract": "extracting"}, transient=not sys.stderr.isatty()) as progress:
             results = m.extract(texts, cats_arg, all_spans=all_spans, normalize=normalize,
-                                min_confidence=min_confidence, batch_size=256,
-                                progress=lambda k: bar.advance(task, k))
+                                min_confidence=min_confidence, batch_size=256, progress=progress)
     else:
         results = m.extract(texts, cats_arg, all_spans=all_spans, normalize=normalize, min_confidence=min_confidence)
     rows = [{"title": t, "attributes": [a.as_dict() for a in r]} for t, r in zip(texts, results)]
@@ -160,8 +155,6 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the training report as JSON.")] = False,
 ):
     """Learn an attribute model from labelled titles."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from qkv.attributes import AttributeModel, read_examples, split_dev
     from qkv.cli._common import load_encoder
     from qkv.errors import InputError
@@ -177,16 +170,8 @@ def train(
     examples = read_examples(data)
     train_set, dev_set = split_dev(examples, dev) if dev else (examples, [])
     enc = load_encoder(encoder)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                  transient=not sys.stderr.isatty()) as bar:
-        tasks = {}
-
-        def progress(stage, done, total):
-            if stage not in tasks:
-                tasks[stage] = bar.add_task({"encode": "encoding titles", "fit": "fitting (L-BFGS iterations)"}[stage],
-                                            total=total)
-            bar.update(tasks[stage], completed=done)
-
+    with progress_bars({"encode": "encoding titles", "fit": "fitting (L-BFGS iterations)"},
+                       transient=not sys.stderr.isatty()) as progress:
         model, report = AttributeModel.train(train_set, enc, layers=layer_list, mode=mode, max_iter=max_iter,
                                              use_dense=not no_dense, cache_dir=cache, progress=progress)
     model.save(out)

@@ -9,20 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 import qkv.scale  # noqa: F401 - registers the Milvus store with search's registry
-from qkv.cli._common import console, err_console, load_encoder, print_json
+from qkv.cli._common import console, load_encoder, print_json, progress_bars
 
 store_app = typer.Typer(help="Stores beyond one machine: Milvus (Lite or a server), indexing on Ray.",
                         no_args_is_help=True)
-
-
-def _bar(description: str):
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console)
-    task = bar.add_task(description, total=None)
-    return bar, lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def register(app: typer.Typer) -> None:
@@ -42,9 +32,8 @@ def migrate_cmd(
     from qkv.search.store import index_dir
 
     source = index_dir(source)
-    bar, cb = _bar("copying")
-    with bar:
-        rep = migrate(source, to, index, sample=sample, progress=cb)
+    with progress_bars({"copy": "copying"}) as progress:
+        rep = migrate(source, to, index, sample=sample, progress=progress)
     if as_json:
         print_json(rep.to_json())
         return
@@ -78,21 +67,22 @@ def index_cmd(
     if engine not in ("ray", "local"):
         raise InputError(f"--engine must be ray or local, not {engine!r}")
     enc = load_encoder(model, 1)
-    bar, cb = _bar("embedding")
+    bars = progress_bars({"embed": "embedding"})
     if engine == "local":
         from qkv.search.index import build_index
 
-        with bar:
+        with bars as progress:
             rep = build_index(catalog, index, enc, rebuild=rebuild, id_column=id_column, title_column=title_column,
-                              progress=cb, **({"backend": "milvus", "uri": store} if store else {}))
+                              progress=progress, **({"backend": "milvus", "uri": store} if store else {}))
         out = rep.__dict__
     else:
         from qkv.scale.ray_index import index_with_ray
 
-        with bar:
+        with bars as progress:
             rep = index_with_ray(catalog, index, address=address, workers=workers, model=model, encoder=enc,
                                  store=store, rebuild=rebuild, block_rows=block_rows, work_dir=work_dir,
-                                 keep_shards=keep_shards, id_column=id_column, title_column=title_column, progress=cb)
+                                 keep_shards=keep_shards, id_column=id_column, title_column=title_column,
+                                 progress=progress)
         out = rep.to_json()
     if as_json:
         print_json(out)

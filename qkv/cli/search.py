@@ -7,33 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from qkv.cli._common import console, err_console, load_encoder, print_json
+from qkv.cli._common import console, load_encoder, print_json, progress_bars
 
 INDEX_OPT = typer.Option("--index", "-i", help="Index directory (or the store URI it was built at, e.g. milvus://PATH.db).")
 MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or all-MiniLM-L6-v2 for a new index).")
-
-
-def _progress(description: str):
-    """A rich progress bar with rate and ETA, as a ``progress(done, total)`` callback."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    class _Rate(TextColumn):
-        def render(self, task):
-            from rich.text import Text
-
-            speed = task.finished_speed or task.speed
-            return Text(f"{speed:,.0f}/s" if speed else "…/s", style="progress.data.speed")
-
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                   _Rate(""), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                   console=err_console, transient=False)
-    task = bar.add_task(description, total=None)
-
-    def cb(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return bar, cb
 
 
 def _highlight(title: str, exp) -> "object":
@@ -102,11 +79,10 @@ def register(app: typer.Typer) -> None:
             enc = load_encoder(model, threads)
         elif threads:
             enc = load_encoder(read_manifest(index).model, threads)
-        bar, cb = _progress("embedding")
-        with bar:
+        with progress_bars({"embed": "embedding"}) as progress:
             rep = build_index(catalog, index, enc, upsert=upsert, rebuild=rebuild,
                               dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
-                              title_column=title_column, fmt=fmt, batch_size=batch_size, progress=cb,
+                              title_column=title_column, fmt=fmt, batch_size=batch_size, progress=progress,
                               workers=workers or 1)
         if as_json:
             print_json(rep.__dict__)
@@ -226,14 +202,12 @@ def register(app: typer.Typer) -> None:
             key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}".encode(), digest_size=6).hexdigest()
             index = Path("/tmp/qkv-cache/eval-index") / key
         if not (index / "manifest.json").is_file():
-            bar, cb = _progress("indexing corpus")
-            with bar:
-                build_index(corpus, index, enc, progress=cb)
+            with progress_bars({"embed": "indexing corpus"}) as progress:
+                build_index(corpus, index, enc, progress=progress)
         q, r = load_queries(queries), load_qrels(qrels)
-        bar, cb = _progress("queries")
-        with Index.open(index, enc) as idx, bar:
+        with Index.open(index, enc) as idx, progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
-                           fusion_=fusion, alpha=alpha, coverage=coverage, progress=cb)
+                           fusion_=fusion, alpha=alpha, coverage=coverage, progress=progress)
         if as_json:
             print_json(res.to_json())
             return

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from qkv.cli._common import console, err_console, load_encoder, print_json
+from qkv.cli._common import console, load_encoder, print_json, progress_bars
 
 MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
 TOKENIZER_HELP = "Tokenizer the budget is counted in: cl100k (GPT-4), o200k (GPT-4o) or model (the encoder's own)."
 
 
-@contextmanager
-def _progress(label: str, total: int | None):
-    """A rich progress bar on stderr (stdout stays clean for --json); yields an advance(n) callable."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n=1, *_: bar.advance(task, n)
+def _progress(labels: dict[str, str]):
+    """Bars on stderr while a terminal watches, cleared when done (stdout stays clean for --json)."""
+    return progress_bars(labels, transient=True, quiet_off_terminal=True)
 
 
 def _budgets(text: str) -> list[int]:
@@ -101,8 +94,8 @@ def register(app: typer.Typer) -> None:
         params = Params()
         results = []
         for p in products:
-            with _progress(f"embedding sentences of {p.id}", None) as adv:
-                doc = prepare(list(p.reviews), encoder=enc, params=params, progress=adv)
+            with _progress({"encode": f"embedding sentences of {p.id}"}) as progress:
+                doc = prepare(list(p.reviews), encoder=enc, params=params, progress=progress)
             results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut)))
         if as_json:
             print_json({"model": enc.name, "file": str(file),
@@ -148,13 +141,12 @@ def register(app: typer.Typer) -> None:
             products = products[:max(1, limit)]
         enc = load_encoder(model, threads)
         params = Params()
-        with _progress("embedding sentences", None) as adv:
-            docs = prepare_all(products, enc, params, progress=adv)
+        with _progress({"encode": "embedding sentences", "score": "scoring systems"}) as progress:
+            docs = prepare_all(products, enc, params, progress=progress)
             n_sent = sum(d.n for d in docs)
-        with _progress("scoring systems", len(names) * len(budgets)) as adv:
             result = evaluate(products, budgets, tokenizer=tokenizer, rouge_tokenizer=rouge_tokenizer,
                               systems=names, encoder=enc, params=params, seeds=seeds, docs=docs,
-                              progress=lambda n, total: adv(n))
+                              progress=progress)
         if as_json:
             print_json({"data": str(data), "model": enc.name, "sentences": n_sent, **result.to_dict()})
             return

@@ -5,8 +5,9 @@ only which one a weight goes to (``qkv.model.linear``)."""
 from qkv.model.config import ModelConfig
 from qkv.model.encoder import Encoder, load
 from qkv.model.hub import DEFAULT_MODEL, resolve
+from qkv.model.shared import shared_encoder
 from qkv.model.tokenizer import Tokenizer, Tokens, Word, group_words
 from qkv.model.trace import Trace, all_names
 
 __all__ = ["DEFAULT_MODEL", "Encoder", "ModelConfig", "Tokenizer", "Tokens", "Trace", "Word",
-           "all_names", "group_words", "load", "resolve"]
+           "all_names", "group_words", "load", "resolve", "shared_encoder"]

@@ -33,12 +33,13 @@ from qkv.model.layer import INSIDE, fast_layer, reference_layer
 from qkv.model.linear import PRECISIONS, PackedWeights
 from qkv.model.pooling import normalize as normalize_rows
 from qkv.model.pooling import pool
-from qkv.model.threads import blas_threads, default_threads
+from qkv.model.threads import blas_threads, resolve_threads
 from qkv.model.tokenizer import Tokenizer, Tokens
 from qkv.model.trace import Selector, Trace
 from qkv.model.weights import Parameters, find_format, read_parameters
 from qkv.model.workers import Workers
 from qkv.model.workspace import Workspace
+from qkv.progress import Count
 
 __all__ = ["Encoder", "Workspace", "load"]
 
@@ -65,7 +66,7 @@ class Encoder:
         self.tokenizer = tokenizer
         self.name = name
         self.path = path
-        self.threads = default_threads() if threads is None else max(1, int(threads))
+        self.threads = resolve_threads(threads)  # qkv.model.threads owns the default
         self.dtype = weights.word.dtype
         self._scale = self.dtype.type(1.0 / math.sqrt(config.head_dim))
         self._packed = PackedWeights()  # each weight as its product reads it, packed on first use
@@ -251,14 +252,14 @@ class Encoder:
         if batch_size < 1:
             raise InputError("batch_size must be at least 1")
         ws = Workspace()  # one per call: reused by every batch, freed when the call ends
+        count = Count(progress, "encode", len(items))
         with blas_threads(self.threads):
             for idx in self._batches(items, batch_size):
                 b = self._pad([items[j] for j in idx])
                 store: dict = {}
                 hidden = self.forward(b.ids, b.mask, keep, store, upto=upto, workspace=ws, precision=precision)
                 fn(idx, hidden, b.mask, store)
-                if progress is not None:
-                    progress(len(idx))
+                count.add(len(idx))
 
     def encode(self, texts, *, batch_size: int = 32, normalize: bool | None = None,
                truncate: bool = False, progress=None, precision: str = "float32") -> np.ndarray:
@@ -269,7 +270,8 @@ class Encoder:
         windows half a window apart, and its vector is the mean of the windows' pooled vectors
         weighted by their token counts. ``truncate=True`` keeps only the first window, with a warning.
         ``normalize`` defaults to the model's own setting (True for all-MiniLM-L6-v2).
-        ``progress``, if given, is called with the number of sequences done after each batch.
+        ``progress`` (``qkv.progress``) counts stage "encode" in sequences, after each batch (a text
+        embedded as several windows counts once per window).
         ``precision="float16"``: batches of at most FEW_ROWS tokens (a lone search query) read
         float16 copies of the weights, half the bytes of a pass that is bound by reading them;
         sums stay float32, and the vectors differ from float32 ones by cosine distance ~2e-7

@@ -7,11 +7,11 @@ import random
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from qkv.errors import InputError, QkvError
+from qkv.progress import Count, Progress
 from qkv.search.store import Manifest, VectorStore, is_uri, open_store, store_class, title_hash
 
 CHUNK = 2000
@@ -41,25 +41,23 @@ def default_handle(src: Path, uri: str) -> Path:
     return src.with_name(src.name + ".milvus")
 
 
-def copy_rows(src: VectorStore, write, progress: Callable[[int, int], None] | None = None) -> int:
-    """Stream every product of ``src`` through ``write(rows, vectors, hashes)``."""
+def copy_rows(src: VectorStore, write, progress: Progress | None = None) -> int:
+    """Stream every product of ``src`` through ``write(rows, vectors, hashes)``; ``progress``
+    (``qkv.progress``) counts stage "copy" in rows."""
     ids = src.all_ids()
-    total, done = len(ids), 0
-    if progress:
-        progress(0, total)
+    total = len(ids)
+    count = Count(progress, "copy", total)
     for a in range(0, total, CHUNK):
         chunk = ids[a:a + CHUNK]
         rows = src.get_rows(chunk)
         vecs = src.get_vectors(chunk)
         write(rows, vecs, [title_hash(r["title"]) for r in rows])
-        done += len(chunk)
-        if progress:
-            progress(done, total)
+        count.add(len(chunk))
     return total
 
 
 def migrate(source, to: str, index=None, *, sample: int = 200, ann: str | None = None, seed: int = 0,
-            progress: Callable[[int, int], None] | None = None) -> MigrateReport:
+            progress: Progress | None = None) -> MigrateReport:
     """Copy the index at ``source`` to ``to`` — a store URI (``milvus://PATH.db[#coll]``,
     ``http://HOST:19530[#coll]``; its manifest goes to ``index``, default ``SOURCE.milvus``) or a
     directory (an embedded index) — then verify counts and ``sample`` random products."""

@@ -28,11 +28,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from qkv.errors import InputError, ModelError
+from qkv.progress import Count, Progress
 from qkv.search.build import new_manifest, open_target, write_rows
 from qkv.search.catalog import _sniff_format, read_catalog
 from qkv.search.store import read_manifest, title_hash
@@ -61,10 +61,11 @@ class _Embedder:
     """One Ray actor: loads the encoder once (one BLAS thread), embeds the batches it is given."""
 
     def __init__(self, model, id_col, title_col, done, batch_size, pid_dir):
-        os.environ["QKV_THREADS"] = "1"
-        import qkv
+        from qkv.model import shared_encoder
+        from qkv.model.threads import WORKER_THREADS, set_default_threads
 
-        self.enc = qkv.load(model, threads=1)
+        set_default_threads(WORKER_THREADS)  # one core per actor, for whatever the actor starts too
+        self.enc = shared_encoder(model, threads=WORKER_THREADS)
         self.fp = self.enc.fingerprint()
         self.id_col, self.title_col, self.batch_size = id_col, title_col, batch_size
         self.done = done  # frozenset of "id\thash" already in shards
@@ -171,11 +172,12 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                    encoder=None, store: str | None = None, rebuild: bool = False, batch_size: int = 64,
                    block_rows: int = 512, work_dir=None, keep_shards: bool = False, id_column: str | None = None,
                    title_column: str | None = None, fmt: str | None = None, ann: str = "auto", dtype: str = "float32",
-                   progress: Callable[[int, int], None] | None = None, _pid_dir=None) -> RayIndexReport:
+                   progress: Progress | None = None, _pid_dir=None) -> RayIndexReport:
     """Build the index at ``index_dir`` from ``catalog`` with the embedding done on Ray (module
     docstring). ``store``: a Milvus URI to keep the data in Milvus; ``rebuild``: replace an existing
-    index; ``progress(done, total)`` is called after each shard. Returns a ``RayIndexReport``."""
-    import qkv
+    index; ``progress`` (``qkv.progress``) counts stage "embed" in titles, after each shard.
+    Returns a ``RayIndexReport``."""
+    from qkv.model import shared_encoder
 
     t0 = time.perf_counter()
     if not isinstance(workers, int) or workers < 1:
@@ -191,7 +193,7 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                          "(a local file or a shared mount)")
     fmt = _sniff_format(src, fmt)
     cat = read_catalog(src, id_column=id_column, title_column=title_column, fmt=fmt)
-    enc = encoder or qkv.load(model)
+    enc = encoder or shared_encoder(model)
     model_name = model or enc.name
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")
     fp = enc.fingerprint()
@@ -216,9 +218,7 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                 batch_size=block_rows, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
                 num_cpus=1)  # Ray Data's actor pools restart dead actors and retry their batches by default
                              # (max_restarts=-1, max_task_retries=-1); the kill test relies on that
-            n = 0
-            if progress:
-                progress(0, todo)
+            count = Count(progress, "embed", todo)
             for b in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 if not len(b["id"]):
                     continue
@@ -228,9 +228,7 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                                      f"({model_name}); install the same model on every node")
                 _write_shard(work, b["id"], b["title_hash"], b["vector"])
                 report.shards += 1
-                n += len(b["id"])
-                if progress:
-                    progress(min(n, todo), todo)
+                count.set(min(count.done + len(b["id"]), todo))
             report.embed_seconds = time.perf_counter() - te
         finally:
             if started:

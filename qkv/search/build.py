@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.progress import Count, Progress, relay
 from qkv.search.catalog import Catalog, read_catalog
 from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
                               read_manifest, store_class, title_hash)
@@ -87,14 +88,14 @@ def write_rows(w: StoreWriter, rows: Sequence[Row], embed: Callable[[list[Row]],
 def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: bool = False,
                 dtype: str = "float32", ann: str = "auto", id_column: str | None = None,
                 title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
-                chunk: int = 4096, progress: Callable[[int, int], None] | None = None,
+                chunk: int = 4096, progress: Progress | None = None,
                 backend: str = "embedded", workers: int = 1, **store_options) -> BuildReport:
     """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
     (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
-    ``progress(done, total)`` is called as titles are embedded. ``workers`` > 1 embeds in that many
+    ``progress`` (``qkv.progress``) counts stage "embed" in titles. ``workers`` > 1 embeds in that many
     processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
     its cores were already busy: docs/search.md)."""
-    import qkv
+    from qkv.model import shared_encoder
 
     t0 = time.perf_counter()
     path = index_dir(path)
@@ -110,39 +111,32 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             raise InputError(f"{path} already holds an index of {manifest.count} products; pass --upsert to add or "
                              "replace products by id, or --rebuild to replace the whole index")
         if encoder is None:
-            encoder = qkv.load(manifest.model)
+            encoder = shared_encoder(manifest.model)
         if not rebuild:
             check_model(manifest, encoder, path)
     else:
-        encoder = encoder or qkv.load()
+        encoder = encoder or shared_encoder()
     store = open_target(path, lambda: new_manifest(encoder, dtype=dtype, ann=ann, backend=backend),
                         rebuild=rebuild, backend=backend, **store_options)
     report = BuildReport(str(path), cat.summary())
-    done = 0
-
-    def tick(n: int, total: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(done, total)
 
     def embed(todo: list[Row]) -> Iterator[np.ndarray]:
-        if progress:
-            progress(0, len(todo))
+        count = Count(progress, "embed", len(todo))
         te = time.perf_counter()
         if workers > 1 and len(todo) > batch_size:
             size = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
             parts = [todo[a:a + size] for a in range(0, len(todo), size)]
             with _EncoderPool(encoder, workers) as pool:
                 for vecs in pool.encode([[r["title"] for r in p] for p in parts], batch_size):
-                    tick(len(vecs), len(todo))
+                    count.add(len(vecs))
                     report.embed_seconds += time.perf_counter() - te
                     yield vecs
                     te = time.perf_counter()
             return
         for a in range(0, len(todo), chunk):
+            # the encoder's own counts, as titles of the whole build
             vecs = encoder.encode([r["title"] for r in todo[a:a + chunk]], batch_size=batch_size,
-                                  progress=lambda n, *_: tick(n, len(todo)))
+                                  progress=relay(progress, "embed", a, len(todo)))
             report.embed_seconds += time.perf_counter() - te
             yield vecs
             te = time.perf_counter()
@@ -173,9 +167,11 @@ _WORKER_ENCODER = None
 
 def _worker_init(path: str) -> None:
     global _WORKER_ENCODER
-    import qkv
+    from qkv.model import shared_encoder
+    from qkv.model.threads import WORKER_THREADS, set_default_threads
 
-    _WORKER_ENCODER = qkv.load(path, threads=1)
+    set_default_threads(WORKER_THREADS)  # N processes already fill N cores
+    _WORKER_ENCODER = shared_encoder(path, threads=WORKER_THREADS)
 
 
 def _worker_fingerprint(_: int) -> str:

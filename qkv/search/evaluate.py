@@ -22,11 +22,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.progress import Count, Progress
 from qkv.search.filters import Compare, Filter
 
 MODES = ("keyword", "dense", "hybrid")
@@ -132,7 +132,7 @@ def _mean(xs) -> float:
 def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]], *, rerank: bool = False,
              gain_offset: float | None = None, half: str | None = None, limit: int | None = None,
              fusion_: str = "score", alpha: float | None = None, candidates: int | None = None, coverage: bool = True,
-             progress: Callable[[int, int], None] | None = None) -> EvalResult:
+             progress: Progress | None = None) -> EvalResult:
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries."""
     from qkv.search import fusion as fusion_mod
     from qkv.search.index import CANDIDATES
@@ -151,6 +151,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     vecs = index.encoder.encode([queries[q] for q in qids], batch_size=64)
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
     store = index.store
+    count = Count(progress, "queries", len(qids))
     for n, (qid, vec) in enumerate(zip(qids, vecs)):
         judged = qrels[qid]
         text = queries[qid]
@@ -177,8 +178,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             per[mode]["ndcg@10"].append(ndcg(ranking, judged, gain_offset))
             per[mode]["mrr@10"].append(mrr(ranking, judged, gain_offset))
             per[mode]["recall@100"].append(recall(ranking, judged, gain_offset))
-        if progress:
-            progress(n + 1, len(qids))
+        count.add()
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
                                "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count()})

@@ -111,10 +111,10 @@ class Index:
 
     @property
     def encoder(self):
-        if self._encoder is None:
-            import qkv
+        if self._encoder is None:  # the model the manifest names, shared in the process (qkv.model.shared)
+            from qkv.model import shared_encoder
 
-            enc = qkv.load(self.store.manifest.model)
+            enc = shared_encoder(self.store.manifest.model)
             check_model(self.store.manifest, enc, self.store.path)
             self._encoder = enc
         return self._encoder

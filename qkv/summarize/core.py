@@ -113,16 +113,11 @@ class Document:
         return len(self.texts)
 
 
-_ENCODER = None
-
-
 def default_encoder():
-    global _ENCODER
-    if _ENCODER is None:
-        from qkv.model import load
+    """The encoder used when none is given: the process's shared default (``qkv.model.shared``)."""
+    from qkv.model import shared_encoder
 
-        _ENCODER = load()
-    return _ENCODER
+    return shared_encoder()
 
 
 def _as_reviews(reviews, ratings) -> tuple[list[str], list[float | None]]:

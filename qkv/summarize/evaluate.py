@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.progress import Count
 from qkv.summarize import baselines as B
 from qkv.summarize.core import Document, Params, _joiner, prepare, select
 from qkv.summarize.readers import Product, read_reviews
@@ -126,7 +127,7 @@ def evaluate(products: list[Product], budgets=(40, 75, 150), *, tokenizer: str =
     if docs is None:
         docs = prepare_all(products, encoder, params)
     rows = []
-    total = len(systems) * len(budgets)
+    count = Count(progress, "score", len(systems) * len(budgets))  # one (system, budget) pair at a time
     for system in systems:
         for budget in budgets:
             per_product = []
@@ -143,8 +144,7 @@ def evaluate(products: list[Product], budgets=(40, 75, 150), *, tokenizer: str =
                    **{t: float(np.mean([s[t] for s in per_product])) for t in TYPES},
                    "tokens": float(np.mean(lengths)), "max_tokens": int(max(lengths))}
             rows.append(row)
-            if progress is not None:
-                progress(1, total)
+            count.add()
     from dataclasses import asdict
 
     return EvalResult(rows, len(products), float(np.mean([len(p.references) for p in products])),

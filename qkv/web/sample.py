@@ -27,9 +27,9 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
         raise InputError(f"the sample catalog is missing ({SAMPLE_CATALOG}); reinstall qkv")
     path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-index"
     if encoder is None:
-        import qkv
+        from qkv.model import shared_encoder
 
-        encoder = qkv.load(model)
+        encoder = shared_encoder(model)
     want = {"catalog_sha256": hashlib.sha256(SAMPLE_CATALOG.read_bytes()).hexdigest(),
             "model": encoder.name, "fingerprint": encoder.fingerprint()}
     stamp = path / STAMP
@@ -49,7 +49,7 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         task = bar.add_task("embed", total=None)
 
-        def progress(done, total):
+        def progress(stage, done, total):  # qkv.progress: one stage, "embed"
             bar.update(task, completed=done, total=total)
 
         build_index(SAMPLE_CATALOG, path, encoder, rebuild=exists, progress=progress)

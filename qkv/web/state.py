@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from qkv.errors import InputError, QkvError
-from qkv.model.threads import default_threads as _env_threads
+from qkv.model.threads import resolve_threads
 from qkv.web.limits import Limits
 from qkv.web.pools import Pools, PoolSpec
 
@@ -55,9 +55,9 @@ class AppState:
         if self._encoder is None:
             with self._load_lock:
                 if self._encoder is None:
-                    from qkv.model import load
+                    from qkv.model import shared_encoder
 
-                    self._encoder = load(self.model_name, threads=self.threads)
+                    self._encoder = shared_encoder(self.model_name, threads=self.threads)
         return self._encoder
 
     def fingerprint(self) -> str:
@@ -157,7 +157,7 @@ class AppState:
         # As many BLAS threads as the encoder's (1 by default) for all the numeric work (faiss, the
         # attribute tagger, explain's maps): more on these 2-vCPU machines are slower, and far
         # slower when other processes are busy.
-        return self._encoder.threads if self._encoder is not None else default_threads(self.threads)
+        return self._encoder.threads if self._encoder is not None else resolve_threads(self.threads)
 
     def child_config(self) -> dict:
         """What a child process builds its own state from (heavy kinds, ``qkv.web.pools``)."""
@@ -201,10 +201,6 @@ def _generation(index) -> str:
     m = index.manifest
     gen = getattr(index, "generation", None) or (m.extra or {}).get("generation")
     return str(gen) if gen else f"count-{m.count}"
-
-
-def default_threads(given: int | None) -> int:
-    return max(1, int(given)) if given is not None else _env_threads()
 
 
 class Unavailable(QkvError):

@@ -44,7 +44,7 @@ def test_interrupted_run_resumes_and_vectors_equal_local(tmp_path, local_ray, sa
     cat = _catalog(tmp_path / "cat.csv", 200, sample_catalog)
     work = tmp_path / "shards"
 
-    def stop_after_first(done, total):
+    def stop_after_first(stage, done, total):
         if done:
             raise Stop()
 
@@ -75,7 +75,7 @@ def test_killed_worker_is_replaced_and_every_product_lands_once(tmp_path, local_
     pids = tmp_path / "pids"
     killed = []
 
-    def kill_a_worker(done, total):
+    def kill_a_worker(stage, done, total):
         if done and not killed:
             pid = int(sorted(pids.iterdir())[0].name)
             os.kill(pid, signal.SIGKILL)

@@ -5,11 +5,12 @@ searching with filters and tombstones, and building it when a writer publishes."
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from qkv.errors import InputError
+# The thread settings' owner; build_threads is read by the writer through this module.
+from qkv.model.threads import build_threads, default_threads  # noqa: F401
 from qkv.search.embedded.generations import Generation
 from qkv.search.embedded.rows import Rows
 from qkv.search.store import IndexError_
@@ -35,32 +36,16 @@ _faiss_threads_set = False
 
 
 def faiss_module():
-    """faiss, with its OpenMP threads set once to qkv's thread count (QKV_THREADS, default 1): on
-    these shared 2-vCPU machines a one-query search is ~3x faster on one thread than on two
-    (measured: 54k × 384 exact search 48 ms vs 141 ms under load)."""
+    """faiss, with its OpenMP threads set once to qkv's thread count (``qkv.model.threads``,
+    default 1): on these shared 2-vCPU machines a one-query search is ~3x faster on one thread
+    than on two (measured: 54k × 384 exact search 48 ms vs 141 ms under load)."""
     global _faiss_threads_set
     import faiss
 
     if not _faiss_threads_set:
-        from qkv.model.threads import default_threads
-
         faiss.omp_set_num_threads(default_threads())
         _faiss_threads_set = True
     return faiss
-
-
-def build_threads() -> int:
-    """faiss threads for building the ANN graph when a write is published: QKV_BUILD_THREADS, or
-    every core this process may use. The encoder has finished by then, so the other cores are
-    idle; on this 2-vCPU machine two threads built a 200k-vector HNSW graph in 23 s instead of
-    48 s, with 6% less CPU time (docs/search.md)."""
-    raw = os.environ.get("QKV_BUILD_THREADS", "").strip()
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            raise InputError(f"QKV_BUILD_THREADS={raw!r} is not a whole number") from None
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def ann_kind(want: str, count: int, extra: dict) -> str:
@@ -119,8 +104,6 @@ def write_ann(out_dir, vecs, slots: int, kind: str, dim: int, dtype: str, thread
                 ann.add(np.ascontiguousarray(new, dtype=np.float32))
         faiss.write_index(ann, str(out_dir / "ann.faiss"))
     finally:
-        from qkv.model.threads import default_threads
-
         faiss.omp_set_num_threads(default_threads())  # searches: one query at a time
 
 
