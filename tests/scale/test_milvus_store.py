@@ -127,6 +127,30 @@ def test_writer_is_all_or_nothing_and_single(tmp_path):
     assert st.count() == 4 and st.collection != first and not st.client.has_collection(first)
 
 
+def test_every_commit_is_a_new_generation_a_reader_can_reopen_to(tmp_path):
+    """A committed write (update or rebuild) bumps the manifest's generation, so a reader opened
+    before it gets a store on the new one from ``reopen_if_changed`` (None when nothing changed),
+    the same contract as the embedded store's; the writer lock is search's (same message)."""
+    st = MilvusStore.create(tmp_path / "h", _manifest(), uri=f"milvus://{tmp_path}/g.db#gtest")
+    with st.writer(reset=True) as w:
+        w.upsert(_rows(10), _vecs(10), ["h"] * 10)
+    reader = open_store(tmp_path / "h")
+    assert reader.reopen_if_changed() is None
+    gen = reader.generation
+    with open_store(tmp_path / "h").writer() as w:
+        w.delete(["p0"])
+        with pytest.raises(WriterBusy, match="another process is writing to the index at"):
+            with open_store(tmp_path / "h").writer():
+                pass
+    new = reader.reopen_if_changed()
+    assert new is not None and new.generation != gen and new.manifest.count == 9
+    assert new.reopen_if_changed() is None
+    with open_store(tmp_path / "h").writer(reset=True) as w:
+        w.upsert(_rows(3), _vecs(3), ["h"] * 3)
+    newer = new.reopen_if_changed()
+    assert newer is not None and newer.count() == 3 and newer.collection != new.collection
+
+
 def test_build_upsert_delete_through_the_index_api(tmp_path, small_csv, encoder):
     uri = f"milvus://{tmp_path}/b.db"
     r = build_index(small_csv, tmp_path / "idx", encoder, backend="milvus", uri=uri)
