@@ -58,6 +58,17 @@ class Batch:
         return [(b * self.L, int(n)) for b, n in enumerate(self.lens)]
 
 
+def compiled_lengths(mask: np.ndarray, dtype) -> np.ndarray | None:
+    """Each text's length [B] when the compiled routes can take the batch (kernels loaded, float32,
+    the real tokens first: right padding), else None."""
+    lens = mask.sum(axis=1)
+    L = mask.shape[1]
+    right_padded = np.array_equal(mask, np.arange(L)[None, :] < lens[:, None])
+    if kernels.available() and np.dtype(dtype) == np.float32 and right_padded:
+        return lens
+    return None
+
+
 def choose(batch: Batch, traced: bool) -> str:
     """The route for steps 2-5 (see the table above): the one place that decides."""
     if traced:

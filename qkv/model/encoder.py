@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from qkv import kernels
 from qkv.errors import InputError
 from qkv.kernels import layer_norm
-from qkv.model.attend import Batch
+from qkv.model.attend import Batch, compiled_lengths
 from qkv.model.attend import choose as choose_attention
 from qkv.model.config import ModelConfig
 from qkv.model.hub import resolve
@@ -170,14 +169,9 @@ class Encoder:
         layers = w.layers[:upto]
         inside = {i for i in range(len(layers)) if keep and any(f"layers.{i}.{n}" in keep for n in INSIDE)}
 
-        # The compiled attention takes each text's length: it needs the real tokens first (right padding).
-        lens = mask.sum(axis=1)
-        if not (kernels.available() and self.dtype == np.float32
-                and np.array_equal(mask, np.arange(L)[None, :] < lens[:, None])):
-            lens = None
+        lens = compiled_lengths(mask, self.dtype)
         packed = pack and lens is not None and not inside and not mask.all()
         batch = Batch(B, L, mask, lens, np.flatnonzero(mask.ravel()) if packed else None)
-        route = choose_attention(batch, traced=False)
 
         def emit(name: str, a: np.ndarray) -> None:
             """Copy a [rows, width] intermediate into the store as [B, L, width]."""
@@ -198,7 +192,8 @@ class Encoder:
         linear = lambda weight, rows: packs.linear(weight, precision, rows)  # noqa: E731
         for i, p in enumerate(layers):
             name = f"layers.{i}.{{}}".format
-            if i in inside:  # the tutorial's steps, every intermediate kept that is asked for
+            route = choose_attention(batch, traced=i in inside)
+            if route == "reference":  # the tutorial's steps, every intermediate kept that is asked for
                 res = reference_layer(p, cfg, x.reshape(B, L, H), mask)
                 for n, a in res.items():
                     if name(n) in keep:
