@@ -194,7 +194,7 @@ class Encoder:
             name = f"layers.{i}.{{}}".format
             route = choose_attention(batch, traced=i in inside)
             if route == "reference":  # the tutorial's steps, every intermediate kept that is asked for
-                res = reference_layer(p, cfg, x.reshape(B, L, H), mask)
+                res = reference_layer(p, cfg, x.reshape(B, L, H), mask, linear=linear)
                 for n, a in res.items():
                     if name(n) in keep:
                         store[name(n)] = np.array(a, copy=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv.attention import merge_heads, project, scale_scores, scores, softmax, split_heads, weighted_sum
-from qkv.kernels import add_layer_norm, gelu, layer_norm
+from qkv.attention import merge_heads, scale_scores, scores, softmax, split_heads, weighted_sum
+from qkv.kernels import add_layer_norm, bias_gelu, layer_norm
 from qkv.model import attend as attention
 from qkv.model.linear import dense
 
@@ -28,19 +28,37 @@ ROW_WISE = ("attn.out", "attn.norm", "ffn.hidden", "ffn.out", "out")
 
 
 def reference_layer(p, cfg, x: np.ndarray, mask: np.ndarray | None = None, *,
-                    value_scale: np.ndarray | None = None, full: bool = True) -> dict[str, np.ndarray]:
+                    value_scale: np.ndarray | None = None, full: bool = True,
+                    linear=None) -> dict[str, np.ndarray]:
     """The layer with parameters ``p`` (a ``LayerParameters``) of a model with config ``cfg``, on
     x [B, L, H] with mask [B, L] (True = real token; None: all real).
 
     float64 inputs run in float64 (the weights are promoted), others in float32.
     ``value_scale`` [B, L] multiplies each token's value vector in every head (0 zeroes it: value
-    zeroing, Mohebbi et al. 2023). Returns every intermediate by its trace name without the
-    ``layers.{i}.`` prefix; ``full=False`` stops after attn.out."""
+    zeroing, Mohebbi et al. 2023). ``linear(w, rows)``: the packed products to use for float32
+    (the encoder passes its own, each tested equal to x·W + b); None: NumPy's x·W. Returns every
+    intermediate by its trace name without the ``layers.{i}.`` prefix; ``full=False`` stops after
+    attn.out."""
     H, nh, d = cfg.hidden_size, cfg.num_heads, cfg.head_dim
     x = np.asarray(x)
     x = x if x.dtype == np.float64 else x.astype(np.float32, copy=False)
+
+    def times(a, w, b, act=None):
+        """act(a·W + b) over the last axis of a [..., K]."""
+        rows = a.reshape(-1, a.shape[-1])
+        if linear is None or a.dtype != np.float32:
+            y = rows @ dense(w)
+            y = bias_gelu(y, b, act) if act else np.add(y, b, out=y)
+        else:
+            y = linear(w, len(rows))(rows, np.empty((len(rows), b.shape[0]), np.float32), bias=b, act=act)
+        return y.reshape(*a.shape[:-1], -1)
+
+    def norm(a, g, b):
+        """LayerNorm over the last axis, in place on a (a new array)."""
+        return layer_norm(a.reshape(-1, H), g, b, cfg.layer_norm_eps).reshape(a.shape)
+
     # 1. project: Q, K, V for every token (one fused product), split into heads [B, nh, L, d]
-    qkv = project(x, dense(p.w_qkv), p.b_qkv)
+    qkv = times(x, p.w_qkv, p.b_qkv)
     q, k, v = (split_heads(qkv[..., j * H:(j + 1) * H], nh) for j in range(3))
     if value_scale is not None:
         v = v * np.asarray(value_scale, dtype=x.dtype)[:, None, :, None]
@@ -56,15 +74,15 @@ def reference_layer(p, cfg, x: np.ndarray, mask: np.ndarray | None = None, *,
     # 5. weighted sum of V
     ctx = weighted_sum(w, v)
     # heads concatenated, projected
-    out = project(merge_heads(ctx), dense(p.w_o), p.b_o)
+    out = times(merge_heads(ctx), p.w_o, p.b_o)
     res = {"attn.q": q, "attn.k": k, "attn.v": v, "attn.scores": s, "attn.scaled_scores": ss,
            "attn.weights": w, "attn.context": ctx, "attn.out": out}
     if full:
         # added to the input, normalised; then the feed-forward block, added and normalised
-        a = layer_norm(x + out, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)  # x + out is a new array
-        h = gelu(project(a, dense(p.w_in), p.b_in), cfg.hidden_act)
-        f = project(h, dense(p.w_out), p.b_out)
-        y = layer_norm(f + a, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
+        a = norm(x + out, p.ln1_g, p.ln1_b)
+        h = times(a, p.w_in, p.b_in, cfg.hidden_act)
+        f = times(h, p.w_out, p.b_out)
+        y = norm(f + a, p.ln2_g, p.ln2_b)
         res.update({"attn.norm": a, "ffn.hidden": h, "ffn.out": f, "out": y})
     return res
 
