@@ -13,13 +13,15 @@ Bottom up (README "Layout"):
 
 A module may import from its own layer or any lower one, never a higher one. Imports are read from
 the source with ``ast`` — every ``import``/``from … import`` anywhere in a file (inside functions
-too: a lazy import is still an import) and ``importlib.import_module`` / ``require`` calls with a
-literal name — so nothing has to be imported to be checked.
+too: a lazy import is still an import), ``importlib.import_module`` / ``require`` calls with a
+literal name, and ``"qkv.module:attr"`` strings (a registry entry is an import by name) — so
+nothing has to be imported to be checked.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,9 @@ def imports(root: Path) -> dict[str, set[str]]:
                 fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
                 if fname in ("import_module", "__import__", "require", "available"):
                     found.add(_known(node.args[0].value, mods))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and re.fullmatch(rf"{top}(\.\w+)+:\w+", node.value):  # "qkv.scale.milvus_store:MilvusStore"
+                found.add(_known(node.value.partition(":")[0], mods))
         found.discard(None)
         found.discard(name)
         graph[name] = found
@@ -195,6 +200,7 @@ def test_checker_finds_lazy_and_indirect_cycles_and_upward_imports(tmp_path):
         "explain/attribution.py": "def g():\n    from qkv.explain import html\n",
         "explain/html.py": "import qkv.explain.maps\n",  # maps -> attribution -> html -> maps
         "cli/__init__.py": "import importlib\nimportlib.import_module('qkv.explain.html')\n",
+        "search/__init__.py": "BACKENDS = {'milvus': 'qkv.cli:MilvusStore'}\n",  # named, not imported
     })
     g = imports(root)
     assert g["qkv.explain.maps"] == {"qkv.explain.attribution"}
@@ -202,7 +208,9 @@ def test_checker_finds_lazy_and_indirect_cycles_and_upward_imports(tmp_path):
     assert g["qkv.cli"] == {"qkv.explain.html"}
     assert cycles(g) == [["qkv.explain.attribution", "qkv.explain.html", "qkv.explain.maps",
                           "qkv.explain.attribution"]]
-    assert upward(g) == ["qkv.kernels (base) imports qkv.cli (faces)"]
+    assert g["qkv.search"] == {"qkv.cli"}
+    assert upward(g) == ["qkv.kernels (base) imports qkv.cli (faces)",
+                         "qkv.search (applications) imports qkv.cli (faces)"]
 
 
 def test_checker_passes_a_clean_tree(tmp_path):

@@ -13,6 +13,8 @@ keyword tokenizer), ``catalog`` (readers), ``filters``, ``build`` (building and 
 
 from __future__ import annotations
 
+from qkv.search import embedded as _embedded  # noqa: F401  (registers the default store; no faiss yet)
+
 __all__ = ["Index", "SearchResult", "build_index", "parse_filter"]
 
 

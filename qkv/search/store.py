@@ -324,7 +324,9 @@ class VectorStore(ABC):
 
 
 # ---------------------------------------------------------------------------------- the registry
-_BACKENDS: dict[str, str] = {"embedded": "qkv.search.embedded:EmbeddedStore"}  # name → "module:Class"
+# name → "module:Class". Every store registers itself, the default one too (qkv.search.embedded,
+# which qkv.search imports): this contract names no store, so no store and it import each other.
+_BACKENDS: dict[str, str] = {}
 _SCHEMES: dict[str, str] = {}  # URI scheme → backend name
 _PLUGINS_LOADED = False
 ENTRY_POINTS = "qkv.stores"  # the entry-point group whose modules register stores when imported

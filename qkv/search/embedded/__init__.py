@@ -25,6 +25,10 @@ manifest names with SQLite's ``immutable`` flag, so they take no locks and never
 
 from __future__ import annotations
 
+from qkv.search.store import register_store
+
+register_store("embedded", "qkv.search.embedded.store:EmbeddedStore")  # the default backend
+
 __all__ = ["EmbeddedStore"]
 
 
