@@ -1,0 +1,202 @@
+/* Matrix products on 4-bit weights (Q4_0 blocks) expanded on the fly; the activations stay float32.
+ *
+ * The blocks are llama.cpp / ggml's Q4_0 (ggml-quants.c): 32 weights share a scale d, each weight
+ * is a 4-bit q and means (q − 8)·d, exact in float32 (4 bits times an 11-bit float16 scale). The
+ * file stores a linear layer's weights [out, in] blocked along `in`; qkv.kernels_q4.pack_q4 rearranges
+ * them once, at load, into the column panels of the float32 products (PANEL = 32 outputs), so a
+ * product walks the weights in the order it reads them:
+ *
+ *   Q4 panels: [N / 32 panels][K / 32 blocks] of 640 bytes each:
+ *     bytes   0..127  float32 d[32]       the scale of each of the panel's 32 outputs in this block
+ *     bytes 128..639  uint8 q[32 k][16]   for input k of the block, byte j holds output j in its low
+ *                                         nibble and output j + 16 in its high nibble
+ *   (0.625 bytes a weight; float32 panels take 4.) The product expands 16 bytes into the 32 weights
+ *   of one input row of the panel, (q·d) + (−8·d), which is exactly (q − 8)·d (both products exact).
+ *
+ * Two ways through, chosen by the caller (qkv.kernels_q4.q4_matmul) by row count:
+ *  - qkv_q4_matmul: a few rows (a search query): each panel row is expanded into registers and
+ *    used at once for up to Q4_ROWS rows of x; the product streams 0.625 bytes a weight, where a
+ *    lone query is bound by reading weights.
+ *  - qkv_q4_expand + qkv_gemm (in _kernels.c): many rows: the whole matrix is expanded once into
+ *    float32 panels in a scratch buffer and multiplied by the blocked product; the expansion costs
+ *    one pass over K·N weights against R·K·N multiply-adds.
+ * Sums run over k in order, in float32, bias added last, as the float32 products do; so a product
+ * on these blocks equals, to float32 rounding, x times the dequantized matrix.
+ */
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define PANEL 32
+#define QBLOCK 32
+#define QBLOCK_BYTES (PANEL * 4 + QBLOCK * PANEL / 2) /* 640 */
+#define Q4_ROWS 12 /* a 12 × 32 tile of y: 24 accumulators + 8 registers to expand into */
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width);                 /* _kernels.c */
+void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t N,
+              const float *bias, int gelu, float *y);                                    /* _kernels.c */
+
+int64_t qkv_q4_block_bytes(void) { return QBLOCK_BYTES; } /* read by qkv.kernels_q4: one owner of the layout */
+
+static inline v16f ld(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st(float *p, v16f v) { memcpy(p, &v, sizeof v); }
+
+/* The 32 weights of input row k of a panel block: w0 = outputs 0..15, w1 = outputs 16..31. */
+static inline __attribute__((always_inline)) void expand_row(const uint8_t *q, v16f d0, v16f d1, v16f m0,
+                                                             v16f m1, v16f *w0, v16f *w1)
+{
+    v16f lo, hi;
+#if defined(__AVX512F__) /* zero-extend 16 bytes to 16 int32 lanes, convert: two instructions a half */
+    const __m128i b = _mm_loadu_si128((const __m128i *)q), mask = _mm_set1_epi8(15);
+    __m512 l = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, mask)));
+    __m512 h = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), mask)));
+    memcpy(&lo, &l, sizeof lo);
+    memcpy(&hi, &h, sizeof hi);
+#else /* portable: bytes to int32 to float (GCC scalarises a direct byte-to-float conversion) */
+    v16u8 b;
+    memcpy(&b, q, sizeof b);
+    lo = __builtin_convertvector(__builtin_convertvector(b & 15, v16i), v16f);
+    hi = __builtin_convertvector(__builtin_convertvector(b >> 4, v16i), v16f);
+#endif
+    *w0 = lo * d0 + m0;
+    *w1 = hi * d1 + m1;
+}
+
+/* y[r, 0:32] = Σ_k x[r, k]·W[k, 0:32] (+ bias) for r < rr, W one Q4 panel of K / 32 blocks. */
+static inline __attribute__((always_inline)) void q4_tile(const float *x, int64_t ldx, int64_t K,
+                                                          const uint8_t *panel, const float *bias,
+                                                          float *y, int64_t ldy, const int rr)
+{
+    v16f acc[Q4_ROWS][2];
+    for (int r = 0; r < rr; r++) acc[r][0] = acc[r][1] = (v16f){0};
+    for (int64_t b = 0; b < K / QBLOCK; b++) {
+        const uint8_t *blk = panel + b * QBLOCK_BYTES;
+        const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
+        const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
+        const uint8_t *q = blk + PANEL * 4;
+        __builtin_prefetch(blk + 2 * QBLOCK_BYTES, 0, 3);
+        __builtin_prefetch(blk + 2 * QBLOCK_BYTES + 320, 0, 3);
+        const float *xb = x + b * QBLOCK;
+        for (int k = 0; k < QBLOCK; k++) {
+            v16f w0, w1;
+            expand_row(q + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
+            for (int r = 0; r < rr; r++) {
+                const float xr = xb[r * ldx + k];
+                acc[r][0] += xr * w0;
+                acc[r][1] += xr * w1;
+            }
+        }
+    }
+    for (int r = 0; r < rr; r++) {
+        if (bias) {
+            acc[r][0] += ld(bias);
+            acc[r][1] += ld(bias + 16);
+        }
+        st(y + r * ldy, acc[r][0]);
+        st(y + r * ldy + 16, acc[r][1]);
+    }
+}
+
+static void q4_block(const float *x, int64_t ldx, int64_t K, const uint8_t *panel, const float *bias,
+                     float *y, int64_t ldy, int64_t rr)
+{
+    switch (rr) { /* a constant row count per case: the accumulators stay in registers */
+    case 1: q4_tile(x, ldx, K, panel, bias, y, ldy, 1); break;
+    case 2: q4_tile(x, ldx, K, panel, bias, y, ldy, 2); break;
+    case 3: q4_tile(x, ldx, K, panel, bias, y, ldy, 3); break;
+    case 4: q4_tile(x, ldx, K, panel, bias, y, ldy, 4); break;
+    case 5: q4_tile(x, ldx, K, panel, bias, y, ldy, 5); break;
+    case 6: q4_tile(x, ldx, K, panel, bias, y, ldy, 6); break;
+    case 7: q4_tile(x, ldx, K, panel, bias, y, ldy, 7); break;
+    case 8: q4_tile(x, ldx, K, panel, bias, y, ldy, 8); break;
+    case 9: q4_tile(x, ldx, K, panel, bias, y, ldy, 9); break;
+    case 10: q4_tile(x, ldx, K, panel, bias, y, ldy, 10); break;
+    case 11: q4_tile(x, ldx, K, panel, bias, y, ldy, 11); break;
+    default: q4_tile(x, ldx, K, panel, bias, y, ldy, Q4_ROWS); break;
+    }
+}
+
+/* y [R, N] = x [R, K] · W + bias (bias may be NULL), W as Q4 panels; gelu != 0: y = gelu(y) after
+ * (BERT's exact GELU; then bias must not be NULL). Panels outermost, so a panel (K / 32 · 640
+ * bytes) stays in L1 while every row of x passes over it. */
+void qkv_q4_matmul(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                   const float *bias, int gelu, float *y)
+{
+    const int64_t per_panel = K / QBLOCK * QBLOCK_BYTES;
+    for (int64_t p = 0; p < N / PANEL; p++) {
+        const uint8_t *panel = panels + p * per_panel;
+        const float *b = bias && !gelu ? bias + p * PANEL : NULL;
+        for (int64_t r = 0; r < R; r += Q4_ROWS)
+            q4_block(x + r * K, K, K, panel, b, y + r * N + p * PANEL, N, R - r < Q4_ROWS ? R - r : Q4_ROWS);
+    }
+    if (gelu && bias) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order qkv_gemm keeps */
+}
+
+/* out: float32 panels [N / 32][K][32], the layout qkv_gemm reads, from Q4 panels. */
+void qkv_q4_expand(const uint8_t *panels, int64_t K, int64_t N, float *out)
+{
+    for (int64_t p = 0; p < N / PANEL; p++) {
+        for (int64_t b = 0; b < K / QBLOCK; b++) {
+            const uint8_t *blk = panels + (p * (K / QBLOCK) + b) * QBLOCK_BYTES;
+            const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
+            const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
+            float *o = out + (p * K + b * QBLOCK) * PANEL;
+            for (int k = 0; k < QBLOCK; k++) {
+                v16f w0, w1;
+                expand_row(blk + PANEL * 4 + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
+                st(o + k * PANEL, w0);
+                st(o + k * PANEL + 16, w1);
+            }
+        }
+    }
+}
+
+/* The many-rows way: expand into work (K·N floats, 64-byte aligned), then the blocked product. */
+void qkv_q4_gemm(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                 const float *bias, int gelu, float *y, float *work)
+{
+    qkv_q4_expand(panels, K, N, work);
+    qkv_gemm(x, R, K, work, N, bias, gelu, y);
+}
+
+/* Rows of a Q4_0 matrix in the file's own blocks (18 bytes: float16 d, 16 bytes of nibbles,
+ * byte j = weight j low, weight j + 16 high), expanded to float32: out[i] = row ids[i] of W
+ * [rows, nblocks·32]. For the word embeddings, of which only the looked-up rows are expanded. */
+static inline float half_bits_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (e == 0x1f) bits = sign | 0x7f800000u | (man << 13);
+    else if (e) bits = sign | ((e + 112) << 23) | (man << 13);
+    else if (man) {
+        int shift = 0;
+        while (!(man & 0x400)) { man <<= 1; shift++; }
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ff) << 13);
+    } else bits = sign;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+void qkv_q4_rows(const uint8_t *blocks, int64_t nblocks, const int64_t *ids, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *row = blocks + ids[i] * nblocks * 18;
+        float *o = out + i * nblocks * QBLOCK;
+        for (int64_t b = 0; b < nblocks; b++) {
+            const uint8_t *blk = row + b * 18;
+            uint16_t hb;
+            memcpy(&hb, blk, 2);
+            const float d = half_bits_to_float(hb);
+            for (int j = 0; j < 16; j++) {
+                o[b * QBLOCK + j] = (float)((blk[2 + j] & 15) - 8) * d;
+                o[b * QBLOCK + j + 16] = (float)((blk[2 + j] >> 4) - 8) * d;
+            }
+        }
+    }
+}

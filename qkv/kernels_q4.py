@@ -1,0 +1,183 @@
+"""Products on 4-bit weights (Q4_0 blocks), expanded inside the kernel; activations stay float32.
+
+The blocks come from a file such as multilingual-e5-small's E5S1 (``qkv.model.e5s1``): 32 weights
+share a float16 scale d and each is (q − 8)·d. ``pack_q4`` rearranges a linear layer's blocks once,
+at load, into Q4 panels (layout documented in ``_kernels_q4.c``); ``q4_matmul`` multiplies by them:
+a few rows expand each panel row into registers as they go (the product reads 0.625 bytes a weight
+instead of 4), many rows expand the matrix once into float32 panels in a scratch buffer and run the
+blocked float32 product. No quantization of the activations, so the result equals x times the
+dequantized matrix up to float32 rounding: the parity of the model holds.
+
+Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
+kernels are off, and held equal to the compiled one by tests/test_kernels_q4.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv import kernels
+
+BLOCK = 32  # weights per block, along the input dimension
+PANEL = 32  # outputs per panel, as the float32 products
+BLOCK_BYTES = int(kernels._lib.qkv_q4_block_bytes()) if kernels._lib is not None else PANEL * 4 + BLOCK * PANEL // 2
+# From this many rows the matrix is expanded once into float32 panels for the blocked product
+# (qkv_q4_gemm); below it each panel row is expanded into registers as it is used (qkv_q4_matmul).
+EXPAND_FROM = 48
+
+Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])  # a Q4_0 block as stored, 18 bytes
+
+
+def _blocks_check(blocks: np.ndarray) -> None:
+    if blocks.dtype != Q4_BLOCK or blocks.ndim != 2:
+        raise ValueError(f"expected Q4_0 blocks [rows, blocks] of dtype {Q4_BLOCK}, got {blocks.dtype} {blocks.shape}")
+
+
+def dequantize_rows(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 blocks [rows, nb] -> float32 [rows, nb·32], (q − 8)·d (exact in float32)."""
+    qs = blocks["qs"]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32) - 8  # [rows, nb, 32]
+    return (q * blocks["d"].astype(np.float32)[..., None]).reshape(blocks.shape[0], -1)
+
+
+def pack_q4(blocks: np.ndarray) -> np.ndarray:
+    """A linear layer's Q4_0 blocks [out N, in K / 32] (the file's [out, in] order) -> Q4 panels
+    [N / 32, K / 32, BLOCK_BYTES] uint8, 64-byte aligned; see ``_kernels_q4.c`` for the layout."""
+    _blocks_check(blocks)
+    n, nb = blocks.shape
+    if n % PANEL:
+        raise ValueError(f"pack_q4: {n} outputs are not whole panels of {PANEL}")
+    out = kernels.aligned_empty((n // PANEL, nb, BLOCK_BYTES), np.uint8)
+    b = blocks.reshape(n // PANEL, PANEL, nb).transpose(0, 2, 1)  # [panel, block, output]
+    out[..., :PANEL * 4] = np.ascontiguousarray(b["d"], dtype=np.float32).view(np.uint8).reshape(n // PANEL, nb, PANEL * 4)
+    qs = b["qs"]  # [panel, block, output j, byte i]: weight i (low) and i + 16 (high) of output j
+    lo = (qs & 0x0F).astype(np.uint8)  # [p, b, out, k < 16]
+    hi = (qs >> 4).astype(np.uint8)
+    q = np.concatenate([lo, hi], axis=-1).transpose(0, 1, 3, 2)  # [p, b, k (32), out (32)]
+    packed = q[..., :16] | (q[..., 16:] << 4)  # byte j of row k: output j low, output j + 16 high
+    out[..., PANEL * 4:] = packed.reshape(n // PANEL, nb, BLOCK * PANEL // 2)
+    return out
+
+
+def unpack_q4(panels: np.ndarray) -> np.ndarray:
+    """The dequantized matrix W [K, N] (float32, the encoder's x·W orientation) of Q4 panels."""
+    np_, nb, _ = panels.shape
+    d = panels[..., :PANEL * 4].copy().view(np.float32)  # [p, b, 32]
+    q = panels[..., PANEL * 4:].reshape(np_, nb, BLOCK, PANEL // 2)  # [p, b, k, byte]
+    q = np.concatenate([q & 0x0F, q >> 4], axis=-1).astype(np.float32) - 8  # [p, b, k, out]
+    w = q * d[:, :, None, :]
+    return np.ascontiguousarray(w.transpose(1, 2, 0, 3).reshape(nb * BLOCK, np_ * PANEL))
+
+
+def q4_work(k: int, n: int) -> int:
+    """Floats of scratch ``q4_matmul`` needs for many rows of a [K, N] matrix (its float32 panels)."""
+    return k * n
+
+
+def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+              gelu: bool = False, work: np.ndarray | None = None) -> np.ndarray:
+    """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W as Q4 panels.
+    ``work``: float32 scratch of ``q4_work(K, N)`` elements, 64-byte aligned, for R ≥ EXPAND_FROM
+    (allocated when missing). One thread. The twin expands W and runs the steps in NumPy."""
+    R, K = x.shape
+    n_p, nb, width = panels.shape if panels.ndim == 3 else (0, 0, 0)
+    N = n_p * PANEL
+    if panels.ndim != 3 or nb * BLOCK != K or width != BLOCK_BYTES or out.shape != (R, N):
+        raise ValueError(f"q4_matmul: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
+    arrays = [a for a in (x, bias, out) if a is not None]
+    if kernels._native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.uint8:
+        if gelu and bias is None:
+            bias = np.zeros(N, np.float32)
+        lib = kernels._lib
+        if R >= EXPAND_FROM:
+            if (work is None or work.size < K * N or work.dtype != np.float32 or not work.flags.c_contiguous
+                    or work.ctypes.data % kernels.ALIGN):
+                work = kernels.aligned_empty(K * N, np.float32)
+            lib.qkv_q4_gemm(x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu),
+                            out.ctypes.data, work.ctypes.data)
+        else:
+            lib.qkv_q4_matmul(x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu),
+                              out.ctypes.data)
+        return out
+    np.matmul(x, unpack_q4(panels).astype(x.dtype, copy=False), out=out)
+    if gelu:
+        return kernels.bias_gelu(out, np.zeros(N, out.dtype) if bias is None else bias)
+    if bias is not None:
+        out += bias
+    return out
+
+
+def q4_rows(blocks: np.ndarray, ids: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """Rows ``ids`` of a Q4_0 matrix [rows, nb] (the file's own blocks, e.g. the word embeddings),
+    expanded: [len(ids), nb·32]. Only these rows are ever expanded."""
+    _blocks_check(blocks)
+    ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+    if ids.size and (ids.min() < 0 or ids.max() >= blocks.shape[0]):
+        raise IndexError(f"row ids must lie in [0, {blocks.shape[0]}), got {ids.min()}..{ids.max()}")
+    nb = blocks.shape[1]
+    if kernels._lib is not None and blocks.flags.c_contiguous and np.dtype(dtype) == np.float32:
+        out = np.empty((ids.size, nb * BLOCK), np.float32)
+        kernels._lib.qkv_q4_rows(blocks.ctypes.data, nb, ids.ctypes.data, ids.size, out.ctypes.data)
+        return out
+    return dequantize_rows(blocks[ids]).astype(dtype, copy=False)
+
+
+class Q4Matrix:
+    """A linear layer's weight W [K in, N out] (x·W, the encoder's orientation) kept as Q4 panels
+    (0.625 bytes a weight); ``matmul`` expands the blocks inside the product, ``dense`` gives the
+    dequantized matrix (for references and tests)."""
+
+    def __init__(self, blocks: np.ndarray):
+        """``blocks``: Q4_0 [N, K / 32], as stored ([out, in], blocked along in)."""
+        _blocks_check(blocks)
+        self.panels = pack_q4(blocks)
+        self.shape = (blocks.shape[1] * BLOCK, blocks.shape[0])
+        self.dtype = np.dtype(np.float32)  # what it computes in
+
+    @classmethod
+    def stack(cls, parts: list[np.ndarray]) -> "Q4Matrix":
+        """One matrix whose outputs are the parts' outputs side by side (Q | K | V)."""
+        return cls(np.concatenate(parts, axis=0))
+
+    @property
+    def nbytes(self) -> int:
+        return self.panels.nbytes
+
+    def dense(self, dtype=np.float32) -> np.ndarray:
+        return unpack_q4(self.panels).astype(dtype, copy=False)
+
+    def matmul(self, x: np.ndarray, bias: np.ndarray | None, out: np.ndarray, gelu: bool = False,
+               work: np.ndarray | None = None) -> np.ndarray:
+        return q4_matmul(x, self.panels, bias, out, gelu, work)
+
+    def __repr__(self) -> str:
+        return f"Q4Matrix({self.shape[0]}×{self.shape[1]}, {self.nbytes / 2**20:.1f} MiB)"
+
+
+class Q4Rows:
+    """An embedding table [rows, width] kept as its Q4_0 blocks (e.g. a view into a mapped file);
+    indexing expands only the rows asked for, in ``dtype``."""
+
+    def __init__(self, blocks: np.ndarray, dtype=np.float32):
+        _blocks_check(blocks)
+        self.blocks = blocks
+        self.shape = (blocks.shape[0], blocks.shape[1] * BLOCK)
+        self.dtype = np.dtype(dtype)
+        self.ndim = 2
+
+    @property
+    def nbytes(self) -> int:
+        return self.blocks.nbytes
+
+    def astype(self, dtype) -> "Q4Rows":
+        return Q4Rows(self.blocks, dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, ids) -> np.ndarray:
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError("Q4Rows is indexed by integer token ids")
+        rows = q4_rows(self.blocks, ids.reshape(-1), self.dtype)
+        return rows.reshape(*ids.shape, self.shape[1])
