@@ -25,6 +25,7 @@ import numpy as np
 _HERE = Path(__file__).parent
 LIB_PATH = _HERE / "_kernels.so"
 SRC_PATH = _HERE / "_kernels.c"
+SOURCES = sorted(_HERE.glob("_kernels*.c"))  # all compiled into LIB_PATH (see qkv._build_kernels)
 
 _p, _i64, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 _SIGNATURES = {
@@ -39,10 +40,16 @@ _SIGNATURES = {
     "qkv_attention_work": (_i64, _i64, _i64),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
+    # _kernels_q4.c: products on 4-bit blocks (wrapped in qkv.kernels_q4)
+    "qkv_q4_block_bytes": (),
+    "qkv_q4_matmul": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
+    "qkv_q4_expand": (_p, _i64, _i64, _p),
+    "qkv_q4_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p, _p),
+    "qkv_q4_rows": (_p, _i64, _p, _i64, _p),
 }
 
 
-_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64}  # the rest return nothing
+_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64}  # the rest return nothing
 
 
 def _load():
@@ -50,8 +57,9 @@ def _load():
         return None, "disabled by QKV_KERNELS=0"
     if not LIB_PATH.is_file():
         return None, f"{LIB_PATH.name} not built (needs a C compiler at install time)"
-    if SRC_PATH.is_file() and SRC_PATH.stat().st_mtime > LIB_PATH.stat().st_mtime + 1:
-        return None, f"{LIB_PATH.name} is older than {SRC_PATH.name}: run `python -m qkv._build_kernels`"
+    for src in SOURCES:
+        if src.stat().st_mtime > LIB_PATH.stat().st_mtime + 1:
+            return None, f"{LIB_PATH.name} is older than {src.name}: run `python -m qkv._build_kernels`"
     try:
         lib = ctypes.CDLL(str(LIB_PATH))
         for name, args in _SIGNATURES.items():
