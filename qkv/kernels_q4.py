@@ -122,38 +122,6 @@ def q4_rows(blocks: np.ndarray, ids: np.ndarray, dtype=np.float32) -> np.ndarray
     return dequantize_rows(blocks[ids]).astype(dtype, copy=False)
 
 
-class Q4Matrix:
-    """A linear layer's weight W [K in, N out] (x·W, the encoder's orientation) kept as Q4 panels
-    (0.625 bytes a weight); ``matmul`` expands the blocks inside the product, ``dense`` gives the
-    dequantized matrix (for references and tests)."""
-
-    def __init__(self, blocks: np.ndarray):
-        """``blocks``: Q4_0 [N, K / 32], as stored ([out, in], blocked along in)."""
-        _blocks_check(blocks)
-        self.panels = pack_q4(blocks)
-        self.shape = (blocks.shape[1] * BLOCK, blocks.shape[0])
-        self.dtype = np.dtype(np.float32)  # what it computes in
-
-    @classmethod
-    def stack(cls, parts: list[np.ndarray]) -> "Q4Matrix":
-        """One matrix whose outputs are the parts' outputs side by side (Q | K | V)."""
-        return cls(np.concatenate(parts, axis=0))
-
-    @property
-    def nbytes(self) -> int:
-        return self.panels.nbytes
-
-    def dense(self, dtype=np.float32) -> np.ndarray:
-        return unpack_q4(self.panels).astype(dtype, copy=False)
-
-    def matmul(self, x: np.ndarray, bias: np.ndarray | None, out: np.ndarray, gelu: bool = False,
-               work: np.ndarray | None = None) -> np.ndarray:
-        return q4_matmul(x, self.panels, bias, out, gelu, work)
-
-    def __repr__(self) -> str:
-        return f"Q4Matrix({self.shape[0]}×{self.shape[1]}, {self.nbytes / 2**20:.1f} MiB)"
-
-
 class Q4Rows:
     """An embedding table [rows, width] kept as its Q4_0 blocks (e.g. a view into a mapped file);
     indexing expands only the rows asked for, in ``dtype``."""

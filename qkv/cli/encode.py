@@ -8,7 +8,8 @@ import typer
 
 from qkv.cli._common import console, load_encoder, print_json
 
-MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
+MODEL_OPT = typer.Option("--model", "-m", help="Short name (minilm, multilingual-e5-small; see `qkv models`), "
+                         "model directory or hub id (default all-MiniLM-L6-v2).")
 
 
 def register(app: typer.Typer) -> None:
@@ -21,13 +22,16 @@ def register(app: typer.Typer) -> None:
                                                           help="Default: the model's own setting.")] = None,
         truncate: Annotated[bool, typer.Option(help="Cut long texts instead of averaging windows.")] = False,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
+        role: Annotated[Optional[str], typer.Option(
+            "--as", help="query or passage: put the model's prefix for that role before each text "
+                         "(multilingual-e5-small: 'query: ' / 'passage: '). Default: the texts as given.")] = None,
     ):
         """Embed TEXTS and print each vector's shape, norm and first values."""
         import numpy as np
         from rich.table import Table
 
         enc = load_encoder(model, threads)
-        vecs = enc.encode(texts, normalize=normalize, truncate=truncate)
+        vecs = enc.encode(texts, normalize=normalize, truncate=truncate, role=role)
         if as_json:
             print_json({"model": enc.name, "dim": enc.dim,
                         "embeddings": [{"text": t, "norm": float(np.linalg.norm(v)), "vector": v}
@@ -38,7 +42,7 @@ def register(app: typer.Typer) -> None:
         table.add_column("tokens", justify="right")
         table.add_column("norm", justify="right")
         table.add_column("first values")
-        counts = enc.tokenizer.count(texts)
+        counts = enc.tokenizer.count(enc.with_role(texts, role))
         for t, n, v in zip(texts, counts, vecs):
             table.add_row(t, str(n), f"{np.linalg.norm(v):.4f}", " ".join(f"{x:+.4f}" for x in v[:4]) + " …")
         console.print(table)

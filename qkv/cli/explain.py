@@ -10,7 +10,8 @@ import typer
 
 from qkv.cli._common import console, load_encoder, print_json
 
-MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
+MODEL_OPT = typer.Option("--model", "-m", help="Short name (minilm, multilingual-e5-small; see `qkv models`), "
+                         "model directory or hub id (default all-MiniLM-L6-v2).")
 LAYER_OPT = typer.Option("--layer", "-l", help="Layer (default: the tour's instructive one; negative counts from the end).")
 HEAD_OPT = typer.Option("--head", help="Head within the layer (default: the tour's instructive one).")
 TOP = 25  # rows of word tables printed (everything is in --json)

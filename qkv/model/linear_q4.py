@@ -1,0 +1,69 @@
+"""Q4Panels: a weight matrix kept in 4-bit blocks, one more packed product (``qkv.model.linear``).
+
+A reader of a 4-bit format (``qkv.model.weights.e5s1``) puts these straight into the parameter set;
+``PackedWeights`` then uses them as they are. The blocks are llama.cpp's Q4_0 (32 weights share a
+float16 scale; a weight is (q − 8)·d), rearranged once at load into column panels
+(``qkv.kernels_q4.pack_q4``; layout in ``qkv/_kernels_q4.c``) and expanded inside the product: the
+activations stay float32, so the result is x times the dequantized matrix up to float32 rounding.
+0.625 bytes a weight in memory (float32: 4).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from qkv import kernels, kernels_q4
+from qkv.model.linear import Linear, _finish
+from qkv.model.workers import row_cuts
+
+
+class Q4Panels(Linear):
+    """W [K in, N out] from Q4_0 blocks stored [N, K / 32] (a layer's [out, in], blocked along in)."""
+
+    precision = "q4_0"
+    _scratch = threading.local()  # per thread: float32 panels for products of many rows
+
+    def __init__(self, blocks: np.ndarray):
+        self.panels = kernels_q4.pack_q4(blocks)
+        self.shape = (blocks.shape[1] * kernels_q4.BLOCK, blocks.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return self.panels.nbytes
+
+    def _work(self) -> np.ndarray | None:
+        """This thread's scratch for the many-rows product (the expanded matrix, ≤ 2.4 MB here)."""
+        need = kernels_q4.q4_work(*self.shape)
+        buf = getattr(self._scratch, "buf", None)
+        if buf is None or buf.size < need:
+            buf = self._scratch.buf = kernels.aligned_empty(need, np.float32)
+        return buf
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        if x.dtype != np.float32:
+            raise TypeError("4-bit products compute in float32; Encoder.astype gives dense weights for other dtypes")
+        x = np.ascontiguousarray(x)
+        fused = act in (None, "gelu")
+        b = bias if fused else None
+        gelu = act == "gelu"
+        threads = 1 if workers is None else workers.threads
+        cuts = row_cuts(x.shape[0], threads)
+
+        def run(g: int) -> None:
+            lo, hi = cuts[g], cuts[g + 1]
+            work = self._work() if hi - lo >= kernels_q4.EXPAND_FROM else None
+            kernels_q4.q4_matmul(x[lo:hi], self.panels, b, out[lo:hi], gelu=gelu, work=work)
+
+        if workers is None or len(cuts) == 2:
+            run(0)
+        else:
+            workers.run(run, len(cuts) - 1)
+        return out if fused else _finish(out, bias, act)
+
+    def dense(self) -> np.ndarray:
+        return kernels_q4.unpack_q4(self.panels)
+
+    def __repr__(self) -> str:
+        return f"Q4Panels({self.shape[0]}×{self.shape[1]}, {self.nbytes / 2**20:.1f} MiB)"
