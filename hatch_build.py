@@ -1,4 +1,4 @@
-"""Build hook: compile qkv's C kernels (qkv/_kernels.c) while the wheel is built.
+"""Build hook: compile qkv's C kernels (qkv/_kernels*.c, one library) while the wheel is built.
 
 The compiled library is optional: if no compiler is found or compiling fails, the install still
 succeeds and qkv uses the NumPy twins of the kernels (see qkv/kernels.py).
