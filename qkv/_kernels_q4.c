@@ -14,8 +14,9 @@
  *   of one input row of the panel, (q·d) + (−8·d), which is exactly (q − 8)·d (both products exact).
  *
  * Two ways through, chosen by the caller (qkv.kernels_q4.q4_matmul) by row count:
- *  - qkv_q4_matmul: a few rows (a search query): each panel row is expanded into registers and
- *    used at once for up to Q4_ROWS rows of x; the product streams 0.625 bytes a weight, where a
+ *  - qkv_q4_matmul: a few rows (a search query): up to Q4_ROWS rows, each panel row is expanded
+ *    into registers and used at once; up to EXPAND_FROM, each 32 × 32 block is expanded once into
+ *    an L1 buffer that every row tile reads. The product streams 0.625 bytes a weight, where a
  *    lone query is bound by reading weights.
  *  - qkv_q4_expand + qkv_gemm (in _kernels.c): many rows: the whole matrix is expanded once into
  *    float32 panels in a scratch buffer and multiplied by the blocked product; the expansion costs
@@ -122,18 +123,90 @@ static void q4_block(const float *x, int64_t ldx, int64_t K, const uint8_t *pane
     }
 }
 
+/* More rows than one tile (a query with its prefix is often 13-20 tokens): each 32 × 32 block of
+ * a panel is expanded once into buf (4 kB, in L1) and every row tile runs over it, continuing the
+ * running sums it left in y (same order over k, so the same floats as one tile). */
+static inline __attribute__((always_inline)) void buf_tile(const float *x, int64_t ldx, const float *buf,
+                                                           float *y, int64_t ldy, const float *bias,
+                                                           int first, const int rr)
+{
+    v16f acc[Q4_ROWS][2];
+    for (int r = 0; r < rr; r++) {
+        acc[r][0] = first ? (v16f){0} : ld(y + r * ldy);
+        acc[r][1] = first ? (v16f){0} : ld(y + r * ldy + 16);
+    }
+    for (int k = 0; k < QBLOCK; k++) {
+        const v16f w0 = ld(buf + k * PANEL), w1 = ld(buf + k * PANEL + 16);
+        for (int r = 0; r < rr; r++) {
+            const float xr = x[r * ldx + k];
+            acc[r][0] += xr * w0;
+            acc[r][1] += xr * w1;
+        }
+    }
+    for (int r = 0; r < rr; r++) {
+        if (bias) {
+            acc[r][0] += ld(bias);
+            acc[r][1] += ld(bias + 16);
+        }
+        st(y + r * ldy, acc[r][0]);
+        st(y + r * ldy + 16, acc[r][1]);
+    }
+}
+
+static void buf_block(const float *x, int64_t ldx, const float *buf, float *y, int64_t ldy,
+                      const float *bias, int first, int64_t rr)
+{
+    switch (rr) {
+    case 1: buf_tile(x, ldx, buf, y, ldy, bias, first, 1); break;
+    case 2: buf_tile(x, ldx, buf, y, ldy, bias, first, 2); break;
+    case 3: buf_tile(x, ldx, buf, y, ldy, bias, first, 3); break;
+    case 4: buf_tile(x, ldx, buf, y, ldy, bias, first, 4); break;
+    case 5: buf_tile(x, ldx, buf, y, ldy, bias, first, 5); break;
+    case 6: buf_tile(x, ldx, buf, y, ldy, bias, first, 6); break;
+    case 7: buf_tile(x, ldx, buf, y, ldy, bias, first, 7); break;
+    case 8: buf_tile(x, ldx, buf, y, ldy, bias, first, 8); break;
+    case 9: buf_tile(x, ldx, buf, y, ldy, bias, first, 9); break;
+    case 10: buf_tile(x, ldx, buf, y, ldy, bias, first, 10); break;
+    case 11: buf_tile(x, ldx, buf, y, ldy, bias, first, 11); break;
+    default: buf_tile(x, ldx, buf, y, ldy, bias, first, Q4_ROWS); break;
+    }
+}
+
+static void expand_block(const uint8_t *blk, float *o)
+{
+    const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
+    const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
+    for (int k = 0; k < QBLOCK; k++) {
+        v16f w0, w1;
+        expand_row(blk + PANEL * 4 + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
+        st(o + k * PANEL, w0);
+        st(o + k * PANEL + 16, w1);
+    }
+}
+
 /* y [R, N] = x [R, K] · W + bias (bias may be NULL), W as Q4 panels; gelu != 0: y = gelu(y) after
  * (BERT's exact GELU; then bias must not be NULL). Panels outermost, so a panel (K / 32 · 640
- * bytes) stays in L1 while every row of x passes over it. */
+ * bytes) stays in L1 while every row of x passes over it. Up to Q4_ROWS rows, the panel rows are
+ * expanded into registers as they are used; more, block by block into an L1 buffer (above). */
 void qkv_q4_matmul(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
                    const float *bias, int gelu, float *y)
 {
     const int64_t per_panel = K / QBLOCK * QBLOCK_BYTES;
+    float buf[QBLOCK * PANEL] __attribute__((aligned(64)));
     for (int64_t p = 0; p < N / PANEL; p++) {
         const uint8_t *panel = panels + p * per_panel;
         const float *b = bias && !gelu ? bias + p * PANEL : NULL;
-        for (int64_t r = 0; r < R; r += Q4_ROWS)
-            q4_block(x + r * K, K, K, panel, b, y + r * N + p * PANEL, N, R - r < Q4_ROWS ? R - r : Q4_ROWS);
+        if (R <= Q4_ROWS) {
+            q4_block(x, K, K, panel, b, y + p * PANEL, N, R);
+            continue;
+        }
+        for (int64_t kb = 0; kb < K / QBLOCK; kb++) {
+            expand_block(panel + kb * QBLOCK_BYTES, buf);
+            const int last = kb == K / QBLOCK - 1;
+            for (int64_t r = 0; r < R; r += Q4_ROWS)
+                buf_block(x + r * K + kb * QBLOCK, K, buf, y + r * N + p * PANEL, N, last ? b : NULL, kb == 0,
+                          R - r < Q4_ROWS ? R - r : Q4_ROWS);
+        }
     }
     if (gelu && bias) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order qkv_gemm keeps */
 }
@@ -143,16 +216,7 @@ void qkv_q4_expand(const uint8_t *panels, int64_t K, int64_t N, float *out)
 {
     for (int64_t p = 0; p < N / PANEL; p++) {
         for (int64_t b = 0; b < K / QBLOCK; b++) {
-            const uint8_t *blk = panels + (p * (K / QBLOCK) + b) * QBLOCK_BYTES;
-            const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
-            const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
-            float *o = out + (p * K + b * QBLOCK) * PANEL;
-            for (int k = 0; k < QBLOCK; k++) {
-                v16f w0, w1;
-                expand_row(blk + PANEL * 4 + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
-                st(o + k * PANEL, w0);
-                st(o + k * PANEL + 16, w1);
-            }
+            expand_block(panels + (p * (K / QBLOCK) + b) * QBLOCK_BYTES, out + (p * K + b * QBLOCK) * PANEL);
         }
     }
 }
