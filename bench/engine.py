@@ -18,6 +18,10 @@ Tables:
                 through its blocked product in float32 and its panel product in float16,
                 transformers and ONNX Runtime; p50/p90 ms, and how far the float16 vectors are
                 from float32 ones.
+  6. multilingual  multilingual-e5-small on its 4-bit blocks: a lone query against MiniLM in
+                float32, batches against transformers and ONNX Runtime on the same model
+                dequantized to float32 and against MiniLM's own throughput, resident memory of
+                both models (bench/_multilingual.py).
 Then a verdict per target of the engine issue.
 
 Every measured configuration runs in its OWN subprocess with the thread count set through the
@@ -42,6 +46,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_multilingual.py, run by path too
+import _multilingual  # noqa: E402
 
 CACHE = Path(os.environ.get("QKV_BENCH_CACHE", "/tmp/qkv-cache")) / "engine"
 MARK = "QKV-BENCH-RESULT "
@@ -532,7 +539,8 @@ def worker_attention_memory(job: dict) -> dict:
 
 
 WORKERS = {"export": worker_export, "parity": worker_parity, "gemm": worker_gemm, "encoder": worker_encoder,
-           "attention": worker_attention, "attention-memory": worker_attention_memory, "query": worker_query}
+           "attention": worker_attention, "attention-memory": worker_attention_memory, "query": worker_query,
+           "ml": _multilingual.worker}
 
 
 def worker_main(job_json: str) -> int:
@@ -583,8 +591,8 @@ def fmt_ratio(x: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sections", default="parity,gemm,encoder,attention,query",
-                    help="comma-separated: parity, gemm, encoder, attention, query")
+    ap.add_argument("--sections", default="parity,gemm,encoder,attention,query,multilingual",
+                    help="comma-separated: parity, gemm, encoder, attention, query, multilingual")
     ap.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="interleaved rounds per configuration (default 1; 2+ evens out drifting load)")
@@ -652,6 +660,9 @@ def main(argv: list[str] | None = None) -> int:
             for eng in QUERY_ENGINES:
                 jobs.append((f"query|{eng}", {"kind": "query", "engine": eng, "queries": 60 if args.quick else 200},
                              1, None))
+
+    if "multilingual" in sections:  # one thread, its own jobs (bench/_multilingual.py)
+        jobs += _multilingual.plan(rounds, args.quick)
 
     raw: dict[str, list] = {}
     if args.from_json:  # re-print the tables of an earlier run
@@ -914,6 +925,9 @@ def main(argv: list[str] | None = None) -> int:
             r = stats["transformers"][0] / stats["qkv-float32"][0]
             verdicts.append(("lone query: qkv (float32, encode default) vs transformers, 1 thread", None,
                              f"{fmt_ratio(r)} wall", None))
+
+    if "multilingual" in sections and any(k.startswith("ml|") for k in raw):
+        _multilingual.report(console, raw, verdicts)
 
     # ---- verdicts
     if verdicts:
