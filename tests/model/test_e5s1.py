@@ -148,3 +148,23 @@ def test_loading_a_weights_file_path_directly(e5_path, tmp_path):
     (tmp_path / "not.bin").write_bytes(b"\0" * 64)
     with pytest.raises(ModelError, match="not an E5S1 weights file"):
         qkv.load(tmp_path / "not.bin")
+
+
+def test_process_grows_less_than_400_mb_on_load_and_first_encode():
+    """The issue's memory target, in a fresh process: ~70 MB of 4-bit weights (the word table a
+    view into the mapped file) and the tokenizer (tokenizers holds ~250 MB for 250,002 pieces)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, qkv\n"
+            "def rss():\n"
+            "    return int(open('/proc/self/statm').read().split()[1]) * 4096\n"
+            "base = rss()\n"
+            "enc = qkv.load('multilingual-e5-small')\n"
+            "enc.encode(['透气跑鞋 轻便'], role='query')\n"
+            "gc.collect()\n"
+            "print(rss() - base)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    grown = int(out.stdout.split()[-1])
+    assert grown < 400e6, f"grew {grown / 1e6:.0f} MB"
