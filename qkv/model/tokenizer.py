@@ -49,32 +49,63 @@ def group_words(t: Tokens) -> list[Word]:
     """Merge word pieces into words: tokens whose character spans touch (no space between) form
     one word ("Men's", "270mm", "##ing" pieces, a run of Chinese characters), except that
     punctuation at either edge of such a run (a trailing comma, brackets) stands alone.
-    Special tokens are words of their own."""
+    Special tokens are words of their own. A SentencePiece word start with no characters of its
+    own (a bare "▁", empty span) belongs to the word that follows it."""
     runs: list[list[int]] = []
+    marker = lambda j: not t.special[j] and t.offsets[j][1] <= t.offsets[j][0]  # noqa: E731
     for i, ((s, e), sp) in enumerate(zip(t.offsets, t.special)):
         if sp or e <= s:
             runs.append([i])
             continue
         prev = runs[-1][-1] if runs else None
-        if prev is not None and not t.special[prev] and t.offsets[prev][1] == s and t.offsets[prev][1] > t.offsets[prev][0]:
+        if prev is not None and not t.special[prev] and t.offsets[prev][1] == s and (
+                t.offsets[prev][1] > t.offsets[prev][0] or all(marker(j) for j in runs[-1])):
             runs[-1].append(i)
         else:
             runs.append([i])
     words: list[Word] = []
     for run in runs:
-        if t.special[run[0]] or t.offsets[run[0]][1] <= t.offsets[run[0]][0]:
+        if t.special[run[0]] or all(t.offsets[j][1] <= t.offsets[j][0] for j in run):
             words.append(Word(t.tokens[run[0]], 0, 0, (run[0],), special=True))
             continue
+        lead = 0  # word-start markers go with the first group
+        while marker(run[lead]):
+            lead += 1
+        markers, run = run[:lead], run[lead:]
         lo, hi = 0, len(run)
         piece = lambda j: t.text[t.offsets[run[j]][0]:t.offsets[run[j]][1]]  # noqa: E731
         while lo < hi - 1 and _is_punct(piece(lo)):
             lo += 1
         while hi - 1 > lo and _is_punct(piece(hi - 1)):
             hi -= 1
-        for group in [run[j:j + 1] for j in range(lo)] + [run[lo:hi]] + [run[j:j + 1] for j in range(hi, len(run))]:
+        groups = [run[j:j + 1] for j in range(lo)] + [run[lo:hi]] + [run[j:j + 1] for j in range(hi, len(run))]
+        groups[0] = markers + groups[0]
+        for group in groups:
             s, e = t.offsets[group[0]][0], t.offsets[group[-1]][1]
             words.append(Word(t.text[s:e], s, e, tuple(group)))
     return words
+
+
+METASPACE = "\u2581"  # "▁": SentencePiece's mark of a word start (XLM-R, multilingual-e5)
+
+
+def _trim_metaspace(text: str, token: str, span: tuple[int, int]) -> tuple[int, int]:
+    """A SentencePiece token's span without the space its "▁" stands for, so a span holds the
+    token's own characters as WordPiece spans do. A bare "▁" (a word start with its characters in
+    the next token) gets an empty span where the word starts; tokenizers gives the first one the
+    span of the text's first character (the space it stands for was added, not in the text)."""
+    if not token.startswith(METASPACE):
+        return span
+    s, e = span
+    if token.strip(METASPACE):  # "▁word": skip the space(s) it stands for
+        while s < e and text[s].isspace():
+            s += 1
+        return s, e
+    if s < len(text) and text[s].isspace():  # a bare "▁" for real spaces: empty, after them
+        while s < e and text[s].isspace():
+            s += 1
+        return s, s
+    return s, s  # a bare "▁" for the added space before the text: empty, where it starts
 
 
 class Tokenizer:
@@ -124,7 +155,8 @@ class Tokenizer:
         stop = len(enc.ids) if stop is None else stop
         ids = self.prefix_ids + list(enc.ids[start:stop]) + self.suffix_ids
         toks = self.prefix_tokens + list(enc.tokens[start:stop]) + self.suffix_tokens
-        offs = [(0, 0)] * len(self.prefix_ids) + [tuple(o) for o in enc.offsets[start:stop]] + [(0, 0)] * len(self.suffix_ids)
+        content = [_trim_metaspace(text, tok, tuple(o)) for tok, o in zip(enc.tokens[start:stop], enc.offsets[start:stop])]
+        offs = [(0, 0)] * len(self.prefix_ids) + content + [(0, 0)] * len(self.suffix_ids)
         special = [True] * len(self.prefix_ids) + [False] * (stop - start) + [True] * len(self.suffix_ids)
         return Tokens(text, np.asarray(ids, dtype=np.int64), tuple(toks), tuple(offs), tuple(special))
 
