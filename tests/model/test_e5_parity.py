@@ -83,7 +83,7 @@ def test_float32_on_4bit_blocks_matches_float64_over_dequantized_weights(e5, e5_
 def test_encode_is_the_normalised_mean_of_the_reference(e5, e5_file, e5_reference):
     """encode() (bucketing, packed padding rows, the many-row product for the batch) equals the
     mask-weighted mean of the reference's last hidden state, L2-normalised."""
-    texts = [t for t in INPUTS if len(t) < 200]
+    texts = [t for t in INPUTS if len(t) < 40][::3]  # 13 short texts of every kind (float64 is slow)
     ours = e5.encode(texts, batch_size=64)
     items = e5.tokenize(texts)
     L = max(len(t) for t in items)
