@@ -1,6 +1,6 @@
 """Products on 4-bit weights (Q4_0 blocks), expanded inside the kernel; activations stay float32.
 
-The blocks come from a file such as multilingual-e5-small's E5S1 (``qkv.model.e5s1``): 32 weights
+The blocks come from a file such as multilingual-e5-small's E5S1 (``qkv.model.weights.e5s1``): 32 weights
 share a float16 scale d and each is (q − 8)·d. ``pack_q4`` rearranges a linear layer's blocks once,
 at load, into Q4 panels (layout documented in ``_kernels_q4.c``); ``q4_matmul`` multiplies by them:
 a few rows expand each panel row into registers as they go (the product reads 0.625 bytes a weight
