@@ -19,9 +19,11 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.progress import Count, Progress, relay
+from qkv.search import text as textmod
 from qkv.search.catalog import Catalog, read_catalog
 from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
                               read_manifest, store_class, title_hash)
+from qkv.text import zh
 
 
 @dataclass
@@ -50,7 +52,8 @@ def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", a
     """The manifest of a new index whose vectors ``encoder`` makes."""
     return Manifest(model=model or encoder.name, fingerprint=encoder.fingerprint(), dim=encoder.dim, dtype=dtype,
                     ann=ann, backend=backend,
-                    extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling})
+                    extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling,
+                           textmod.MANIFEST_KEY: zh.SCHEME})  # how Chinese titles become keyword terms
 
 
 def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",

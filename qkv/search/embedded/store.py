@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.search import text as textmod
 from qkv.search.embedded import generations, postings
 from qkv.search.embedded.generations import Generation
 from qkv.search.embedded.keyword import Keywords
@@ -23,6 +24,7 @@ from qkv.search.embedded.vectors import FLAT_THRESHOLD, IVFPQ_MIN, Vectors
 from qkv.search.embedded.writer import Writer
 from qkv.search.store import FieldInfo, Hit, IndexError_, Manifest, Row, VectorStore, read_manifest
 from qkv.search.writelock import WriterLock
+from qkv.text import zh
 
 
 class EmbeddedStore(VectorStore):
@@ -76,6 +78,7 @@ class EmbeddedStore(VectorStore):
         extra = dict(manifest.extra)
         extra.setdefault("flat_threshold", int(options.get("flat_threshold", FLAT_THRESHOLD)))
         extra.setdefault("ivfpq_min", int(options.get("ivfpq_min", IVFPQ_MIN)))
+        extra.setdefault(textmod.MANIFEST_KEY, zh.SCHEME)  # how Chinese titles become keyword terms
         manifest = replace(manifest, backend="embedded", count=0, version=generations.FORMAT_VERSION, extra=extra)
         with WriterLock(path):
             tmp = path / f".tmp-gen-000000-{os.getpid()}"
@@ -166,6 +169,14 @@ class EmbeddedStore(VectorStore):
 
     def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
         return self.keyword.terms_of(query, list(ids))
+
+    def keyword_vocabulary(self):
+        """How many titles hold given keyword terms, for translating queries into the catalog's
+        own words (``qkv.search.translate.FtsVocabulary`` over this generation's FTS5 table)."""
+        from qkv.search.translate import FtsVocabulary
+
+        self._reading()
+        return FtsVocabulary(self.db, "fts")
 
     def matched_counts(self, query: str, slots: np.ndarray) -> np.ndarray:
         return self.keyword.matched_counts(query, slots)

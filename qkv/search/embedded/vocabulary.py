@@ -11,6 +11,7 @@ import sqlite3
 from typing import Iterable
 
 from qkv.search import text as textmod
+from qkv.text import zh
 from qkv.search.embedded.generations import FTS_TOKENIZE, Generation
 
 
@@ -22,6 +23,7 @@ def quote(term: str) -> str:
 class Vocabulary:
     def __init__(self, gen: Generation):
         self.db = gen.db
+        self.han = textmod.han_scheme(gen.manifest.extra)  # how this generation's Chinese was indexed
         self._stemmer = None  # in-memory FTS5 table that stems query terms like the index does
         self._stems: dict[str, str | None] = {}
         self._dfs: dict[str, int] = {}  # a generation is immutable: its counts can be kept
@@ -73,7 +75,7 @@ class Vocabulary:
         """The closest indexed term to an unknown one (typos such as "backsplach")."""
         import difflib
 
-        if len(term) < 4 or not term.isalpha():
+        if len(term) < 4 or not term.isalpha() or zh.has_han(term):  # Chinese words are not misspelt English
             return None
         if self._vocab is None:
             self._vocab = {}
@@ -88,7 +90,7 @@ class Vocabulary:
         """The keyword terms searched for ``query`` with their document frequencies: normalised,
         unknown words replaced by the closest indexed word when one is close enough."""
         out: dict[str, int] = {}
-        for t in textmod.terms(query):
+        for t in textmod.terms(query, han=self.han):
             df = self.df(t)
             if not df:
                 t = self.correct(t)

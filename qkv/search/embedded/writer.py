@@ -23,6 +23,7 @@ from qkv.search.embedded import generations, postings, vectors
 from qkv.search.embedded.rows import select_in
 from qkv.search.store import StoreWriter, read_manifest
 from qkv.search.writelock import WriterLock
+from qkv.text import zh
 
 
 class Writer(StoreWriter):
@@ -37,6 +38,8 @@ class Writer(StoreWriter):
         try:
             current = read_manifest(root)  # re-read under the lock: another writer may have finished
             self.manifest = current
+            # the Chinese term scheme: a rebuild takes today's, an update keeps the index's own
+            self.han = zh.SCHEME if self.reset else textmod.han_scheme(current.extra)
             self.base_gen = current.extra["generation"]
             self.gen_no = int(self.base_gen.split("-")[1]) + 1
             for p in root.iterdir():  # leftovers of killed writers
@@ -119,7 +122,7 @@ class Writer(StoreWriter):
         for row, h in zip(rows, title_hashes):
             slot = self.next_slot
             self.next_slot += 1
-            kt = textmod.normalize(row["title"])
+            kt = textmod.normalize(row["title"], self.han)
             data.append([slot, str(row["id"]), row["title"], kt, h] + [row.get(n) for n in names])
             fts.append((slot, kt))
         self.con.executemany(f"INSERT INTO products ({colsql}) VALUES ({ph})", data)
@@ -140,7 +143,7 @@ class Writer(StoreWriter):
                 sets.append("title = ?" if n == "title" else f"{self.cols[n][0]} = ?")
                 vals.append(row[n])
             if "title" in row:
-                kt = textmod.normalize(row["title"])
+                kt = textmod.normalize(row["title"], self.han)
                 sets.append("ktext = ?")
                 vals.append(kt)
                 self.con.execute("DELETE FROM fts WHERE rowid = ?", r)
@@ -221,7 +224,8 @@ class Writer(StoreWriter):
         vectors.write_ann(self.tmp, np.load(vpath, mmap_mode="r"), slots, want, m.dim, m.dtype, self.build_threads,
                           previous=previous, new=new)
         gen = f"gen-{self.gen_no:06d}"
-        extra = {**m.extra, "generation": gen, "slots": int(slots), "ann_kind": want if slots else None,
+        extra = {**m.extra, textmod.MANIFEST_KEY: self.han, "generation": gen, "slots": int(slots),
+                 "ann_kind": want if slots else None,
                  "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         generations.publish(self.store.path, self.tmp, gen,
                             replace(m, count=int(count), version=generations.FORMAT_VERSION, extra=extra))
