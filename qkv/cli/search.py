@@ -113,6 +113,9 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
         ef_search: Annotated[Optional[int], typer.Option(
             "--ef-search", help="HNSW search breadth (default 96): more recall, more time.")] = None,
+        translate: Annotated[bool, typer.Option("--translate/--no-translate",
+                                                help="Also search a Chinese query in English (dictionary translation).")] = True,
+        glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
     ):
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
@@ -123,13 +126,20 @@ def register(app: typer.Typer) -> None:
         index = index_dir(index)
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
-        with Index.open(index, enc, ef_search=ef_search) as idx:
-            res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion)
+        with Index.open(index, enc, ef_search=ef_search, glossary=glossary) as idx:
+            res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
+            tr = idx.last_translation
             if as_json:
-                print_json({"query": query, "mode": mode, "k": k, "where": where,
-                            "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
+                out = {"query": query, "mode": mode, "k": k, "where": where}
+                if tr is not None:
+                    out.update(searched_as=tr.text, translation=[p._asdict() for p in tr.pieces])
+                print_json({**out, "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
                             "results": [r.to_json() for r in res]})
                 return
+        if tr is not None:
+            console.print(f"searched as: [bold]{tr.text or '(no translation)'}[/]  [dim]"
+                          + " · ".join(f"{p.zh}→{p.en or '?'} ({p.source})" for p in tr.pieces if p.source != "as typed")
+                          + "[/]")
         if not res:
             console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))
             return
@@ -183,6 +193,9 @@ def register(app: typer.Typer) -> None:
         alpha: Annotated[Optional[float], typer.Option(help="Dense weight in score fusion (default: the tuned one).")] = None,
         gain_offset: Annotated[Optional[float], typer.Option(help="NDCG gain = judgment − offset (default: 1 for 1–3 grades, else 0).")] = None,
         coverage: Annotated[bool, typer.Option("--coverage/--no-coverage", help="Weight BM25 by matched query terms in hybrid fusion.")] = True,
+        query_field: Annotated[str, typer.Option(help="Field of each query record to search (e.g. 'en' for the English originals of translated queries).")] = "text",
+        translate: Annotated[bool, typer.Option("--translate/--no-translate", help="Also search Chinese queries in English.")] = True,
+        glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
@@ -204,10 +217,10 @@ def register(app: typer.Typer) -> None:
         if not (index / "manifest.json").is_file():
             with progress_bars({"embed": "indexing corpus"}) as progress:
                 build_index(corpus, index, enc, progress=progress)
-        q, r = load_queries(queries), load_qrels(qrels)
-        with Index.open(index, enc) as idx, progress_bars() as progress:
+        q, r = load_queries(queries, query_field), load_qrels(qrels)
+        with Index.open(index, enc, glossary=glossary) as idx, progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
-                           fusion_=fusion, alpha=alpha, coverage=coverage, progress=progress)
+                           fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, progress=progress)
         if as_json:
             print_json(res.to_json())
             return

@@ -46,12 +46,14 @@ def _read_jsonl(path: Path, what: str) -> list[dict]:
     return out
 
 
-def load_queries(path) -> dict[str, str]:
+def load_queries(path, field: str = "text") -> dict[str, str]:
+    """BEIR queries: ``_id`` → the ``field`` of each record (``text``; e.g. ``en`` in the Chinese
+    Home Depot queries, whose records also hold the English original)."""
     recs = _read_jsonl(Path(path), "queries")
     try:
-        return {str(r["_id"]): str(r["text"]) for r in recs}
+        return {str(r["_id"]): str(r[field]) for r in recs}
     except KeyError as e:
-        raise InputError(f"{path}: BEIR queries need '_id' and 'text' (missing {e})") from None
+        raise InputError(f"{path}: BEIR queries need '_id' and '{field}' (missing {e})") from None
 
 
 def load_qrels(path) -> dict[str, dict[str, float]]:
@@ -132,8 +134,9 @@ def _mean(xs) -> float:
 def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]], *, rerank: bool = False,
              gain_offset: float | None = None, half: str | None = None, limit: int | None = None,
              fusion_: str = "score", alpha: float | None = None, candidates: int | None = None, coverage: bool = True,
-             progress: Progress | None = None) -> EvalResult:
-    """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries."""
+             translate: bool = True, progress: Progress | None = None) -> EvalResult:
+    """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries.
+    Queries holding Han characters are translated as ``Index.search`` does (``translate``)."""
     from qkv.search import fusion as fusion_mod
     from qkv.search.index import CANDIDATES
 
@@ -148,13 +151,19 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     if gain_offset is None:
         grades = [g for q in qids for g in qrels[q].values()]
         gain_offset = 1.0 if min(grades) >= 1 and max(grades) > 1 else 0.0
+    plans = [index.plan_query(queries[q], translate) for q in qids]  # (keyword query, translation)
     vecs = index.encoder.encode([queries[q] for q in qids], batch_size=64)
+    tr_at = [i for i, (_, tr) in enumerate(plans) if tr is not None and tr.text]
+    if tr_at:  # the dense query of a translated query mixes in its English (Index.mix_vectors)
+        tv = index.encoder.encode([plans[i][1].text for i in tr_at], batch_size=64)
+        vecs = np.array(vecs, np.float32, copy=True)
+        vecs[tr_at] = index.mix_vectors(vecs[tr_at], tv)
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
     store = index.store
     count = Count(progress, "queries", len(qids))
     for n, (qid, vec) in enumerate(zip(qids, vecs)):
         judged = qrels[qid]
-        text = queries[qid]
+        text = plans[n][0]
         if rerank:
             ids = [d for d in judged]
             known = [d for d, r in zip(ids, store.get_rows(ids)) if r is not None]
@@ -181,7 +190,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
         count.add()
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
-                               "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count()})
+                               "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count(),
+                               "translated": len(tr_at)})
     for m in MODES:
         res.metrics[m] = {k: _mean(v) for k, v in per[m].items() if v}
     return res

@@ -5,6 +5,12 @@
     idx = Index.open("my-index")                                  # or a store URI it was built at
     hits = idx.search("breathable running shoes", k=5)            # hybrid by default
     hits = idx.search("跑鞋", mode="dense", where="price < 50", explain=True)
+    hits[0].searched_as                                           # 'running shoes': Chinese is translated
+
+A query holding Han characters is also translated (``qkv.search.translate``, against the catalog's
+own vocabulary): the keyword side searches the original and its English together; the dense side
+searches normalize(w·v(original) + (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by
+w·cos(original) + (1 − w)·cos(English). ``translate=False`` searches the query as typed.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("score", "rrf")
 CANDIDATES = 200  # depth each side contributes to hybrid fusion (at least k); 200 tuned on dev half a
 MAX_QUERY_CHARS = 2000
+# Translated queries: weight of the original's vector in the dense query, the rest the English
+# translation's. Tuned on half a of the Chinese Home Depot dev queries with all-MiniLM-L6-v2, an
+# English model (docs/search.md); a multilingual model reads the original better: retune for it.
+ORIGINAL_WEIGHT = 0.25
 
 
 @dataclass(frozen=True)
@@ -39,10 +49,13 @@ class SearchResult:
     dense_rank: int | None = None
     keyword_rank: int | None = None
     explanation: MatchExplanation | None = None
+    searched_as: str | None = None  # the English a Chinese query was also searched as (None: as typed)
 
     def to_json(self) -> dict:
         d = {k: getattr(self, k) for k in ("rank", "id", "title", "score", "fields", "dense_score",
                                             "keyword_score", "dense_rank", "keyword_rank")}
+        if self.searched_as is not None:
+            d["searched_as"] = self.searched_as
         if self.explanation is not None:
             d["explanation"] = self.explanation.to_json()
         return d
@@ -51,18 +64,23 @@ class SearchResult:
 class Index:
     """A searchable index (any ``VectorStore`` backend) plus the encoder its vectors came from."""
 
-    def __init__(self, store: VectorStore, encoder=None):
+    def __init__(self, store: VectorStore, encoder=None, glossary=None):
         self.store = store
         self._encoder = encoder
         if encoder is not None:
             check_model(store.manifest, encoder, store.path)
         self.last_timings: dict[str, float] = {}
+        self.last_translation = None  # the Translation of the last query searched (None: as typed)
+        self._glossary = glossary
+        self._translator = (None, None)  # (store it counts in, Translator)
 
     @classmethod
-    def open(cls, path, encoder=None, *, ef_search: int | None = None) -> "Index":
+    def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None) -> "Index":
         """Open an index (its directory, or the store URI it was built at). ``ef_search``: HNSW's
         search breadth for this session (the store's default is 96; more recall for more time,
-        see docs/search.md); a store without the setting refuses it."""
+        see docs/search.md); a store without the setting refuses it. ``glossary``: a seller's
+        CSV (Chinese term, English term) or dict, which overrides the dictionary when Chinese
+        queries are translated."""
         store = open_store(path)
         if ef_search is not None:
             try:
@@ -70,7 +88,11 @@ class Index:
             except InputError:
                 store.close()
                 raise
-        return cls(store, encoder)
+        try:
+            return cls(store, encoder, glossary)
+        except Exception:
+            store.close()
+            raise
 
     @property
     def generation(self) -> str:
@@ -126,6 +148,38 @@ class Index:
     def __len__(self) -> int:
         return self.store.count()
 
+    # ------------------------------------------------------------------ Chinese queries
+    def translator(self, store: VectorStore | None = None):
+        """The query translator for ``store``'s catalog (default: the current generation), built
+        on first use; a store that cannot count its keyword terms gets first dictionary senses."""
+        from qkv.search.translate import Translator, UniformVocabulary
+
+        st = self.store if store is None else store
+        held, tr = self._translator
+        if held is not st or tr is None:
+            vocab = st.keyword_vocabulary() if hasattr(st, "keyword_vocabulary") else UniformVocabulary()
+            tr = Translator(vocab, glossary=self._glossary)
+            self._translator = (st, tr)
+        return tr
+
+    def plan_query(self, query: str, translate: bool = True, store: VectorStore | None = None):
+        """(keyword query, ``Translation`` or None): a query with Han characters is translated, and
+        its keyword side searches the original (a bilingual catalog's Chinese titles) and the English."""
+        from qkv.text import zh
+
+        if not translate or not zh.has_han(query):
+            return query, None
+        tr = self.translator(store).translate(query)
+        return (f"{query} {tr.text}" if tr.text else query), tr
+
+    @staticmethod
+    def mix_vectors(original: np.ndarray, translated: np.ndarray) -> np.ndarray:
+        """A translated query's dense vector: ORIGINAL_WEIGHT·original + the rest·translation,
+        renormalised (rows of matrices too)."""
+        v = ORIGINAL_WEIGHT * np.asarray(original, np.float32) + (1 - ORIGINAL_WEIGHT) * np.asarray(translated, np.float32)
+        n = np.linalg.norm(v, axis=-1, keepdims=True)
+        return (v / np.where(n > 0, n, 1)).astype(np.float32)
+
     # ------------------------------------------------------------------ search
     @staticmethod
     def _check(query: str, k: int, mode: str, fusion_: str) -> str:
@@ -150,21 +204,38 @@ class Index:
 
     def retrieve(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
                  fusion_: str = "score", alpha: float = fusion.ALPHA, candidates: int = CANDIDATES,
-                 vector: np.ndarray | None = None, exact: bool = False) -> list[tuple[str, float, dict]]:
+                 vector: np.ndarray | None = None, exact: bool = False,
+                 translate: bool = True) -> list[tuple[str, float, dict]]:
         """Ranked (id, score, details) without fetching rows; ``vector`` skips query encoding;
-        ``exact``: see ``encode_query``."""
-        return self._retrieve(self.store, query, k, mode, where, fusion_, alpha, candidates, vector, exact)
+        ``exact``: see ``encode_query``; ``translate``: see the module docstring
+        (``last_translation`` keeps what the query was searched as)."""
+        return self._retrieve(self.store, query, k, mode, where, fusion_, alpha, candidates, vector, exact, translate)
 
     def _retrieve(self, st: VectorStore, query, k, mode, where, fusion_, alpha, candidates, vector,
-                  exact) -> list[tuple[str, float, dict]]:
+                  exact, translate=True) -> list[tuple[str, float, dict]]:
         query = self._check(query, k, mode, fusion_)
         flt = parse_filter(where) if isinstance(where, str) or where is None else where
         if flt is not None:
             flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
         t = self.last_timings = {"encode": 0.0, "ann": 0.0, "keyword": 0.0, "fuse": 0.0, "fetch": 0.0}
+        t0 = time.perf_counter()
+        kw_query, tr = self.plan_query(query, translate, st)
+        self.last_translation = tr
+        enc_s = 0.0
+        if tr is not None:
+            t["translate"] = time.perf_counter() - t0
+            if vector is None and mode != "keyword" and tr.text:
+                t0 = time.perf_counter()
+                vector = self.mix_vectors(self.encode_query(query, exact), self.encode_query(tr.text, exact))
+                enc_s = time.perf_counter() - t0
+        out = self._ranked(st, query, kw_query, k, mode, flt, fusion_, alpha, candidates, vector, exact, t)
+        t["encode"] += enc_s
+        return out
+
+    def _ranked(self, st, query, kw_query, k, mode, flt, fusion_, alpha, candidates, vector, exact, t):
         depth = k if mode != "hybrid" else max(k, candidates)
         if mode == "hybrid" and fusion_ == "score":
-            return self._hybrid_slots(st, query, k, depth, flt, vector, alpha, t, exact)
+            return self._hybrid_slots(st, query, kw_query, k, depth, flt, vector, alpha, t, exact)
         dense: list = []
         kw: list = []
         if mode in ("dense", "hybrid"):
@@ -175,15 +246,15 @@ class Index:
             t["encode"], t["ann"] = t1 - t0, time.perf_counter() - t1
         if mode in ("keyword", "hybrid"):
             t0 = time.perf_counter()
-            kw = st.keyword_search(query, depth, flt)
+            kw = st.keyword_search(kw_query, depth, flt)
             t["keyword"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha, query=query, store=st)
+        out = self.fuse(mode, dense, kw, k, vector, fusion_, alpha, query=kw_query, store=st)
         t["fuse"] = time.perf_counter() - t0
         return out
 
-    def _hybrid_slots(self, st: VectorStore, query: str, k: int, depth: int, flt, vector, alpha: float,
-                      t: dict[str, float], exact: bool = False) -> list[tuple[str, float, dict]]:
+    def _hybrid_slots(self, st: VectorStore, query: str, kw_query: str, k: int, depth: int, flt, vector,
+                      alpha: float, t: dict[str, float], exact: bool = False) -> list[tuple[str, float, dict]]:
         """Hybrid score fusion in the store's slot space (``dense_slots``/``keyword_slots``): the
         same ranking as ``fuse`` (a test compares them), but only the ``k`` products returned are
         looked up by id, and the fusion is array arithmetic instead of dicts of 400 candidates.
@@ -194,7 +265,7 @@ class Index:
         t1 = time.perf_counter()
         d_slots, d_cos = st.dense_slots(vector, depth, flt)
         t2 = time.perf_counter()
-        k_slots, k_bm25 = st.keyword_slots(query, depth, flt)
+        k_slots, k_bm25 = st.keyword_slots(kw_query, depth, flt)
         t3 = time.perf_counter()
         t["encode"], t["ann"], t["keyword"] = t1 - t0, t2 - t1, t3 - t2
         d_pos = {s: r for r, s in enumerate(d_slots.tolist())}
@@ -206,7 +277,7 @@ class Index:
                               (st.slot_vectors(extra) @ vector).astype(np.float64) if len(extra) else np.zeros(0)])
         kw = np.zeros(len(slots))
         if len(k_slots):
-            matched = st.matched_counts(query, k_slots)  # BM25 × matched terms^p, as fusion.coverage_weighted
+            matched = st.matched_counts(kw_query, k_slots)  # BM25 × matched terms^p, as fusion.coverage_weighted
             weighted = k_bm25 * np.maximum(1, matched).astype(np.float64) ** fusion.COVERAGE_POWER
             pos = {s: i for i, s in enumerate(handles)}
             kw[[pos[s] for s in k_list]] = weighted
@@ -265,11 +336,15 @@ class Index:
         return out
 
     def search(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
-               explain: bool = False, fusion: str = "score") -> list[SearchResult]:
+               explain: bool = False, fusion: str = "score", translate: bool = True) -> list[SearchResult]:
         """The top ``k`` products for ``query`` (see ``SearchResult``); ``where`` filters on fields;
-        ``explain`` adds the token grid and BM25 terms of each result."""
+        ``explain`` adds the token grid and BM25 terms of each result; a Chinese query is also
+        searched in English (``translate``; each result's ``searched_as`` says as what)."""
         st = self.store  # one generation for the whole search, even if ``refresh`` swaps it meanwhile
-        ranked = self._retrieve(st, query, k, mode, where, fusion, fusion_module.ALPHA, CANDIDATES, None, explain)
+        ranked = self._retrieve(st, query, k, mode, where, fusion, fusion_module.ALPHA, CANDIDATES, None, explain,
+                                translate)
+        tr = self.last_translation
+        searched_as = tr.text if tr is not None else None
         t0 = time.perf_counter()
         rows = st.get_rows([pid for pid, _, _ in ranked])
         self.last_timings["fetch"] = time.perf_counter() - t0
@@ -278,10 +353,11 @@ class Index:
             row = dict(row or {"id": pid, "title": ""})
             title = row.pop("title")
             row.pop("id", None)
-            out.append(SearchResult(r, pid, title, s, row, **d))
+            out.append(SearchResult(r, pid, title, s, row, **d, searched_as=searched_as))
         if explain and out:
             t0 = time.perf_counter()
-            terms = st.keyword_terms(query, [x.id for x in out])
+            kw_query = f"{query.strip()} {tr.text}" if tr is not None and tr.text else query
+            terms = st.keyword_terms(kw_query, [x.id for x in out])
             exps = explain_titles(self.encoder, query.strip(), [x.title for x in out],
                                   [terms.get(x.id, []) for x in out])
             out = [SearchResult(**{**x.__dict__, "explanation": e}) for x, e in zip(out, exps)]

@@ -104,6 +104,14 @@ class FtsVocabulary:
         return self._memo[key]
 
 
+class UniformVocabulary:
+    """A ``Vocabulary`` that knows nothing of the catalog (for stores that cannot count terms):
+    every gloss is allowed and none is preferred, so each word takes its first dictionary sense."""
+
+    def count(self, terms: Sequence[str]) -> int:
+        return 1 if terms else 0
+
+
 class TitleVocabulary(FtsVocabulary):
     """A ``Vocabulary`` built in memory from titles (normalised and indexed as the search index does)."""
 

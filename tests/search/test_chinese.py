@@ -1,0 +1,123 @@
+"""Chinese in search: word-aware keyword terms, traditional folding, and Chinese queries translated
+against an English catalog (index, JSON and CLI)."""
+
+import json
+
+import pytest
+
+from qkv.search import Index, build_index
+from qkv.search import text as textmod
+from qkv.search.catalog import read_catalog
+from qkv.search.store import open_store
+from qkv.text import zh
+
+ZH_CATALOG = """id,title,price
+t1,不锈钢保温杯 500ml 真空,25
+t2,儿童保温杯 带吸管,18
+m1,保湿面霜 50g 补水,60
+m2,玻尿酸保湿面霜,88
+s1,男士运动鞋 透气,199
+e1,Stainless Steel Vacuum Insulated Water Bottle 500ml,22
+e2,Men's Breathable Running Shoes,80
+"""
+
+
+@pytest.fixture(scope="module")
+def zh_index(tmp_path_factory, encoder):
+    d = tmp_path_factory.mktemp("zh")
+    (d / "cat.csv").write_text(ZH_CATALOG, encoding="utf-8")
+    build_index(d / "cat.csv", d / "idx", encoder)
+    with Index.open(d / "idx", encoder) as idx:
+        yield idx
+
+
+@pytest.fixture(scope="module")
+def sample(sample_index, encoder):
+    with Index.open(sample_index, encoder) as i:
+        yield i
+
+
+def test_thermos_no_longer_finds_moisturiser(zh_index):
+    # before: every character was a term, and 保温杯 met 保湿面霜 on 保
+    ids = [r.id for r in zh_index.search("保温杯", k=7, mode="keyword", translate=False)]
+    assert set(ids) == {"t1", "t2"}
+
+
+def test_traditional_queries_find_simplified_titles(zh_index):
+    simp = zh_index.search("运动鞋", k=5, mode="keyword", translate=False)
+    trad = zh_index.search("運動鞋", k=5, mode="keyword", translate=False)
+    assert [r.id for r in trad] == [r.id for r in simp] == ["s1"]
+    assert trad[0].score == pytest.approx(simp[0].score)
+
+
+def test_the_index_records_its_chinese_terms_and_old_indexes_keep_characters(zh_index, tmp_path, encoder):
+    assert zh_index.manifest.extra["keyword_han"] == zh.SCHEME
+    st = zh_index.store
+    assert st.query_terms("保温杯") == [t for t in textmod.terms("保温杯") if t]
+    # an index written before the scheme existed records none: it is searched by characters
+    assert textmod.terms("保温杯", han=textmod.LEGACY_HAN) == ["保", "温", "杯"]
+
+
+def test_english_text_is_normalised_exactly_as_before(sample_catalog):
+    # the Chinese schemes only touch Han runs: every English title keeps its old terms
+    titles = [r["title"] for r in read_catalog(sample_catalog).rows if not zh.has_han(r["title"])]
+    assert len(titles) > 200
+    for t in titles:
+        assert textmod.normalize(t) == textmod.normalize(t, han=textmod.LEGACY_HAN)
+
+
+def test_chinese_query_finds_english_and_chinese_running_shoes(sample):
+    res = sample.search("透气跑鞋", k=5)
+    titles = [r.title for r in res]
+    assert any("跑鞋" in t for t in titles), titles
+    assert any("Running Shoes" in t for t in titles), titles
+    assert res[0].searched_as and "running shoes" in res[0].searched_as
+    assert all(r.searched_as == res[0].searched_as for r in res)
+    tr = sample.last_translation
+    assert ("跑鞋", "running shoes", "dictionary") in tr.pieces
+
+
+def test_translation_can_be_turned_off_and_english_queries_are_not_translated(sample):
+    res = sample.search("透气跑鞋", k=5, translate=False)
+    assert res and all(r.searched_as is None for r in res) and sample.last_translation is None
+    res = sample.search("breathable running shoes", k=3)
+    assert sample.last_translation is None and res[0].searched_as is None
+    assert "searched_as" not in res[0].to_json()
+
+
+def test_translated_results_carry_searched_as_in_json(sample):
+    res = sample.search("透气跑鞋", k=2)
+    d = res[0].to_json()
+    assert d["searched_as"] == sample.last_translation.text
+
+
+def test_glossary_overrides_the_dictionary(sample_index, encoder, tmp_path):
+    g = tmp_path / "g.csv"
+    g.write_text("跑鞋,trail sneakers\n", encoding="utf-8")
+    with Index.open(sample_index, encoder, glossary=g) as idx:
+        res = idx.search("跑鞋", k=3, mode="keyword")
+        assert res[0].searched_as == "trail sneakers"
+        assert idx.last_translation.pieces == (("跑鞋", "trail sneakers", "glossary"),)
+
+
+def test_keyword_mode_translates_without_an_encoder(sample_index):
+    with Index.open(sample_index) as idx:  # no encoder given: keyword mode must not load one
+        res = idx.search("跑鞋", k=5, mode="keyword")
+        assert res and idx._encoder is None
+        assert any("Running Shoes" in r.title for r in res)
+
+
+def test_cli_shows_what_a_chinese_query_was_searched_as(sample_index):
+    from typer.testing import CliRunner
+
+    from qkv.cli import app
+
+    r = CliRunner().invoke(app, ["search", "透气跑鞋", "--index", str(sample_index), "-k", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert "running shoes" in out["searched_as"]
+    assert {"zh": "跑鞋", "en": "running shoes", "source": "dictionary"} in out["translation"]
+    assert all(x["searched_as"] == out["searched_as"] for x in out["results"])
+    r = CliRunner().invoke(app, ["search", "透气跑鞋", "--index", str(sample_index), "-k", "3", "--mode", "keyword"])
+    assert r.exit_code == 0, r.output
+    assert "searched as:" in r.output and "running shoes" in r.output
