@@ -121,3 +121,46 @@ def test_cli_shows_what_a_chinese_query_was_searched_as(sample_index):
     r = CliRunner().invoke(app, ["search", "透气跑鞋", "--index", str(sample_index), "-k", "3", "--mode", "keyword"])
     assert r.exit_code == 0, r.output
     assert "searched as:" in r.output and "running shoes" in r.output
+
+
+def test_an_index_written_by_characters_stays_by_characters(tmp_path):
+    # an index from before the word-aware scheme records none (= "chars"): its titles were indexed
+    # character by character, so its queries must be too, and updates keep writing that way
+    import numpy as np
+
+    from qkv.search.embedded.store import EmbeddedStore
+    from qkv.search.store import Manifest, title_hash
+
+    rows = [{"id": "t1", "title": "不锈钢保温杯"}, {"id": "m1", "title": "保湿面霜"}]
+    st = EmbeddedStore.create(tmp_path / "old", Manifest(model="m", fingerprint="f", dim=4,
+                                                         extra={textmod.MANIFEST_KEY: textmod.LEGACY_HAN}))
+    v = np.eye(4, dtype=np.float32)[:2]
+    with st.writer() as w:
+        w.upsert(rows, v, [title_hash(r["title"]) for r in rows])
+    st.close()
+    st = open_store(tmp_path / "old")
+    try:
+        assert st.manifest.extra[textmod.MANIFEST_KEY] == "chars"
+        assert st.query_terms("保温杯") == ["保", "温", "杯"]
+        assert {h.id for h in st.keyword_search("保温杯", 5)} == {"t1", "m1"}  # the old behaviour, consistently
+        with st.writer() as w:
+            w.upsert([{"id": "t2", "title": "儿童保温杯"}], np.eye(4, dtype=np.float32)[2:3], ["h"])
+    finally:
+        st.close()
+    st = open_store(tmp_path / "old")
+    try:
+        assert st.manifest.extra[textmod.MANIFEST_KEY] == "chars"
+        assert "t2" in {h.id for h in st.keyword_search("儿童", 5)}
+    finally:
+        st.close()
+
+
+def test_a_new_store_records_the_word_aware_scheme(tmp_path):
+    from qkv.search.embedded.store import EmbeddedStore
+    from qkv.search.store import Manifest
+
+    st = EmbeddedStore.create(tmp_path / "new", Manifest(model="m", fingerprint="f", dim=4))
+    try:
+        assert st.manifest.extra[textmod.MANIFEST_KEY] == zh.SCHEME
+    finally:
+        st.close()
