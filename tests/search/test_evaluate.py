@@ -93,3 +93,26 @@ def test_cli_index_search_delete_eval(tmp_path, beir):
     assert r.exit_code == 0, r.output
     m = json.loads(r.stdout[r.stdout.index("{"):])
     assert m["protocol"] == "rerank" and m["dense"]["spearman"] > 0.2
+
+
+def test_chinese_queries_are_evaluated_through_their_translation(tmp_path, beir, encoder):
+    from qkv.search import Index, build_index
+    from qkv.search.evaluate import evaluate, load_queries
+
+    zh = {"q1": ("跑鞋", "running shoes"), "q2": ("防水 登山靴", "hiking boots waterproof"), "q3": ("毛衣", "wool sweater")}
+    (beir / "queries.zh.jsonl").write_text("".join(
+        json.dumps({"_id": k, "text": t, "en": e}, ensure_ascii=False) + "\n" for k, (t, e) in zh.items()),
+        encoding="utf-8")
+    assert load_queries(beir / "queries.zh.jsonl", "en") == {k: e for k, (_, e) in zh.items()}
+    with pytest.raises(ValueError, match="'nope'"):
+        load_queries(beir / "queries.zh.jsonl", "nope")
+    build_index(beir / "corpus.jsonl", tmp_path / "idx", encoder)
+    qrels = load_qrels(beir / "qrels.tsv")
+    queries = load_queries(beir / "queries.zh.jsonl")
+    with Index.open(tmp_path / "idx", encoder) as idx:
+        on = evaluate(idx, queries, qrels)
+        off = evaluate(idx, queries, qrels, translate=False)
+    assert on.settings["translated"] == 3 and off.settings["translated"] == 0
+    # the English titles are reachable by keyword only through the translation
+    assert on.metrics["keyword"]["recall@100"] > off.metrics["keyword"]["recall@100"]
+    assert on.metrics["hybrid"]["ndcg@10"] > off.metrics["hybrid"]["ndcg@10"]
