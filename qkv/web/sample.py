@@ -30,8 +30,10 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
         from qkv.model import shared_encoder
 
         encoder = shared_encoder(model)
+    from qkv.search.store import FORMAT_VERSION
+
     want = {"catalog_sha256": hashlib.sha256(SAMPLE_CATALOG.read_bytes()).hexdigest(),
-            "model": encoder.name, "fingerprint": encoder.fingerprint()}
+            "model": encoder.name, "fingerprint": encoder.fingerprint(), "index_format": FORMAT_VERSION}
     stamp = path / STAMP
     if (path / "manifest.json").is_file() and stamp.is_file():
         try:
@@ -43,8 +45,13 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
 
     from qkv.search import build_index
 
+    if (path / "manifest.json").is_file():
+        # a stale sample index (another catalog, model or index format: an older format cannot
+        # even be opened to rebuild it) is replaced; it is only ever this cache's own build
+        import shutil
+
+        shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
-    exists = (path / "manifest.json").is_file()
     with Progress(TextColumn("building the sample index"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         task = bar.add_task("embed", total=None)
@@ -52,7 +59,7 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
         def progress(stage, done, total):  # qkv.progress: one stage, "embed"
             bar.update(task, completed=done, total=total)
 
-        build_index(SAMPLE_CATALOG, path, encoder, rebuild=exists, progress=progress)
+        build_index(SAMPLE_CATALOG, path, encoder, progress=progress)
     stamp.write_text(json.dumps(want))
     return path
 

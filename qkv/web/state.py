@@ -41,7 +41,7 @@ class AppState:
         self.generation: str | None = None  # the generation the open index shows
         self.generation_swaps = 0
         self._fingerprint: str | None = None
-        self.fields_cache: tuple = (None, None)  # (index, its filterable fields described): once per generation
+        self.fields_cache: tuple = (None, None)  # (generation, its filterable fields described)
         self._load_lock = threading.Lock()
         self.pools = Pools(pools, blas=self._blas_threads, state=self,
                            child=self.child_config() if child_processes else None)
@@ -105,9 +105,9 @@ class AppState:
                 and self._manifest_sig() not in (None, self._index_sig))
 
     def reload_index(self) -> bool:
-        """Open the newest published generation, warm it with one search, then swap it in: requests
-        already running finish on the index they started with (it is closed when the last of them
-        lets it go), later ones get the new one. Returns whether a swap happened."""
+        """Switch the open index to the newest published generation (``Index.refresh``: opened and
+        warmed first, then swapped in one assignment; searches already running finish on the old
+        one). Returns whether a new generation is now served."""
         if self.index_dir is None or self._index is None:
             return False
         with self._load_lock:
@@ -118,19 +118,19 @@ class AppState:
             sig = self._manifest_sig()
             if sig is None or sig == self._index_sig:
                 return False
-            try:
-                new = self._open_index()
-            except QkvError:
-                return False  # a half-published or broken state: keep serving the old one, retry later
-            try:
-                new.search("warm up", k=1, mode="hybrid")  # first-use costs (caches, maps) paid here, not by a client
-            except QkvError:
-                pass
             old_gen = self.generation
-            self._index, self._index_sig = new, sig
-            self.generation = _generation(new)
-            if self.generation != old_gen:
-                self.generation_swaps += 1
+            self._index_sig = sig  # looked at: the next look is at the next publish
+            try:
+                self._index.refresh(warm=True)
+            except QkvError as e:  # a broken or foreign generation: keep serving the open one
+                import logging
+
+                logging.getLogger("qkv.web").warning("not switching to the new index generation: %s", e)
+                return False
+            self.generation = _generation(self._index)
+            if self.generation == old_gen:
+                return False
+            self.generation_swaps += 1
             return True
         finally:
             self._reloading = False
@@ -197,10 +197,8 @@ class AppState:
 
 
 def _generation(index) -> str:
-    """The generation an open index shows: the store's own name for it, else its count."""
-    m = index.manifest
-    gen = getattr(index, "generation", None) or (m.extra or {}).get("generation")
-    return str(gen) if gen else f"count-{m.count}"
+    """The generation an open index shows (the store's own name for it)."""
+    return str(index.generation or "")
 
 
 class Unavailable(QkvError):

@@ -159,8 +159,11 @@ async def fields(request: Request) -> FieldsResponse:
 
 
 def _describe_fields(st, index) -> FieldsResponse:
+    from qkv.web.state import _generation
+
+    generation = _generation(index)
     cached_for, cached = st.fields_cache
-    if cached_for is index:  # described once per generation
+    if cached_for == generation:  # described once per generation
         return cached
     store = index.store
     infos = store.fields()
@@ -180,5 +183,5 @@ def _describe_fields(st, index) -> FieldsResponse:
             described.append(FieldDescription(name=f.name, kind="text",
                                               values=distinct if 0 < len(distinct) <= _MAX_CHOICES else None))
     out = FieldsResponse(index=st.index_dir.name, count=store.count(), model=index.manifest.model, fields=described)
-    st.fields_cache = (index, out)
+    st.fields_cache = (generation, out)
     return out
