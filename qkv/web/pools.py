@@ -106,10 +106,23 @@ class _BlasGate:
 _CHILD_STATE = None  # the child's own AppState (model loaded once, at start-up)
 
 
-def _child_init(state_class: type, config: dict, nice: int) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """A child whose server process ``parent`` is gone (killed, crashed; perhaps before the child
+    got here) exits too, instead of waiting for work forever with a model in memory."""
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="qkv-parent-watch", daemon=True).start()
+
+
+def _child_init(state_class: type, config: dict, nice: int, parent: int) -> None:
     # ``state_class`` is the parent's AppState, handed over (pickled by name) rather than imported
     # here: qkv.web.state imports this module, and the two must not import each other.
     global _CHILD_STATE
+    _exit_with_parent(parent)
     if nice:
         try:
             os.nice(nice)
@@ -142,7 +155,8 @@ class Pool:
             import multiprocessing as mp
 
             self._executor = ProcessPoolExecutor(spec.threads, mp_context=mp.get_context("spawn"),
-                                                 initializer=_child_init, initargs=(type(state), child, spec.nice))
+                                                 initializer=_child_init,
+                                                 initargs=(type(state), child, spec.nice, os.getpid()))
         else:
             self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
         self._lock = threading.Lock()

@@ -338,3 +338,37 @@ def test_two_workers_share_the_port_and_the_metrics(sample_index, tmp_path):
             proc.kill()
             raise
     assert proc.returncode is not None
+
+
+def test_a_pool_child_exits_when_its_server_dies(tmp_path):
+    """A heavy-kind child process whose server was killed does not linger with a model in memory."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import multiprocessing as mp, os, sys, time\n"
+        "from qkv.web.pools import _exit_with_parent\n"
+        "def child(parent):\n"
+        "    _exit_with_parent(parent); time.sleep(120)\n"
+        "if __name__ == '__main__':\n"
+        "    p = mp.get_context('spawn').Process(target=child, args=(os.getpid(),)); p.start()\n"
+        "    print(p.pid, flush=True); time.sleep(0.5); os._exit(0)\n")
+    script = tmp_path / "parent.py"
+    script.write_text(code)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    pid = int(proc.stdout.readline())
+    proc.wait(30)
+    proc.stdout.close()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    pytest.fail("the child outlived its parent by 10 s")
