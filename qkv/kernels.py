@@ -38,6 +38,13 @@ _SIGNATURES = {
     "qkv_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
     "qkv_panel_width": (),
     "qkv_attention_work": (_i64, _i64, _i64),
+    "qkv_bf16_cpu": (),
+    "qkv_amx_request": (),
+    "qkv_bf16_panel_width": (),
+    "qkv_bf16_depth": (),
+    "qkv_gemm_bf16": (_p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _i64),
+    "qkv_attention_bf16_work": (_i64,),
+    "qkv_attention_bf16": (_p, _i64, _i64, _i64, _f32, _p, _i64, _p),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
     # _kernels_q4.c: products on 4-bit blocks (wrapped in qkv.kernels_q4)
@@ -49,7 +56,9 @@ _SIGNATURES = {
 }
 
 
-_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64}  # the rest return nothing
+_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64,
+            "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
+            "qkv_gemm_bf16": _i64, "qkv_attention_bf16_work": _i64, "qkv_attention_bf16": _i64}  # the rest return nothing
 
 
 def _load():
@@ -394,3 +403,9 @@ def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
     softmax_rows(s, scale)
     ctx[:] = (s @ v).transpose(1, 0, 2).reshape(n, H)
     return ctx
+
+
+# ------------------------------------------------------------------------- bfloat16 products
+# The products on the CPU's bfloat16 units (AMX tiles, AVX-512 BF16) and the run-time choice of
+# unit live in qkv/kernels_bf16.py; imported here so that STATUS names the unit in use.
+from qkv import kernels_bf16 as bf16  # noqa: E402  (it reads _lib and STATUS above)

@@ -1,0 +1,250 @@
+"""The bfloat16 products (qkv/_kernels_bf16.c) against their float64 twins, and the choice of unit.
+
+Bounds (derived in the C file's opening comment): bfloat16 keeps 8 significant bits, u_b = 2^-8;
+products of two bfloat16 values are exact in float32 and summed in float32 (u = 2^-24), so
+against the float64 product of the ROUNDED inputs |y - ŷ| ≤ γ_(K+2)·(|x̂|·|ŵ| + |b|), and against
+the exact product of the unrounded inputs an extra (2u_b + u_b²)·|x|·|w|. Each unit this CPU
+offers is run (QKV_ISA-style forcing through ``isa=``); the others are skipped with the reason.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from qkv import kernels
+from qkv.kernels import bf16
+
+U32, UB = 2.0 ** -24, 2.0 ** -8
+UNITS = [u for u in ("amx", "avx512bf16") if u in bf16.offered()]
+needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
+
+
+def gamma(n: int) -> float:
+    return n * U32 / (1 - n * U32)
+
+
+def unit_param():
+    """Every bfloat16 unit; those this CPU lacks are skipped, saying so."""
+    return [pytest.param(u, marks=pytest.mark.skipif(u not in UNITS, reason=f"this CPU offers {bf16.offered()}"))
+            for u in ("amx", "avx512bf16")]
+
+
+@pytest.fixture(autouse=True)
+def restore_unit():
+    """Tests that re-choose the unit put the process's choice back."""
+    before = bf16.ISA
+    yield
+    bf16.select(before)
+
+
+# ----------------------------------------------------------------------------------- packing
+def test_rounding_is_to_nearest_even():
+    x = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -9, -2.5, 3.0e38, 1e-30], np.float32)
+    got = bf16.round_bf16(x)
+    # 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even one (1); 1 + 3·2^-8 to 1 + 2^-6
+    assert got[:4].tolist() == [1.0, 1.0, 1 + 2 ** -6, 1.0]
+    assert got[4] == -2.5
+    assert np.all(np.abs(got - x) <= UB * np.abs(x))
+
+
+def test_pack_and_unpack_give_w_rounded_with_k_padded():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((45, 96)).astype(np.float32)
+    p = bf16.pack_bf16(w)
+    assert p.shape == (3, 32, 32, 2) and p.dtype == np.uint16 and p.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(bf16.unpack_bf16(p, 45), bf16.round_bf16(w))
+    assert not p[:, 45 // 2 + 1:].any()  # the padded rows of W are zero
+    assert bf16.pack_bf16(w[:, :40]) is None  # not whole panels: callers keep float32
+
+
+# ----------------------------------------------------------------------------------- product
+EDGES = [  # rows across the 12-row and 32-row tiles, K across the 32-deep tile, N across column blocks
+    (1, 384, 384), (11, 33, 64), (12, 31, 32), (13, 64, 288), (16, 1, 32), (17, 800, 96),
+    (31, 32, 416), (32, 384, 1152), (33, 50, 256), (47, 1536, 384), (250, 384, 1536),
+]
+
+
+def _bound_check(y, x, w, b, gelu=False):
+    xr, wr = bf16.round_bf16(x).astype(np.float64), bf16.round_bf16(w).astype(np.float64)
+    exact_rounded = xr @ wr + b
+    mag = np.abs(xr) @ np.abs(wr) + np.abs(b)
+    bound = gamma(x.shape[1] + 2) * mag
+    exact = x.astype(np.float64) @ w.astype(np.float64) + b
+    bound_exact = bound + (2 * UB + UB ** 2) * (np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)))
+    if gelu:  # GELU's slope is at most 1.13; the compiled erf is within 1.5e-7 absolute
+        from scipy.special import erf
+
+        g = lambda z: z * 0.5 * (1 + erf(z / np.sqrt(2)))  # noqa: E731
+        exact_rounded, exact = g(exact_rounded), g(exact)
+        slack = 1.13 * bound + 2e-7 * np.abs(exact_rounded) + 1e-7
+        bound, bound_exact = slack, 1.13 * bound_exact + 2e-7 * np.abs(exact) + 1e-7
+    err = np.abs(y - exact_rounded)
+    assert np.all(err <= bound), f"max error {err.max():.3g} over the bound by {(err / bound).max():.3g}×"
+    assert np.all(np.abs(y - exact) <= bound_exact)
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", unit_param())
+@pytest.mark.parametrize("R,K,N", EDGES)
+def test_product_within_the_bfloat16_bound_at_every_block_edge(unit, R, K, N):
+    rng = np.random.default_rng(R * 1000 + K + N)
+    x = rng.standard_normal((R, K)).astype(np.float32)
+    w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    p = bf16.pack_bf16(w)
+    y = np.full((R, N), np.nan, np.float32)
+    bf16.gemm_bf16(x, p, b, y, isa=unit)
+    _bound_check(y, x, w, b)
+    y2 = np.full((R, N), np.nan, np.float32)
+    bf16.gemm_bf16(x, p, None, y2, gelu=True, isa=unit)
+    _bound_check(y2, x, w, np.zeros(N), gelu=True)
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", unit_param())
+def test_a_product_writes_only_its_rows(unit):
+    """Tiles past the last row are computed on zero rows and never stored."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((20, 64)).astype(np.float32)
+    p = bf16.pack_bf16(rng.standard_normal((64, 64)).astype(np.float32))
+    big = np.full((40, 64), 7.0, np.float32)
+    bf16.gemm_bf16(x, p, None, big[:20], isa=unit)
+    assert np.all(big[20:] == 7.0)
+
+
+def test_the_numpy_twin_is_the_same_rounding():
+    """QKV_ISA=float32 (or no library) runs the twin: the same bfloat16 inputs, float32 sums."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((9, 70)).astype(np.float32), rng.standard_normal((70, 64)).astype(np.float32)
+    y = np.empty((9, 64), np.float32)
+    bf16.gemm_bf16(x, bf16.pack_bf16(w), None, y, isa="float32")
+    _bound_check(y, x, w, np.zeros(64))
+
+
+def test_misfit_shapes_are_refused():
+    p = bf16.pack_bf16(np.ones((64, 32), np.float32))
+    with pytest.raises(ValueError, match="do not fit"):
+        bf16.gemm_bf16(np.ones((2, 100), np.float32), p, None, np.empty((2, 32), np.float32))
+
+
+# --------------------------------------------------------------------------------- attention
+def _attention64(qkv, heads, scale):
+    n, width = qkv.shape
+    H = width // 3
+    q, k, v = qkv.astype(np.float64).reshape(n, 3, heads, H // heads).transpose(1, 2, 0, 3)
+    s = scale * q @ k.transpose(0, 2, 1)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(n, H), q, k, v
+
+
+@needs_lib
+@pytest.mark.skipif("amx" not in UNITS, reason=f"attention on tiles needs AMX; this CPU offers {bf16.offered()}")
+@pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 31, 32, 33, 64, 100, 256, 511])
+def test_attention_on_tiles_within_the_bfloat16_bound(n):
+    """Bound: q, k rounded move each score by at most Δ = scale·(2u_b + u_b²)·Σ|q||k| (+ float32
+    sums), so each normalised weight by a factor within [(1-u_b)e^-2Δ, (1+u_b)e^2Δ] (its own
+    bfloat16 rounding included); the output moves by at most max|v|·((1+u_b)e^2Δ - 1) from the
+    weights, u_b·max|v| from v's rounding, and γ_n·max|v| from the float32 sums."""
+    rng = np.random.default_rng(n)
+    heads, scale = 12, 1 / np.sqrt(32)
+    qkv = (rng.standard_normal((n, 3 * 384)) * 1.5).astype(np.float32)
+    ctx = np.full((n, 384), np.nan, np.float32)
+    assert bf16.attention_text_bf16(qkv, heads, scale, ctx, isa="amx")
+    ref, q, k, v = _attention64(qkv, heads, scale)
+    delta = scale * ((2 * UB + UB ** 2) + gamma(33)) * (np.abs(q) @ np.abs(k).transpose(0, 2, 1)).max(axis=-1)
+    vmax = np.abs(v).max(axis=1, keepdims=True)  # [heads, 1, d]
+    bound = vmax * ((1 + UB) * np.exp(2 * delta)[..., None] - 1 + UB + gamma(n + 2))
+    err = np.abs(ctx.astype(np.float64) - ref).reshape(n, heads, 32).transpose(1, 0, 2)
+    assert np.all(err <= bound), (err / bound).max()
+    assert err.max() < 0.05 * np.abs(ref).max()  # and the bound itself is not vacuous here
+
+
+@needs_lib
+def test_attention_on_tiles_refuses_what_it_cannot_run():
+    qkv = np.zeros((4, 3 * 128), np.float32)  # head size 64
+    ctx = np.zeros((4, 128), np.float32)
+    assert not bf16.attention_text_bf16(qkv, 2, 0.125, ctx, isa="amx")
+    assert not bf16.attention_text_bf16(np.zeros((4, 3 * 384), np.float32), 12, 0.2,
+                                        np.zeros((4, 384), np.float32), isa="avx512bf16")
+
+
+# ---------------------------------------------------------------------------------- dispatch
+def test_the_unit_in_use_is_named_in_status():
+    assert bf16.ISA in bf16.ISAS
+    assert f"bfloat16 products: {bf16.ISA}" in kernels.STATUS
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
+def test_each_unit_can_be_forced_and_a_missing_one_falls_to_the_next(unit):
+    got = bf16.select(unit)
+    order = bf16.ISAS[bf16.ISAS.index(unit):]
+    expected = next(u for u in order if u in bf16.offered())
+    if unit == "amx" and "amx" in bf16.offered() and not bf16.request_amx():
+        expected = "avx512bf16"
+    assert got == expected == bf16.ISA
+    if got != unit:
+        assert unit in bf16.WHY and unit in kernels.STATUS
+
+
+@needs_lib
+def test_a_refused_amx_permission_falls_to_avx512bf16(monkeypatch):
+    monkeypatch.setattr(bf16, "request_amx", lambda: False)
+    monkeypatch.setattr(bf16, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had both units
+    assert bf16.select("amx") == "avx512bf16"
+    assert "refused" in bf16.WHY
+
+
+@needs_lib
+def test_a_cpu_without_either_unit_runs_float32(monkeypatch):
+    monkeypatch.setattr(bf16, "cpu_bits", lambda: 0)
+    assert bf16.select(None) == "float32"
+    assert "amx" in bf16.WHY and "avx512bf16" in bf16.WHY
+
+
+def test_without_the_library_float32_and_a_bad_name_is_ignored(monkeypatch):
+    monkeypatch.setattr(kernels, "_lib", None)
+    assert bf16.choose("amx")[0] == "float32"
+    monkeypatch.setenv("QKV_ISA", "tpu")
+    assert "ignored" in bf16.choose()[1]
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
+def test_qkv_isa_in_the_environment_chooses_at_import(unit):
+    env = dict(os.environ, QKV_ISA=unit)
+    out = subprocess.run([sys.executable, "-c", "from qkv import kernels; print(kernels.bf16.ISA); "
+                          "print(kernels.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
+    isa, status = out.splitlines()
+    assert isa in bf16.ISAS[bf16.ISAS.index(unit):] and f"bfloat16 products: {isa}" in status
+    if unit in bf16.offered():
+        assert isa == unit
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the units are x86-64's")
+@pytest.mark.parametrize("march", ["x86-64", "x86-64-v4"])
+def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
+    """CI may build on a CPU without AMX (-march=native then lacks it): the tile code must still
+    compile (per-function target attributes) and the library load."""
+    from qkv import _build_kernels
+
+    cc = _build_kernels.compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    out = tmp_path / "k.so"
+    cmd = [cc, *_build_kernels.FLAGS, f"-march={march}", *map(str, _build_kernels.sources()), "-o", str(out), "-lm"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    import ctypes
+
+    assert ctypes.CDLL(str(out)).qkv_bf16_cpu() >= 0
+
+
+def test_without_the_library_qkv_imports_and_runs_float32():
+    env = dict(os.environ, QKV_KERNELS="0")
+    out = subprocess.run([sys.executable, "-c", "from qkv import kernels; print(kernels.bf16.ISA)"],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "float32"
