@@ -99,10 +99,14 @@ def select(want: str | None = None) -> str:
 
 # ------------------------------------------------------------------------------------ packing
 def to_bf16_bits(a: np.ndarray) -> np.ndarray:
-    """float32 → bfloat16 bits (uint16), rounded to nearest even (as VCVTNE2PS2BF16; finite
-    values: weights and activations are)."""
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    """float32 → bfloat16 bits (uint16), rounded to nearest even, NaN kept NaN (as VCVTNE2PS2BF16)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    bits = a.view(np.uint32)
+    out = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        out[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)  # quiet NaN, sign kept
+    return out
 
 
 def from_bf16_bits(b: np.ndarray) -> np.ndarray:
@@ -119,7 +123,7 @@ def pack_bf16(w: np.ndarray) -> np.ndarray | None:
     """W [K, N] float32 as bfloat16 panels [N / 32, Kp / 2, 32, 2] (uint16 bits; Kp = K rounded up
     to 32, zero rows added): for each pair of rows of W, 32 columns × the pair side by side — the
     layout AMX's B tiles and VDPBF16PS read. None when N is not whole panels."""
-    if w.ndim != 2 or w.shape[1] % PANEL or not np.all(np.isfinite(w)):
+    if w.ndim != 2 or w.shape[1] % PANEL:
         return None
     k, n = w.shape
     kp = -(-k // DEPTH) * DEPTH

@@ -14,6 +14,10 @@ is traced, ``choose`` picks a fast route from the batch's shape and what the mac
                                                       between threads by cost (length²)
     math       no compiled kernels (or not float32,   qkv.attention.scaled_dot_product_attention,
                or padding not at the end)             which itself goes tiled from TILED_FROM
+    tiles      precision="bfloat16", the AMX unit     text by text as per_text, both products on
+               in use, head size 32, L ≥ TILES_FROM   AMX tiles (kernels.bf16.attention_text_bf16):
+                                                      Q, K, V and the weights rounded to bfloat16,
+                                                      scores, softmax and sums in float32
 
 Each route is tested equal to the reference layer (tests/model/test_layer.py).
 """
@@ -28,7 +32,9 @@ from qkv import kernels
 from qkv.attention import TILED_FROM, scaled_dot_product_attention
 from qkv.model.workers import deal
 
-ROUTES = ("reference", "batched", "per_text", "math")
+ROUTES = ("reference", "batched", "per_text", "math", "tiles")
+# From this length the bfloat16 tile route beats the float32 ones (measured: docs/engine.md).
+TILES_FROM = 0
 
 
 @dataclass
@@ -69,12 +75,15 @@ def compiled_lengths(mask: np.ndarray, dtype) -> np.ndarray | None:
     return None
 
 
-def choose(batch: Batch, traced: bool) -> str:
+def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int = 0) -> str:
     """The route for steps 2-5 (see the table above): the one place that decides."""
     if traced:
         return "reference"
     if batch.lens is None:
         return "math"
+    if (precision == "bfloat16" and kernels.bf16.ISA == "amx" and head_dim == kernels.bf16.ATTENTION_HEAD
+            and batch.L >= TILES_FROM):
+        return "tiles"
     return "batched" if batch.L < TILED_FROM else "per_text"
 
 
@@ -84,8 +93,8 @@ def attend(route: str, qkv: np.ndarray, ctx: np.ndarray, batch: Batch, heads: in
     heads' outputs merged. ``ws``: the call's Workspace; ``workers``: the encoder's Workers."""
     if route == "batched":
         return _batched(qkv, ctx, batch, heads, scale, ws)
-    if route == "per_text":
-        return _per_text(qkv, ctx, batch, heads, scale, ws, workers)
+    if route in ("per_text", "tiles"):
+        return _per_text(qkv, ctx, batch, heads, scale, ws, workers, tiles=route == "tiles")
     if route == "math":
         B, L = batch.B, batch.L
         q, k, v = qkv.reshape(B, L, 3, heads, -1).transpose(2, 0, 3, 1, 4)  # [B, heads, L, d] views
@@ -115,18 +124,22 @@ def _batched(qkv, ctx, batch: Batch, heads: int, scale: float, ws) -> np.ndarray
     return ctx
 
 
-def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers) -> np.ndarray:
+def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, tiles: bool = False) -> np.ndarray:
     d = ctx.shape[1] // heads
     if not batch.packed:  # padding rows are not attended: zero them
         ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
     pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
     need = (kernels.attention_work(batch.L, d, d),)
+    need_tiles = (kernels.bf16.attention_work_bf16(batch.L) if tiles else 0,)
     groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
 
     def run(g: int) -> None:
         work = ws.get(f"attn_work{g}", need, np.float32)
+        tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
-            kernels.attention_text(pairs[i][0], heads, float(scale), pairs[i][1], work)
+            q, c = pairs[i]
+            if not (tiles and kernels.bf16.attention_text_bf16(q, heads, float(scale), c, tile_work)):
+                kernels.attention_text(q, heads, float(scale), c, work)
 
     workers.run(run, len(groups))
     return ctx

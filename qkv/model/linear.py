@@ -28,6 +28,10 @@ Today's products (see ``qkv.kernels``):
   docs/engine.md). Packed on first use: 42 MB for all-MiniLM-L6-v2.
 - ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
   product is bound by reading W): half the bytes, sums in float32.
+- ``BFloat16Panels``: ``precision="bfloat16"`` (batch work): bfloat16 panels in VNNI pairs read by
+  ``kernels.bf16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
+  else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
+  is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
   fastest.
@@ -42,7 +46,7 @@ from qkv.errors import InputError
 from qkv.model.workers import row_cuts
 
 FEW_ROWS = 32  # up to this many rows a product is bound by reading W (see Float16Panels, Blas)
-PRECISIONS = ("float32", "float16")  # what ``encode(precision=...)`` may ask for
+PRECISIONS = ("float32", "float16", "bfloat16")  # what ``encode(precision=...)`` may ask for
 
 
 class Linear:
@@ -138,6 +142,35 @@ class Float16Panels(Linear):
         return kernels.unpack_panels(self.panels)
 
 
+class BFloat16Panels(Linear):
+    """bfloat16 panels (``kernels.bf16.pack_bf16``) multiplied on the CPU's bfloat16 unit
+    (``kernels.bf16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
+    and BERT's exact GELU fused; rows split between the workers in whole 32-row tile blocks."""
+
+    precision = "bfloat16"
+
+    def __init__(self, w: np.ndarray):
+        self.panels, self.shape = kernels.bf16.pack_bf16(w), w.shape
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        x = np.ascontiguousarray(x)
+        fused = act in (None, "gelu")
+        b = bias if fused else None
+        gelu = act == "gelu"
+        threads = 1 if workers is None else workers.threads
+        cuts = row_cuts(x.shape[0], threads, step=32)
+        run = lambda g: kernels.bf16.gemm_bf16(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
+                                               out[cuts[g]:cuts[g + 1]], gelu=gelu)
+        if workers is None or len(cuts) == 2:
+            run(0)
+        else:
+            workers.run(run, len(cuts) - 1)
+        return out if fused else _finish(out, bias, act)
+
+    def dense(self):
+        return kernels.bf16.unpack_bf16(self.panels, self.shape[0])
+
+
 def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
     """The product for W, asked for in ``precision`` over ``rows`` rows: the dispatcher's one rule.
     None when W is already a ``Linear`` (a reader packed it; its precision is its own)."""
@@ -148,6 +181,8 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
         return Blas
     if precision == "float16" and rows <= FEW_ROWS:
         return Float16Panels
+    if precision == "bfloat16" and kernels.bf16.ISA != "float32":
+        return BFloat16Panels
     return Float32Panels
 
 

@@ -223,5 +223,5 @@ def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
     long = ["a long product description " * 3] * 4  # 4 texts in one batch: over FEW_ROWS rows
     assert sum(len(t) for t in encoder.tokenize(long)) > FEW_ROWS
     np.testing.assert_array_equal(encoder.encode(long), encoder.encode(long, precision="float16"))
-    with pytest.raises(InputError, match="precision must be one of float32, float16"):
-        encoder.encode(queries, precision="bfloat16")
+    with pytest.raises(InputError, match="precision must be one of float32, float16, bfloat16"):
+        encoder.encode(queries, precision="int3")

@@ -1,0 +1,123 @@
+"""precision="bfloat16": the packed product, the attention route, and the whole encoder against
+float32 (sentence vectors within cosine 0.999 on the parity inputs), on every unit this CPU offers.
+float32 stays the default and is never replaced silently."""
+
+import numpy as np
+import pytest
+
+from qkv import kernels
+from qkv.kernels import bf16
+from qkv.model import attend
+from qkv.model import linear as L
+from qkv.model.workers import Workers
+
+needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels not in use: {kernels.STATUS}")
+UNITS = [u for u in bf16.offered()]  # the units to force, float32 included
+
+
+def _parity_inputs() -> list[str]:
+    """The 51 inputs of test_parity.py (titles, accents, CJK, emoji, blanks, long reviews)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_parity", Path(__file__).with_name("test_parity.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.parity_inputs()
+
+
+@pytest.fixture(params=UNITS)
+def unit(request):
+    """Each unit this CPU offers, forced as QKV_ISA would; the process's choice put back after."""
+    before = bf16.ISA
+    assert bf16.select(request.param) == request.param
+    yield request.param
+    bf16.select(before)
+
+
+@needs_lib
+@pytest.mark.parametrize("act", [None, "gelu", "relu"])
+@pytest.mark.parametrize("rows", [1, 33, 200])
+def test_bfloat16_panels_are_x_times_w_plus_b_within_bfloat16_rounding(rows, act):
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    w = (rng.standard_normal((64, 96)) / 8).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    lin = L.BFloat16Panels(w)
+    out = np.empty((rows, 96), np.float32)
+    assert lin(x, out, bias=b, act=act, workers=Workers(2)) is out
+    y = x.astype(np.float64) @ w + b
+    if act == "gelu":
+        from scipy.special import erf
+
+        y = y * 0.5 * (1 + erf(y / np.sqrt(2)))
+    elif act == "relu":
+        y = np.maximum(y, 0)
+    bound = 1.13 * ((2 * 2 ** -8 + 2 ** -16) + 66 * 2 ** -24) * (np.abs(x) @ np.abs(w) + np.abs(b)) + 1e-6
+    assert np.all(np.abs(out - y) <= bound)
+    assert lin.precision == "bfloat16"
+    np.testing.assert_array_equal(lin.dense(), bf16.round_bf16(w))
+
+
+@needs_lib
+def test_the_dispatcher_gives_bfloat16_only_where_a_unit_runs_it(monkeypatch):
+    w = np.zeros((64, 96), np.float32)
+    monkeypatch.setattr(bf16, "ISA", "amx")
+    assert L.choose(w, "bfloat16", 500) is L.BFloat16Panels
+    assert L.choose(w, "float32", 500) is L.Float32Panels  # float32 is never replaced
+    monkeypatch.setattr(bf16, "ISA", "float32")  # no unit: bfloat16 is not emulated, float32 runs
+    assert L.choose(w, "bfloat16", 500) is L.Float32Panels
+
+
+@needs_lib
+def test_the_tile_route_is_chosen_for_bfloat16_on_amx_only(monkeypatch):
+    batch = attend.Batch(2, 80, np.ones((2, 80), bool), np.array([80, 80]))
+    monkeypatch.setattr(bf16, "ISA", "amx")
+    assert attend.choose(batch, False, "bfloat16", 32) == "tiles"
+    assert attend.choose(batch, False, "float32", 32) == "per_text"
+    assert attend.choose(batch, False, "bfloat16", 64) == "per_text"  # the tiles take head size 32
+    assert attend.choose(batch, True, "bfloat16", 32) == "reference"  # traced: float32, every step
+    monkeypatch.setattr(bf16, "ISA", "avx512bf16")
+    assert attend.choose(batch, False, "bfloat16", 32) == "per_text"
+
+
+@needs_lib
+def test_encoder_in_bfloat16_within_cosine_bound_of_float32(encoder, unit):
+    texts = _parity_inputs()
+    assert len(texts) >= 50
+    exact = encoder.encode(texts, batch_size=8)
+    fast = encoder.encode(texts, batch_size=8, precision="bfloat16")
+    # blank texts next to windowed long ones pool to zero in both precisions (their window weight
+    # is 0); everything else must be within the bound
+    zero = np.linalg.norm(exact, axis=1) == 0
+    np.testing.assert_array_equal(zero, np.linalg.norm(fast, axis=1) == 0)
+    cos = (exact * fast).sum(axis=1)[~zero]
+    assert cos.min() >= 0.999, cos.min()
+    if unit != "float32":
+        assert not np.array_equal(exact, fast)  # it did run in bfloat16
+        made = [lin for lin in encoder._packed.made() if lin.precision == "bfloat16"]
+        assert made
+    else:
+        np.testing.assert_array_equal(exact, fast)  # no unit: the float32 path itself
+
+
+@needs_lib
+def test_bfloat16_at_two_threads_gives_the_same_vectors(encoder):
+    texts = ["red running shoes " * k for k in range(1, 40)]
+    one = encoder.encode(texts, precision="bfloat16")
+    encoder.threads = 2
+    try:
+        two = encoder.encode(texts, precision="bfloat16")
+    finally:
+        encoder.threads = 1
+    np.testing.assert_array_equal(one, two)
+
+
+def test_traced_runs_stay_float32(encoder):
+    """tour and explain read traces: those have no precision to choose and run float32."""
+    import inspect
+
+    assert "precision" not in inspect.signature(encoder.trace).parameters
+    tr = encoder.trace(["red running shoes"], keep=["layers.5.out"])
+    b = encoder._pad(encoder.tokenize(["red running shoes"]))
+    np.testing.assert_array_equal(tr["layers.5.out"], encoder.forward(b.ids, b.mask, precision="float32"))
