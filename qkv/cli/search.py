@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[Optional[int], typer.Option(help="Embedding processes, one BLAS thread each (local, default 1: "
                                                              "pays only when cores are free), or Ray actors (--engine ray, default 2).")] = None,
         store: Annotated[Optional[str], typer.Option(help="Keep the data in Milvus: milvus://PATH.db or http://HOST:19530 (qkv[milvus]).")] = None,
+        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit) or float32.")] = None,
     ):
         """Build or update a search index from CATALOG."""
         from qkv.errors import InputError
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
             rep = build_index(catalog, index, enc, upsert=upsert, rebuild=rebuild,
                               dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
                               title_column=title_column, fmt=fmt, batch_size=batch_size, progress=progress,
-                              workers=workers or 1)
+                              workers=workers or 1, precision=precision)
         if as_json:
             print_json(rep.__dict__)
             return
@@ -199,6 +200,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
+        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit) or float32.")] = None,
     ):
         """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
         import hashlib
@@ -212,11 +214,12 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("half must be all, a or b")
         enc = load_encoder(model, threads)
         if index is None:
-            key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}".encode(), digest_size=6).hexdigest()
+            key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}|{precision or ''}".encode(),
+                                  digest_size=6).hexdigest()
             index = Path("/tmp/qkv-cache/eval-index") / key
         if not (index / "manifest.json").is_file():
             with progress_bars({"embed": "indexing corpus"}) as progress:
-                build_index(corpus, index, enc, progress=progress)
+                build_index(corpus, index, enc, progress=progress, precision=precision)
         q, r = load_queries(queries, query_field), load_qrels(qrels)
         with Index.open(index, enc, glossary=glossary) as idx, progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,

@@ -186,6 +186,14 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
     return Float32Panels
 
 
+def effective_precision(precision: str, encoder=None) -> str:
+    """The precision ``encode(precision=...)`` actually runs for batches: "bfloat16" only where a
+    bfloat16 unit runs it (float32 otherwise); float16 touches only a few-row pass, so batches
+    of it are float32 as well. What an index manifest records."""
+    ok = kernels.available() and (encoder is None or encoder.dtype == np.float32)
+    return "bfloat16" if precision == "bfloat16" and ok and kernels.bf16.ISA != "float32" else "float32"
+
+
 class PackedWeights:
     """The products of one parameter set, packed on first use and kept while it lives.
 

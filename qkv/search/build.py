@@ -25,6 +25,10 @@ from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorSto
                               read_manifest, store_class, title_hash)
 from qkv.text import zh
 
+# Titles are embedded in bfloat16 where the CPU has a bfloat16 unit (float32 elsewhere): faster,
+# dev NDCG@10 within 0.002 of float32 (docs/search.md).
+BUILD_PRECISION = "bfloat16"
+
 
 @dataclass
 class BuildReport:
@@ -48,12 +52,14 @@ def check_model(manifest: Manifest, encoder, where) -> None:
 
 
 def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", ann: str = "auto",
-                 backend: str = "embedded") -> Manifest:
-    """The manifest of a new index whose vectors ``encoder`` makes."""
+                 backend: str = "embedded", precision: str = "float32") -> Manifest:
+    """The manifest of a new index whose vectors ``encoder`` makes in ``precision`` (the one that
+    ran: ``qkv.model.linear.effective_precision``)."""
     return Manifest(model=model or encoder.name, fingerprint=encoder.fingerprint(), dim=encoder.dim, dtype=dtype,
                     ann=ann, backend=backend,
                     extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling,
-                           textmod.MANIFEST_KEY: zh.SCHEME})  # how Chinese titles become keyword terms
+                           textmod.MANIFEST_KEY: zh.SCHEME,  # how Chinese titles become keyword terms
+                           "precision": precision})
 
 
 def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",
@@ -92,13 +98,17 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
                 dtype: str = "float32", ann: str = "auto", id_column: str | None = None,
                 title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
                 chunk: int = 4096, progress: Progress | None = None,
-                backend: str = "embedded", workers: int = 1, **store_options) -> BuildReport:
+                backend: str = "embedded", workers: int = 1, precision: str | None = None,
+                **store_options) -> BuildReport:
     """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
     (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
     ``progress`` (``qkv.progress``) counts stage "embed" in titles. ``workers`` > 1 embeds in that many
     processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
-    its cores were already busy: docs/search.md)."""
+    its cores were already busy: docs/search.md). ``precision``: the encoder's (``Encoder.encode``);
+    default BUILD_PRECISION for a new index, the recorded one for an update; the manifest records
+    the precision that actually ran (float32 where the CPU has no bfloat16 unit)."""
     from qkv.model import shared_encoder
+    from qkv.model.linear import PRECISIONS, effective_precision
 
     t0 = time.perf_counter()
     path = index_dir(path)
@@ -106,6 +116,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
         raise InputError(f"dtype must be float32 or float16, not {dtype!r}")
     if ann not in ("auto", "flat", "hnsw", "ivfpq"):
         raise InputError(f"ann must be auto, flat, hnsw or ivfpq, not {ann!r}")
+    if precision is not None and precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     cat = catalog if isinstance(catalog, Catalog) else read_catalog(
         catalog, id_column=id_column, title_column=title_column, fmt=fmt)
     if (path / "manifest.json").is_file():
@@ -117,9 +129,13 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             encoder = shared_encoder(manifest.model)
         if not rebuild:
             check_model(manifest, encoder, path)
+        if precision is None:  # an update embeds as the index was built (before it was recorded: float32)
+            precision = manifest.extra.get("precision", "float32")
     else:
         encoder = encoder or shared_encoder()
-    store = open_target(path, lambda: new_manifest(encoder, dtype=dtype, ann=ann, backend=backend),
+    precision = effective_precision(precision or BUILD_PRECISION, encoder)
+    store = open_target(path, lambda: new_manifest(encoder, dtype=dtype, ann=ann, backend=backend,
+                                                   precision=precision),
                         rebuild=rebuild, backend=backend, **store_options)
     report = BuildReport(str(path), cat.summary())
 
@@ -130,7 +146,7 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             size = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
             parts = [todo[a:a + size] for a in range(0, len(todo), size)]
             with _EncoderPool(encoder, workers) as pool:
-                for vecs in pool.encode([[r["title"] for r in p] for p in parts], batch_size):
+                for vecs in pool.encode([[r["title"] for r in p] for p in parts], batch_size, precision):
                     count.add(len(vecs))
                     report.embed_seconds += time.perf_counter() - te
                     yield vecs
@@ -139,7 +155,7 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
         for a in range(0, len(todo), chunk):
             # the encoder's own counts, as titles of the whole build
             vecs = encoder.encode([r["title"] for r in todo[a:a + chunk]], batch_size=batch_size,
-                                  progress=relay(progress, "embed", a, len(todo)))
+                                  progress=relay(progress, "embed", a, len(todo)), precision=precision)
             report.embed_seconds += time.perf_counter() - te
             yield vecs
             te = time.perf_counter()
@@ -181,9 +197,9 @@ def _worker_fingerprint(_: int) -> str:
     return _WORKER_ENCODER.fingerprint()
 
 
-def _worker_encode(job: tuple[list[str], int]) -> np.ndarray:
-    texts, batch_size = job
-    return _WORKER_ENCODER.encode(texts, batch_size=batch_size)
+def _worker_encode(job: tuple[list[str], int, str]) -> np.ndarray:
+    texts, batch_size, precision = job
+    return _WORKER_ENCODER.encode(texts, batch_size=batch_size, precision=precision)
 
 
 class _EncoderPool:
@@ -213,8 +229,8 @@ class _EncoderPool:
             raise
         return self
 
-    def encode(self, texts: list[list[str]], batch_size: int):
-        return self.pool.map(_worker_encode, [(t, batch_size) for t in texts])
+    def encode(self, texts: list[list[str]], batch_size: int, precision: str = "float32"):
+        return self.pool.map(_worker_encode, [(t, batch_size, precision) for t in texts])
 
     def __exit__(self, *exc):
         self.pool.shutdown(cancel_futures=True)

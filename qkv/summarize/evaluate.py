@@ -74,7 +74,9 @@ def prepare_all(products: list[Product], encoder, params: Params = Params(), pro
 
     col = _Collect()
     docs = [prepare(list(p.reviews), encoder=col, params=params) for p in products]
-    vecs = encoder.encode(col.texts, progress=progress)
+    from qkv.summarize.core import PRECISION
+
+    vecs = encoder.encode(col.texts, progress=progress, precision=PRECISION)
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     at = 0
     for d in docs:
