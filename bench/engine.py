@@ -64,7 +64,14 @@ ATTN_LENGTHS = (128, 512, 2048, 4096)
 CHUNKED_MEM_LIMIT_MIB = 64.0
 
 
-ENGINE_LABEL = {"qkv-encode": "qkv encode()", "onnxruntime": "onnxruntime", "transformers": "transformers"}
+ENGINE_LABEL = {"qkv-encode": "qkv encode()", "onnxruntime": "onnxruntime", "transformers": "transformers",
+                "qkv-bf16": "qkv bfloat16", "transformers-bf16": "transformers bfloat16",
+                "onnxruntime-int8": "onnxruntime int8 (dynamic)"}
+# Issue 16: qkv in bfloat16 against the best peer at ANY precision (torch with the model cast to
+# bfloat16, ONNX Runtime float32, ONNX Runtime with dynamic int8 quantization), same run.
+PRECISION_ENGINES = ("qkv-bf16", "transformers-bf16", "onnxruntime-int8")
+PEERS = ("transformers", "transformers-bf16", "onnxruntime", "onnxruntime-int8")
+BF16_TARGET = 1.2
 
 
 def attn_batch(length: int) -> int:
@@ -246,7 +253,7 @@ def worker_export(job: dict) -> dict:
     enc = qkv.load()
     out = onnx_path(enc.fingerprint())
     if out.is_file():
-        return {"path": str(out), "cached": True}
+        return {"path": str(out), "cached": True, "int8": _quantized(out)}
     out.parent.mkdir(parents=True, exist_ok=True)
     model = _load_torch_model(1)
 
@@ -271,7 +278,24 @@ def worker_export(job: dict) -> dict:
     tmp = out.with_suffix(".tmp.onnx")
     prog.save(str(tmp))
     tmp.replace(out)
-    return {"path": str(out), "cached": False, "seconds": time.perf_counter() - t0}
+    return {"path": str(out), "cached": False, "seconds": time.perf_counter() - t0, "int8": _quantized(out)}
+
+
+def _quantized(path: Path) -> str | None:
+    """ONNX Runtime's dynamic int8 quantization of the exported model (weights int8 per tensor,
+    activations quantized on the fly: the usual CPU recipe), cached beside it; None if it fails."""
+    out = path.with_name(path.stem + "-int8.onnx")
+    if not out.is_file():
+        try:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            tmp = out.with_suffix(".tmp.onnx")
+            quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
+            tmp.replace(out)
+        except Exception as e:  # noqa: BLE001 — reported as a missing row, never a crash
+            print(f"int8 quantization failed: {e}", file=sys.stderr)
+            return None
+    return str(out)
 
 
 def worker_parity(job: dict) -> dict:
@@ -361,31 +385,35 @@ def worker_encoder(job: dict) -> dict:
     n_sent = sum(ids.shape[0] for _, ids, _ in batches)
     n_tok = int(sum(m.sum() for _, _, m in batches))
     flops = sum(encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches)
-    if engine == "qkv":
+    if engine in ("qkv", "qkv-bf16"):
         from qkv.model.threads import blas_threads
+
+        precision = "bfloat16" if engine == "qkv-bf16" else "float32"
 
         def one_pass():
             with blas_threads(threads):  # as encode() does: once per call, around all batches
                 for _, ids, mask in batches:
-                    enc.forward(ids, mask)
+                    enc.forward(ids, mask, precision=precision)
     elif engine == "qkv-encode":
         texts = [t for tx, _, _ in batches for t in tx]
         per_batch = WORKLOADS[wl][0]
 
         def one_pass():
             enc.encode(texts, batch_size=per_batch)
-    elif engine == "transformers":
+    elif engine in ("transformers", "transformers-bf16"):
         import torch
 
         model = _load_torch_model(threads)
+        if engine == "transformers-bf16":
+            model = model.to(torch.bfloat16)
         tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
 
         def one_pass():
             with torch.inference_mode():
                 for ids, mask in tb:
                     model(input_ids=ids, attention_mask=mask)
-    elif engine == "onnxruntime":
-        sess = _ort_session(Path(job["onnx"]), threads)
+    elif engine in ("onnxruntime", "onnxruntime-int8"):
+        sess = _ort_session(Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"]), threads)
         feeds = [{"input_ids": ids, "attention_mask": mask.astype(np.int64)} for _, ids, mask in batches]
 
         def one_pass():
@@ -394,7 +422,12 @@ def worker_encoder(job: dict) -> dict:
     else:
         raise ValueError(f"unknown engine {engine!r}")
     wall, cpu = _timed(one_pass, job["reps"], warmup=1)
-    return {"wall": wall, "cpu": cpu, "sentences": n_sent, "tokens": n_tok, "flops": flops,
+    extra = {}
+    if engine == "qkv-bf16":
+        from qkv import kernels
+
+        extra["unit"] = kernels.bf16.ISA
+    return {**extra, "wall": wall, "cpu": cpu, "sentences": n_sent, "tokens": n_tok, "flops": flops,
             "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
 
 
@@ -639,7 +672,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(rounds):
             for t in threads_list:
                 for wl in WORKLOADS:
-                    for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode"):
+                    for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode") + PRECISION_ENGINES:
+                        if eng in PRECISION_ENGINES and wl not in TARGET_WORKLOADS:
+                            continue
                         jobs.append((f"enc|{wl}|{eng}|{t}", {"kind": "encoder", "engine": eng, "workload": wl,
                                                              "threads": t, "reps": reps_enc}, t, None))
     if "attention" in sections:
@@ -674,13 +709,14 @@ def main(argv: list[str] | None = None) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as prog:
         task = prog.add_task("setup", total=len(jobs) + need_onnx + ("parity" in sections and not args.from_json))
-        onnx_file = None
+        onnx_file = onnx_int8 = None
         if need_onnx:
             prog.update(task, description="exporting BertModel to ONNX (cached under /tmp/qkv-cache)")
             r = run_job({"kind": "export"})
             prog.advance(task)
             if r["ok"]:
                 onnx_file = r["result"]["path"]
+                onnx_int8 = r["result"].get("int8")
                 results["onnx"] = r["result"]
             else:
                 results["failures"].append(("onnx export", r["error"]))
@@ -694,11 +730,11 @@ def main(argv: list[str] | None = None) -> int:
                 results["failures"].append(("parity", r["error"]))
         for key, job, t, extra in jobs:
             prog.update(task, description=key.replace("|", " "))
-            if job.get("engine") == "onnxruntime":
-                if not onnx_file:
+            if str(job.get("engine")).startswith("onnxruntime"):
+                if not onnx_file or (job["engine"] == "onnxruntime-int8" and not onnx_int8):
                     prog.advance(task)
                     continue
-                job = {**job, "onnx": onnx_file}
+                job = {**job, "onnx": onnx_file, "onnx_int8": onnx_int8}
             r = run_job(job, t, extra_env=extra)
             prog.advance(task)
             if r["ok"]:
@@ -796,7 +832,7 @@ def main(argv: list[str] | None = None) -> int:
                 tb.add_column(c, justify="left" if c == "engine" else "right", no_wrap=c == "engine")
             for t in threads_list:
                 stats = {}
-                for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode"):
+                for eng in ("qkv", "transformers", "onnxruntime", "qkv-encode") + PRECISION_ENGINES:
                     runs = raw.get(f"enc|{wl}|{eng}|{t}", [])
                     if not runs:
                         continue
@@ -830,6 +866,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in threads_list[:1] if 1 not in threads_list else [1]:
                 s = enc_summary.get((wl, t), {})
                 for other, need in (("transformers", 1.0), ("onnxruntime", 0.85)):
+                    if "qkv" not in s or other not in s:
+                        continue
                     if "qkv" in s and other in s:
                         r = s["qkv"]["sps"] / s[other]["sps"]
                         rc = s[other]["cpu"] / s["qkv"]["cpu"]
@@ -842,6 +880,39 @@ def main(argv: list[str] | None = None) -> int:
                 if a and b:
                     verdicts.append((f"qkv 2 threads / 1 thread throughput, {wl}", None,
                                      fmt_ratio(b["sps"] / a["sps"]) + " wall", None))
+
+    # ---- issue 16: qkv bfloat16 against every peer at any precision
+    if "encoder" in sections and any(e in s for s in enc_summary.values() for e in PRECISION_ENGINES):
+        tb = Table(title="3d. Sentences/s at any precision (issue 16; median over passes, wall); "
+                         f"target: qkv bfloat16 ≥ {BF16_TARGET}× the best peer")
+        tb.add_column("engine", no_wrap=True)
+        cols = [(wl, t) for t in threads_list for wl in TARGET_WORKLOADS if (wl, t) in enc_summary]
+        for wl, t in cols:
+            tb.add_column(f"{wl}, {t} thread{'s' if t > 1 else ''}", justify="right")
+        for eng in ("qkv", "qkv-bf16") + PEERS:
+            cells = [enc_summary[c].get(eng) for c in cols]
+            if any(cells):
+                tb.add_row(ENGINE_LABEL.get(eng, "qkv float32" if eng == "qkv" else eng),
+                           *("—" if x is None else f"{x['sps']:.1f}" for x in cells))
+        ratio_cells = []
+        for wl, t in cols:
+            st = enc_summary[(wl, t)]
+            peers = {e: st[e] for e in PEERS if e in st}
+            if "qkv-bf16" in st and peers:
+                best = max(peers, key=lambda e: peers[e]["sps"])
+                r = st["qkv-bf16"]["sps"] / peers[best]["sps"]
+                rc = min(peers[e]["cpu"] for e in peers) / st["qkv-bf16"]["cpu"]
+                ratio_cells.append(f"{fmt_ratio(r)} ({ENGINE_LABEL.get(best, best)})")
+                verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread", r >= BF16_TARGET,
+                                 f"{fmt_ratio(r)} wall vs {best}, {fmt_ratio(rc)} CPU", rc >= BF16_TARGET))
+            else:
+                ratio_cells.append("—")
+        tb.add_row("[bold]qkv bfloat16 ÷ best peer[/bold]", *ratio_cells)
+        console.print(tb)
+        units = {r.get("unit") for k, v in raw.items() if "|qkv-bf16|" in k for r in v}
+        console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
+                      "(qkv.kernels.bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
+                      "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export.")
 
     # ---- attention
     if "attention" in sections:
