@@ -137,14 +137,23 @@ struct tile_config {
     uint8_t rows[16];
 };
 
-T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t Kp, const uint16_t *panels,
-                           int64_t N, const float *bias, int gelu, float *y)
+/* Every kernel here uses the same eight tiles of 16 rows × 64 bytes (palette 1). The barrier
+ * keeps GCC from dropping the stores to the config as dead: it does not see that LDTILECFG reads
+ * them (seen with GCC 12 in a small function: the unit then faults). */
+T_AMX static void config_tiles(void)
 {
-    struct tile_config cfg;
+    struct tile_config cfg __attribute__((aligned(64)));
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    __asm__ volatile("" : : "r"(&cfg) : "memory");
     _tile_loadconfig(&cfg);
+}
+
+T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t Kp, const uint16_t *panels,
+                           int64_t N, const float *bias, int gelu, float *y)
+{
+    config_tiles();
     float c[32 * BP] __attribute__((aligned(64)));
     const int64_t lda = Kp * 2; /* bytes between rows of xb */
     for (int64_t n0 = 0; n0 < N; n0 += AMX_NC) {
@@ -250,6 +259,30 @@ int64_t qkv_gemm_bf16(const float *x, int64_t R, int64_t K, const uint16_t *pane
     return 0;
 }
 
+/* The tile unit's own peak, for benchmarks: reps × 4 TDPBF16PS on tiles loaded once (no memory
+ * traffic in the loop), each 16·16·32 multiply-adds. Returns the FLOPs done (0 if reps ≤ 0). */
+T_AMX int64_t qkv_amx_peak(int64_t reps)
+{
+    static uint16_t a[1024] __attribute__((aligned(64)));
+    config_tiles();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, a, 64);
+    _tile_loadd(7, a, 64);
+    for (int64_t i = 0; i < reps; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_release();
+    return reps > 0 ? reps * 4 * 16 * 16 * 32 * 2 : 0;
+}
+
 /* ------------------------------------------------------------------- attention on AMX tiles
  * Steps 2-5 of attention for one text's heads, head size 32: S = Q·Kᵀ on tiles (one tile depth:
  * d = 32), the softmax of each block of 16 query rows in float32 (scale, row maximum, exp, sum),
@@ -305,11 +338,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     float *s = (float *)(vb + kp * ATT_D);     /* [16][kp] */
     uint16_t *pb = (uint16_t *)(s + 16 * kp);  /* [16][kp] */
     float *o = (float *)(pb + 16 * kp);        /* [16][32] */
-    struct tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);
+    config_tiles();
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t h = 0; h < heads; h++) {
         /* Q, Kᵀ, V of this head in bfloat16, zero past n */
@@ -392,6 +421,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
 int64_t qkv_bf16_cpu(void) { return 0; }
 int64_t qkv_amx_request(void) { return 0; }
 int64_t qkv_attention_bf16_work(int64_t n) { (void)n; return 0; }
+int64_t qkv_amx_peak(int64_t reps) { (void)reps; return 0; }
 int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
                            float *ctx, int64_t ldc, void *work)
 {

@@ -44,6 +44,7 @@ _SIGNATURES = {
     "qkv_bf16_depth": (),
     "qkv_gemm_bf16": (_p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _i64),
     "qkv_attention_bf16_work": (_i64,),
+    "qkv_amx_peak": (_i64,),
     "qkv_attention_bf16": (_p, _i64, _i64, _i64, _f32, _p, _i64, _p),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
@@ -58,7 +59,8 @@ _SIGNATURES = {
 
 _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64,
             "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
-            "qkv_gemm_bf16": _i64, "qkv_attention_bf16_work": _i64, "qkv_attention_bf16": _i64}  # the rest return nothing
+            "qkv_gemm_bf16": _i64, "qkv_attention_bf16_work": _i64, "qkv_amx_peak": _i64,
+            "qkv_attention_bf16": _i64}  # the rest return nothing
 
 
 def _load():

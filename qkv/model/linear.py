@@ -203,11 +203,12 @@ class PackedWeights:
     def __init__(self, force: type[Linear] | None = None):
         self.force = force
         self._made: dict[tuple, tuple] = {}  # (id(w), class) -> (w, Linear); w kept so ids stay unique
-        self._chosen: dict[tuple, tuple] = {}  # (id(w), precision, few rows) -> (w, Linear)
+        self._chosen: dict[tuple, tuple] = {}  # (id(w), precision, few rows, unit) -> (w, Linear)
 
     def linear(self, w, precision: str = "float32", rows: int = 0) -> Linear:
         """The packed product for W asked for in ``precision`` over ``rows`` rows (see ``choose``)."""
-        key = (id(w), precision, rows <= FEW_ROWS)  # what choose() reads, so a hit skips it
+        unit = kernels.bf16.ISA if precision == "bfloat16" else None  # QKV_ISA / select() may change it
+        key = (id(w), precision, rows <= FEW_ROWS, unit)  # what choose() reads, so a hit skips it
         hit = self._chosen.get(key)
         if hit is not None and hit[0] is w:
             return hit[1]

@@ -27,15 +27,21 @@ def test_dense_scores_are_cosines(idx, encoder):
     res = idx.search("breathable running shoes", k=5, mode="dense")
     assert len(res) == 5 and [r.rank for r in res] == [1, 2, 3, 4, 5]
     assert all(a.score >= b.score for a, b in zip(res, res[1:]))
-    # a lone query runs on float16 weights (Index.encode_query): its exact cosines, and within
-    # 1e-3 of the float32 ones (the vectors are ~2e-7 apart in cosine distance)
-    q16 = encoder.encode(["breathable running shoes"], precision="float16")[0]
+    # titles were embedded in the precision the manifest records (bfloat16 where the CPU has a
+    # unit), a lone query in query_precision() (bfloat16 on AMX, else float16 panels): the scores
+    # are those vectors' exact cosines, and within 2e-3 of the float32 ones
+    from qkv.search.index import query_precision
+
+    built = idx.store.manifest.extra["precision"]
+    assert built in ("float32", "bfloat16")
+    qf = encoder.encode(["breathable running shoes"], precision=query_precision())[0]
     q = encoder.encode(["breathable running shoes"])[0]
-    t = encoder.encode([r.title for r in res])
-    np.testing.assert_allclose([r.score for r in res], t @ q16, atol=1e-5)
-    np.testing.assert_allclose([r.score for r in res], t @ q, atol=1e-3)
-    exact = idx.search("breathable running shoes", k=5, mode="dense", explain=True)
-    np.testing.assert_allclose([r.score for r in exact], t @ q, atol=1e-5)
+    titles = [r.title for r in res]
+    tb, t = encoder.encode(titles, precision=built), encoder.encode(titles)
+    np.testing.assert_allclose([r.score for r in res], tb @ qf, atol=1e-5)
+    np.testing.assert_allclose([r.score for r in res], t @ q, atol=2e-3)
+    exact = idx.search("breathable running shoes", k=5, mode="dense", explain=True)  # float32 throughout
+    np.testing.assert_allclose([r.score for r in exact], encoder.encode([r.title for r in exact]) @ q, atol=1e-5)
     assert "Running Shoes" in res[0].title or "跑鞋" in res[0].title
 
 
@@ -307,3 +313,19 @@ def test_refresh_refuses_a_generation_of_another_model(tmp_path, small_csv, enco
         with pytest.raises(IndexError_, match="was built with model"):
             idx.refresh()
         assert idx.search("mug", k=1)  # the generation it had stays in service
+
+
+def test_the_manifest_records_the_precision_titles_were_embedded_in(tmp_path, small_csv, encoder):
+    from qkv import kernels
+    from qkv.errors import InputError
+    from qkv.search import build_index
+    from qkv.search.store import read_manifest
+
+    build_index(small_csv, tmp_path / "a", encoder, precision="float32")
+    assert read_manifest(tmp_path / "a").extra["precision"] == "float32"
+    build_index(small_csv, tmp_path / "b", encoder)  # the default: bfloat16 where a unit runs it
+    unit = kernels.bf16.ISA != "float32" and kernels.available()
+    assert read_manifest(tmp_path / "b").extra["precision"] == ("bfloat16" if unit else "float32")
+    with pytest.raises(InputError, match="precision must be one of"):
+        build_index(small_csv, tmp_path / "c", encoder, precision="int4")
+    assert not (tmp_path / "c" / "manifest.json").exists()
