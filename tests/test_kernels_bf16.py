@@ -248,3 +248,15 @@ def test_without_the_library_qkv_imports_and_runs_float32():
     out = subprocess.run([sys.executable, "-c", "from qkv import kernels; print(kernels.bf16.ISA)"],
                          capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "float32"
+
+
+def test_qkv_info_names_the_unit_and_each_precision():
+    import json
+
+    env = dict(os.environ, QKV_ISA="float32")
+    out = subprocess.run([sys.executable, "-c", "import sys; from qkv.cli import main; sys.argv = ['qkv', 'info', "
+                          "'--json']; main()"], capture_output=True, text=True, env=env, check=True).stdout
+    d = json.loads(out)
+    assert d["bfloat16_unit"] == "float32" and "bfloat16 products: float32" in d["kernels"]
+    # forced to float32, no batch work claims bfloat16
+    assert d["precision"]["qkv index (titles)"] == "float32" and d["precision"]["search queries"] == "float16"

@@ -1,0 +1,42 @@
+"""``qkv info``: what this machine runs — the compiled kernels, the bfloat16 unit and why, and the
+precision each kind of work uses."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from qkv.cli._common import console, print_json
+
+
+def info_dict() -> dict:
+    from qkv import kernels
+    from qkv.attributes.features import PRECISION as ATTRS
+    from qkv.model.linear import effective_precision
+    from qkv.search.build import BUILD_PRECISION
+    from qkv.search.index import query_precision
+    from qkv.summarize.core import PRECISION as SUMMARIES
+
+    return {"kernels": kernels.STATUS, "bfloat16_unit": kernels.bf16.ISA, "passed_over": kernels.bf16.WHY,
+            "units_offered": kernels.bf16.offered(),
+            "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
+                          "qkv attrs (token vectors)": effective_precision(ATTRS),
+                          "qkv summarize (sentences)": effective_precision(SUMMARIES),
+                          "search queries": query_precision(), "encode() default, traces": "float32"}}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def info(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False):
+        """The compiled kernels, the bfloat16 unit in use (QKV_ISA=amx|avx512bf16|float32 forces one)
+        and the precision of each kind of work."""
+        d = info_dict()
+        if as_json:
+            print_json(d)
+            return
+        console.print(f"compiled kernels: {d['kernels']}")
+        console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
+                      + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
+        for k, v in d["precision"].items():
+            console.print(f"  {k}: {v}")
