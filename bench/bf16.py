@@ -5,7 +5,7 @@ shared: CPU time is what other jobs inflate least), in this process.
     .venv/bin/python bench/bf16.py [--quick] [--sections peak,products,steps]
 
 1. peak      TDPBF16PS on tiles already loaded (qkv_amx_peak): the unit's ceiling on this core.
-2. products  qkv.kernels.bf16.gemm_bf16 on every unit this CPU offers, beside qkv's float32
+2. products  qkv.kernels_bf16.gemm_bf16 on every unit this CPU offers, beside qkv's float32
              blocked product, on all-MiniLM-L6-v2's four product shapes over 2048 rows (a reviews
              batch); GFLOP/s and the share of the tile peak. The x→bfloat16 pass is included.
 3. steps     a forward pass over the engine benchmark's titles and reviews workloads in float32
@@ -41,9 +41,9 @@ def cpu_time(fn, reps: int, rounds: int = 3) -> float:
 
 
 def tile_peak(quick: bool) -> float | None:
-    from qkv import kernels
+    from qkv import kernels, kernels_bf16
 
-    if kernels.bf16.ISA != "amx":
+    if kernels_bf16.ISA != "amx":
         return None
     reps = 200_000 if quick else 1_000_000
     best = 0.0
@@ -55,10 +55,10 @@ def tile_peak(quick: bool) -> float | None:
 
 
 def products(rows: int, reps: int) -> dict:
-    from qkv import kernels
+    from qkv import kernels, kernels_bf16
 
     rng = np.random.default_rng(0)
-    units = [u for u in kernels.bf16.offered() if u != "float32"]
+    units = [u for u in kernels_bf16.offered() if u != "float32"]
     out = {}
     for name, (K, N) in SHAPES.items():
         x = rng.standard_normal((rows, K)).astype(np.float32)
@@ -66,11 +66,11 @@ def products(rows: int, reps: int) -> dict:
         b = np.zeros(N, np.float32)
         y = kernels.aligned_empty((rows, N))
         gelu = "GELU" in name
-        p32, pb = kernels.pack_panels(w), kernels.bf16.pack_bf16(w)
+        p32, pb = kernels.pack_panels(w), kernels_bf16.pack_bf16(w)
         flops = 2 * rows * K * N
         row = {"float32": flops / cpu_time(lambda: kernels.gemm(x, p32, b, y, gelu=gelu), reps) / 1e9}
         for u in units:
-            row[u] = flops / cpu_time(lambda u=u: kernels.bf16.gemm_bf16(x, pb, b, y, gelu=gelu, isa=u), reps) / 1e9
+            row[u] = flops / cpu_time(lambda u=u: kernels_bf16.gemm_bf16(x, pb, b, y, gelu=gelu, isa=u), reps) / 1e9
         out[name] = row
     return out
 
@@ -82,7 +82,7 @@ def steps(quick: bool) -> dict:
     import engine as bench_engine
 
     import qkv
-    from qkv import kernels
+    from qkv import kernels, kernels_bf16
     from qkv.model import attend, layer, linear
     from qkv.model.workspace import Workspace
 
@@ -130,7 +130,7 @@ def steps(quick: bool) -> dict:
                 flops = sum(bench_engine.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / len(batches)
                 res[f"{wl}|{prec}"] = {"total_ms": total * 1e3, "parts_ms": {k: v * 1e3 for k, v in parts.items()},
                                        "gflops_per_cpu_s": flops / total / 1e9,
-                                       "unit": kernels.bf16.ISA if prec == "bfloat16" else "float32"}
+                                       "unit": kernels_bf16.ISA if prec == "bfloat16" else "float32"}
     finally:
         for obj, name, fn in patches:
             setattr(obj, name, fn)
@@ -147,14 +147,14 @@ def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from qkv import kernels
+    from qkv import kernels, kernels_bf16
 
     console = Console(width=max(Console().width, 140))
     sections = set(args.sections.split(","))
     load0 = os.getloadavg()
     console.print(f"[bold]bfloat16 benchmark[/bold] — {kernels.STATUS}; load average {load0[0]:.1f} on "
                   f"{os.cpu_count()} CPUs; one thread, CPU time")
-    results: dict = {"status": kernels.STATUS, "offered": kernels.bf16.offered(), "load_start": load0}
+    results: dict = {"status": kernels.STATUS, "offered": kernels_bf16.offered(), "load_start": load0}
     peak = tile_peak(args.quick) if "peak" in sections else None
     results["tile_peak_gflops"] = peak
     if peak:

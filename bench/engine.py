@@ -345,7 +345,7 @@ def worker_gemm(job: dict) -> dict:
             tx, tw, ty = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(y)
             fn = lambda: torch.mm(tx, tw, out=ty)  # noqa: E731
         elif lib == "qkv":
-            from qkv import kernels
+            from qkv import kernels, kernels_bf16
 
             panels = kernels.pack_panels(w)
             if panels is None:
@@ -424,9 +424,9 @@ def worker_encoder(job: dict) -> dict:
     wall, cpu = _timed(one_pass, job["reps"], warmup=1)
     extra = {}
     if engine == "qkv-bf16":
-        from qkv import kernels
+        from qkv import kernels, kernels_bf16
 
-        extra["unit"] = kernels.bf16.ISA
+        extra["unit"] = kernels_bf16.ISA
     return {**extra, "wall": wall, "cpu": cpu, "sentences": n_sent, "tokens": n_tok, "flops": flops,
             "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
 
@@ -911,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(tb)
         units = {r.get("unit") for k, v in raw.items() if "|qkv-bf16|" in k for r in v}
         console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
-                      "(qkv.kernels.bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
+                      "(qkv.kernels_bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
                       "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export.")
 
     # ---- attention

@@ -406,8 +406,3 @@ def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
     ctx[:] = (s @ v).transpose(1, 0, 2).reshape(n, H)
     return ctx
 
-
-# ------------------------------------------------------------------------- bfloat16 products
-# The products on the CPU's bfloat16 units (AMX tiles, AVX-512 BF16) and the run-time choice of
-# unit live in qkv/kernels_bf16.py; imported here so that STATUS names the unit in use.
-from qkv import kernels_bf16 as bf16  # noqa: E402  (it reads _lib and STATUS above)

@@ -11,7 +11,9 @@ multiplies them (``gemm_bf16``, ``qkv/_kernels_bf16.c``) on the best unit this p
 
 ``QKV_ISA=amx|avx512bf16|float32`` starts the search at that unit (so tests can force each one);
 one the CPU lacks or the kernel refuses falls to the next, never a crash. ``ISA`` holds the unit
-in use, ``WHY`` the reasons any better one was passed over; ``qkv.kernels.STATUS`` names both.
+in use, ``WHY`` the reasons any better one was passed over; ``qkv.kernels.STATUS`` names both once
+this module is imported (``import qkv`` does: the model's packed weights use it). It sits beside
+``qkv.kernels`` in the bottom layer and imports it, never the other way round.
 Inputs are rounded to bfloat16 (8 significant bits), products summed in float32; LayerNorm,
 softmax, GELU and the residuals stay float32. The error bound is stated in the C file.
 """

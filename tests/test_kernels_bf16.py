@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from qkv import kernels
-from qkv.kernels import bf16
+from qkv import kernels_bf16 as bf16
 
 U32, UB = 2.0 ** -24, 2.0 ** -8
 UNITS = [u for u in ("amx", "avx512bf16") if u in bf16.offered()]
@@ -216,7 +216,7 @@ def test_without_the_library_float32_and_a_bad_name_is_ignored(monkeypatch):
 @pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
 def test_qkv_isa_in_the_environment_chooses_at_import(unit):
     env = dict(os.environ, QKV_ISA=unit)
-    out = subprocess.run([sys.executable, "-c", "from qkv import kernels; print(kernels.bf16.ISA); "
+    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_bf16; print(kernels_bf16.ISA); "
                           "print(kernels.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     isa, status = out.splitlines()
     assert isa in bf16.ISAS[bf16.ISAS.index(unit):] and f"bfloat16 products: {isa}" in status
@@ -245,7 +245,7 @@ def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
 
 def test_without_the_library_qkv_imports_and_runs_float32():
     env = dict(os.environ, QKV_KERNELS="0")
-    out = subprocess.run([sys.executable, "-c", "from qkv import kernels; print(kernels.bf16.ISA)"],
+    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_bf16; print(kernels_bf16.ISA)"],
                          capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "float32"
 

@@ -29,7 +29,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "qkv"
 
 LAYERS = [
-    ("base", ("qkv.kernels", "qkv._build_kernels", "qkv.errors", "qkv.blas", "qkv.jsonable", "qkv.progress")),
+    ("base", ("qkv.kernels", "qkv.kernels_bf16", "qkv._build_kernels", "qkv.errors", "qkv.blas", "qkv.jsonable",
+              "qkv.progress")),
     ("math", ("qkv.attention",)),
     ("model", ("qkv.model", "qkv", "qkv.text")),  # qkv.text: language handling beside the model
     ("applications", ("qkv.explain", "qkv.search", "qkv.attributes", "qkv.summarize", "qkv.scale", "qkv.data")),

@@ -11,15 +11,15 @@ from qkv.cli._common import console, print_json
 
 
 def info_dict() -> dict:
-    from qkv import kernels
+    from qkv import kernels, kernels_bf16
     from qkv.attributes.features import PRECISION as ATTRS
     from qkv.model.linear import effective_precision
     from qkv.search.build import BUILD_PRECISION
     from qkv.search.index import query_precision
     from qkv.summarize.core import PRECISION as SUMMARIES
 
-    return {"kernels": kernels.STATUS, "bfloat16_unit": kernels.bf16.ISA, "passed_over": kernels.bf16.WHY,
-            "units_offered": kernels.bf16.offered(),
+    return {"kernels": kernels.STATUS, "bfloat16_unit": kernels_bf16.ISA, "passed_over": kernels_bf16.WHY,
+            "units_offered": kernels_bf16.offered(),
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),

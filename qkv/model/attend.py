@@ -15,7 +15,7 @@ is traced, ``choose`` picks a fast route from the batch's shape and what the mac
     math       no compiled kernels (or not float32,   qkv.attention.scaled_dot_product_attention,
                or padding not at the end)             which itself goes tiled from TILED_FROM
     tiles      precision="bfloat16", the AMX unit     text by text as per_text, both products on
-               in use, head size 32, L ≥ TILES_FROM   AMX tiles (kernels.bf16.attention_text_bf16):
+               in use, head size 32, L ≥ TILES_FROM   AMX tiles (kernels_bf16.attention_text_bf16):
                                                       Q, K, V and the weights rounded to bfloat16,
                                                       scores, softmax and sums in float32
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import kernels
+from qkv import kernels, kernels_bf16
 from qkv.attention import TILED_FROM, scaled_dot_product_attention
 from qkv.model.workers import deal
 
@@ -81,7 +81,7 @@ def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int
         return "reference"
     if batch.lens is None:
         return "math"
-    if (precision == "bfloat16" and kernels.bf16.ISA == "amx" and head_dim == kernels.bf16.ATTENTION_HEAD
+    if (precision == "bfloat16" and kernels_bf16.ISA == "amx" and head_dim == kernels_bf16.ATTENTION_HEAD
             and batch.L >= TILES_FROM):
         return "tiles"
     return "batched" if batch.L < TILED_FROM else "per_text"
@@ -130,7 +130,7 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
         ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
     pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
     need = (kernels.attention_work(batch.L, d, d),)
-    need_tiles = (kernels.bf16.attention_work_bf16(batch.L) if tiles else 0,)
+    need_tiles = (kernels_bf16.attention_work_bf16(batch.L) if tiles else 0,)
     groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
 
     def run(g: int) -> None:
@@ -138,7 +138,7 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
         tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
             q, c = pairs[i]
-            if not (tiles and kernels.bf16.attention_text_bf16(q, heads, float(scale), c, tile_work)):
+            if not (tiles and kernels_bf16.attention_text_bf16(q, heads, float(scale), c, tile_work)):
                 kernels.attention_text(q, heads, float(scale), c, work)
 
     workers.run(run, len(groups))

@@ -29,7 +29,7 @@ Today's products (see ``qkv.kernels``):
 - ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
   product is bound by reading W): half the bytes, sums in float32.
 - ``BFloat16Panels``: ``precision="bfloat16"`` (batch work): bfloat16 panels in VNNI pairs read by
-  ``kernels.bf16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
+  ``kernels_bf16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
   else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
   is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import kernels
+from qkv import kernels, kernels_bf16
 from qkv.errors import InputError
 from qkv.model.workers import row_cuts
 
@@ -143,14 +143,14 @@ class Float16Panels(Linear):
 
 
 class BFloat16Panels(Linear):
-    """bfloat16 panels (``kernels.bf16.pack_bf16``) multiplied on the CPU's bfloat16 unit
-    (``kernels.bf16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
+    """bfloat16 panels (``kernels_bf16.pack_bf16``) multiplied on the CPU's bfloat16 unit
+    (``kernels_bf16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
     and BERT's exact GELU fused; rows split between the workers in whole 32-row tile blocks."""
 
     precision = "bfloat16"
 
     def __init__(self, w: np.ndarray):
-        self.panels, self.shape = kernels.bf16.pack_bf16(w), w.shape
+        self.panels, self.shape = kernels_bf16.pack_bf16(w), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
         x = np.ascontiguousarray(x)
@@ -159,7 +159,7 @@ class BFloat16Panels(Linear):
         gelu = act == "gelu"
         threads = 1 if workers is None else workers.threads
         cuts = row_cuts(x.shape[0], threads, step=32)
-        run = lambda g: kernels.bf16.gemm_bf16(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
+        run = lambda g: kernels_bf16.gemm_bf16(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
                                                out[cuts[g]:cuts[g + 1]], gelu=gelu)
         if workers is None or len(cuts) == 2:
             run(0)
@@ -168,7 +168,7 @@ class BFloat16Panels(Linear):
         return out if fused else _finish(out, bias, act)
 
     def dense(self):
-        return kernels.bf16.unpack_bf16(self.panels, self.shape[0])
+        return kernels_bf16.unpack_bf16(self.panels, self.shape[0])
 
 
 def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
@@ -181,7 +181,7 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
         return Blas
     if precision == "float16" and rows <= FEW_ROWS:
         return Float16Panels
-    if precision == "bfloat16" and kernels.bf16.ISA != "float32":
+    if precision == "bfloat16" and kernels_bf16.ISA != "float32":
         return BFloat16Panels
     return Float32Panels
 
@@ -191,7 +191,7 @@ def effective_precision(precision: str, encoder=None) -> str:
     bfloat16 unit runs it (float32 otherwise); float16 touches only a few-row pass, so batches
     of it are float32 as well. What an index manifest records."""
     ok = kernels.available() and (encoder is None or encoder.dtype == np.float32)
-    return "bfloat16" if precision == "bfloat16" and ok and kernels.bf16.ISA != "float32" else "float32"
+    return "bfloat16" if precision == "bfloat16" and ok and kernels_bf16.ISA != "float32" else "float32"
 
 
 class PackedWeights:
@@ -207,7 +207,7 @@ class PackedWeights:
 
     def linear(self, w, precision: str = "float32", rows: int = 0) -> Linear:
         """The packed product for W asked for in ``precision`` over ``rows`` rows (see ``choose``)."""
-        unit = kernels.bf16.ISA if precision == "bfloat16" else None  # QKV_ISA / select() may change it
+        unit = kernels_bf16.ISA if precision == "bfloat16" else None  # QKV_ISA / select() may change it
         key = (id(w), precision, rows <= FEW_ROWS, unit)  # what choose() reads, so a hit skips it
         hit = self._chosen.get(key)
         if hit is not None and hit[0] is w:

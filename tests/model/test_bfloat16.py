@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qkv import kernels
-from qkv.kernels import bf16
+from qkv import kernels_bf16 as bf16
 from qkv.model import attend
 from qkv.model import linear as L
 from qkv.model.workers import Workers
