@@ -57,8 +57,8 @@ _SIGNATURES = {
 }
 
 
-_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64,
-            "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
+_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64,
+            "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
             "qkv_gemm_bf16": _i64, "qkv_attention_bf16_work": _i64, "qkv_amx_peak": _i64,
             "qkv_attention_bf16": _i64}  # the rest return nothing
 

@@ -235,7 +235,7 @@ def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
     if cc is None:
         pytest.skip("no C compiler")
     out = tmp_path / "k.so"
-    cmd = [cc, *_build_kernels.FLAGS, f"-march={march}", *map(str, _build_kernels.sources()), "-o", str(out), "-lm"]
+    cmd = [cc, *_build_kernels.FLAGS, f"-march={march}", *map(str, _build_kernels.SOURCES), "-o", str(out), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     import ctypes
