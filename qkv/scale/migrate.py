@@ -79,7 +79,7 @@ def migrate(source, to: str, index=None, *, sample: int = 200, ann: str | None =
             handle, backend, options, uri = Path(to), "embedded", {}, None
         if handle.resolve() == source.resolve():
             raise InputError(f"the target {handle} is the source itself; choose another place")
-        keep = {k: v for k, v in m.extra.items() if k in ("normalized", "pooling")}
+        keep = {k: v for k, v in m.extra.items() if k in ("normalized", "pooling", "precision")}
         new = Manifest(model=m.model, fingerprint=m.fingerprint, dim=m.dim,
                        dtype=m.dtype if backend == "embedded" else "float32", ann=ann or m.ann,
                        backend=backend, extra=keep)

@@ -32,7 +32,7 @@ def test_dense_scores_are_cosines(idx, encoder):
     # are those vectors' exact cosines, and within 2e-3 of the float32 ones
     from qkv.search.index import query_precision
 
-    built = idx.store.manifest.extra["precision"]
+    built = idx.store.manifest.extra.get("precision", "float32")  # indexes from before it was recorded
     assert built in ("float32", "bfloat16")
     qf = encoder.encode(["breathable running shoes"], precision=query_precision())[0]
     q = encoder.encode(["breathable running shoes"])[0]
