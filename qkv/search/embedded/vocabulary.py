@@ -8,6 +8,7 @@ FTS5's tokenizer (``generations.FTS_TOKENIZE``: Porter stemming, diacritics remo
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import Iterable
 
 from qkv.search import text as textmod
@@ -25,6 +26,9 @@ class Vocabulary:
         self.db = gen.db
         self.han = textmod.han_scheme(gen.manifest.extra)  # how this generation's Chinese was indexed
         self._stemmer = None  # in-memory FTS5 table that stems query terms like the index does
+        # One table serves every thread that searches this generation: two threads filling it at
+        # once collided on its rowids (IntegrityError) or read each other's words' stems.
+        self._stemmer_lock = threading.Lock()
         self._stems: dict[str, str | None] = {}
         self._dfs: dict[str, int] = {}  # a generation is immutable: its counts can be kept
         self._vocab = None
@@ -43,12 +47,13 @@ class Vocabulary:
         stems = self._stems
         new = [w for w in set(words) if w not in stems]
         if new:
-            con = self._stemmer_db()
-            con.executemany("INSERT INTO s (rowid, x) VALUES (?, ?)", list(enumerate(new, 1)))
             got: dict[int, list[str]] = {}
-            for doc, term in con.execute("SELECT doc, term FROM sv"):
-                got.setdefault(doc, []).append(term)
-            con.execute("DELETE FROM s")
+            with self._stemmer_lock:
+                con = self._stemmer_db()
+                con.executemany("INSERT INTO s (rowid, x) VALUES (?, ?)", list(enumerate(new, 1)))
+                for doc, term in con.execute("SELECT doc, term FROM sv"):
+                    got.setdefault(doc, []).append(term)
+                con.execute("DELETE FROM s")
             for i, w in enumerate(new, 1):
                 toks = got.get(i, [])
                 stems[w] = toks[0] if len(toks) == 1 else None

@@ -255,3 +255,34 @@ def test_damaged_postings_arrays_are_refused(store, tmp_path, damage):
     with open_store(bad) as st:
         with pytest.raises(IndexError_, match="postings arrays.*rebuild"):
             st.keyword_search("black boots", 5)
+
+
+def test_stems_are_right_when_many_threads_stem_at_once(store):
+    """One in-memory FTS5 table stems the query words of every thread that searches a generation:
+    filled by two threads at once it collided on rowids or handed one thread another's stems."""
+    import threading
+
+    from qkv.search.embedded.vocabulary import Vocabulary
+
+    vocab = Vocabulary(store.gen)
+    words = [f"{w}{i}" for i in range(300) for w in ("running", "boots", "lanterns")]
+    single = {w: Vocabulary(store.gen).stem(w) for w in words[:30]}  # one thread: the truth
+    errors, got = [], []
+
+    def worker(part):
+        try:
+            for i in range(0, len(part), 3):
+                got.append(vocab.stems(part[i:i + 3]))
+        except Exception as e:  # noqa: BLE001 - collected for the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(words[j::4],)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    merged = {w: s for d in got for w, s in d.items()}
+    assert len(merged) == len(words)
+    assert all(merged[w] == s for w, s in single.items())
+    assert all(merged[w] is not None and merged[w].startswith(w[:4]) for w in words)
