@@ -1,4 +1,6 @@
 // qkv web page: talks only to the JSON API under /api/. No libraries, no network beyond this server.
+// One file past 500 lines on purpose: the page ships with no build step or bundler, so its parts
+// (labels in two languages, the API client, one section per view) live here, marked by rulers.
 "use strict";
 
 // ------------------------------------------------------------------ labels, English / 中文
