@@ -77,6 +77,21 @@ def _finish(out: np.ndarray, bias, act) -> np.ndarray:
     return out
 
 
+def _by_rows(gemm, panels, x, out, bias, act, workers, *, step: int) -> np.ndarray:
+    """``gemm(x, panels, bias, out, gelu=)`` over x's rows, split between the workers in whole
+    ``step``-row register blocks; bias and GELU fused, any other activation applied after."""
+    x = np.ascontiguousarray(x)
+    fused = act in (None, "gelu")
+    b, gelu = (bias if fused else None), act == "gelu"
+    cuts = row_cuts(x.shape[0], 1 if workers is None else workers.threads, step=step)
+    run = lambda g: gemm(x[cuts[g]:cuts[g + 1]], panels, b, out[cuts[g]:cuts[g + 1]], gelu=gelu)  # noqa: E731
+    if workers is None or len(cuts) == 2:
+        run(0)
+    else:
+        workers.run(run, len(cuts) - 1)
+    return out if fused else _finish(out, bias, act)
+
+
 class Blas(Linear):
     """x·W in NumPy's BLAS. Up to FEW_ROWS rows as (Wᵀ·xᵀ)ᵀ on a transposed copy of W (made on
     first use), the shape OpenBLAS takes fastest for a few rows."""
@@ -106,19 +121,7 @@ class Float32Panels(Linear):
         self.panels, self.shape = kernels.pack_panels(w, np.float32), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        x = np.ascontiguousarray(x)
-        fused = act in (None, "gelu")
-        b = bias if fused or act is None else None
-        gelu = act == "gelu"
-        threads = 1 if workers is None else workers.threads
-        cuts = row_cuts(x.shape[0], threads)
-        run = lambda g: kernels.gemm(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
-                                     out[cuts[g]:cuts[g + 1]], gelu=gelu)
-        if workers is None or len(cuts) == 2:
-            run(0)
-        else:
-            workers.run(run, len(cuts) - 1)
-        return out if fused else _finish(out, bias, act)
+        return _by_rows(kernels.gemm, self.panels, x, out, bias, act, workers, step=12)
 
     def dense(self):
         return kernels.unpack_panels(self.panels)
@@ -153,19 +156,7 @@ class BFloat16Panels(Linear):
         self.panels, self.shape = kernels_bf16.pack_bf16(w), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        x = np.ascontiguousarray(x)
-        fused = act in (None, "gelu")
-        b = bias if fused else None
-        gelu = act == "gelu"
-        threads = 1 if workers is None else workers.threads
-        cuts = row_cuts(x.shape[0], threads, step=32)
-        run = lambda g: kernels_bf16.gemm_bf16(x[cuts[g]:cuts[g + 1]], self.panels, b,  # noqa: E731
-                                               out[cuts[g]:cuts[g + 1]], gelu=gelu)
-        if workers is None or len(cuts) == 2:
-            run(0)
-        else:
-            workers.run(run, len(cuts) - 1)
-        return out if fused else _finish(out, bias, act)
+        return _by_rows(kernels_bf16.gemm_bf16, self.panels, x, out, bias, act, workers, step=32)
 
     def dense(self):
         return kernels_bf16.unpack_bf16(self.panels, self.shape[0])
