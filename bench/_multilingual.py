@@ -76,7 +76,7 @@ def dense_dir() -> Path:
 
 def onnx_file() -> Path:
     """The dequantized model exported to ONNX (torch.export, dynamic batch and length; made once)."""
-    import torch
+    from _onnx import export_last_hidden_state
     from transformers import BertModel
 
     d = dense_dir()
@@ -85,24 +85,7 @@ def onnx_file() -> Path:
         return out
     model = BertModel.from_pretrained(str(d)).eval()
 
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    ids = torch.randint(1000, 2000, (2, 16))
-    mask = torch.ones((2, 16), dtype=torch.long)
-    mask[1, 9:] = 0
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=512)
-    prog = torch.onnx.export(Hidden(model), (ids, mask), input_names=["input_ids", "attention_mask"],
-                             output_names=["last_hidden_state"], dynamo=True,
-                             dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}})
-    tmp = out.with_suffix(".tmp.onnx")
-    prog.save(str(tmp))
-    tmp.replace(out)
+    export_last_hidden_state(model, out, 512)
     return out
 
 

@@ -246,9 +246,8 @@ def _ort_session(path: Path, threads: int):
 
 def worker_export(job: dict) -> dict:
     """Export transformers' BertModel (same weights as qkv) to ONNX with dynamic batch and length."""
-    import torch
-
     import qkv
+    from _onnx import export_last_hidden_state
 
     enc = qkv.load()
     out = onnx_path(enc.fingerprint())
@@ -257,27 +256,8 @@ def worker_export(job: dict) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     model = _load_torch_model(1)
 
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    ids = torch.randint(1000, 2000, (2, 16))
-    mask = torch.ones((2, 16), dtype=torch.long)
-    mask[1, 9:] = 0  # trace with padding so the mask path is kept
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=enc.config.max_tokens)
-    # The TorchScript exporter (dynamo=False) bakes the trace's mask handling into the graph and gives
-    # wrong results on other inputs with transformers 5; the torch.export-based one does not.
     t0 = time.perf_counter()
-    prog = torch.onnx.export(Hidden(model), (ids, mask), input_names=["input_ids", "attention_mask"],
-                             output_names=["last_hidden_state"], dynamo=True,
-                             dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}})
-    tmp = out.with_suffix(".tmp.onnx")
-    prog.save(str(tmp))
-    tmp.replace(out)
+    export_last_hidden_state(model, out, enc.config.max_tokens)
     return {"path": str(out), "cached": False, "seconds": time.perf_counter() - t0, "int8": _quantized(out)}
 
 
