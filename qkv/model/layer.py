@@ -103,26 +103,24 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     # heads concatenated, projected, added to the input, normalised
     # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
     a = linear(p.w_o, R)(ctx, ws.get("a", (R, H), dt), workers=workers)
-    if want("attn.out"):
-        a += p.b_o
-        emit("attn.out", a)
-        x = add_layer_norm(a, x, None, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)
-    else:
-        x = add_layer_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps)
-    if want("attn.norm"):
-        emit("attn.norm", x)
+    x = _add_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps, "attn.out", "attn.norm", want, emit)
     # feed-forward
     h = linear(p.w_in, R)(x, ws.get("h", (R, cfg.intermediate_size), dt), bias=p.b_in, act=cfg.hidden_act,
                           workers=workers)
     if want("ffn.hidden"):
         emit("ffn.hidden", h)
     f = linear(p.w_out, R)(h, ws.get("f", (R, H), dt), workers=workers)
-    if want("ffn.out"):
-        f += p.b_out
-        emit("ffn.out", f)
-        x = add_layer_norm(f, x, None, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
-    else:
-        x = add_layer_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps)
-    if want("out"):
-        emit("out", x)
+    return _add_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps, "ffn.out", "out", want, emit)
+
+
+def _add_norm(y, x, b, g, beta, eps, y_name, out_name, want, emit):
+    """LayerNorm(y + b + x), in place in y; the bias goes into the fused kernel unless the trace
+    keeps y (named ``y_name``) with its bias; the result is emitted as ``out_name`` if kept."""
+    if want(y_name):
+        y += b
+        emit(y_name, y)
+        b = None
+    x = add_layer_norm(y, x, b, g, beta, eps)
+    if want(out_name):
+        emit(out_name, x)
     return x
