@@ -2,12 +2,17 @@
 
     .venv/bin/python bench/explain.py              # 300 titles from each of two sets
     .venv/bin/python bench/explain.py --titles 100
+    .venv/bin/python bench/explain.py --model multilingual-e5-small --level word --zh
+        # the multilingual model's default head: word-level maps, plus 300 Chinese Taobao titles
 
 1. Head profile (``qkv.explain.heads``) over the train titles of OA-Mine and AE-110K in
    ../shared/data/attributes (read only, never copied): per head the share of weight on
    [CLS]/[SEP], on the previous/next token, the row entropy, and ``far_peak`` — the largest weight a
    content token puts on one other, non-neighbouring content token. The tour's default head is the
    one with the highest far_peak. Without the data the profile is skipped (said clearly, exit 0).
+   ``--zh`` adds Chinese titles: the first titles of taobao_zh/train.txt (character BIO, one
+   character per line, blank line between titles; a title is its characters joined).
+   ``--level word`` profiles word-level maps (``head_profile(level="word")``).
 2. Timings on a fixed title, one BLAS thread, each the best of 3 after one warm-up run: the tour,
    attention_maps, value zeroing (all layers), the full explanation, the HTML page.
 """
@@ -38,6 +43,25 @@ def _best(fn, n: int = 3) -> float:
     return min(out)
 
 
+def _bio_titles(path: Path, n: int) -> list[str]:
+    """The first ``n`` titles of a character-BIO file (one "char TAG" per line, blank between titles)."""
+    out, cur = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line.strip():
+                if cur:
+                    out.append("".join(cur))
+                    cur = []
+                    if len(out) == n:
+                        break
+                continue
+            cur.append(line.split(" ")[0] if not line.startswith(" ") else " ")
+    if cur and len(out) < n:
+        out.append("".join(cur))
+    return out
+
+
 def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -48,21 +72,32 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--titles", type=int, default=300, help="titles per data set for the head profile")
+    ap.add_argument("--model", default=None, help="model to profile (default: MiniLM)")
+    ap.add_argument("--level", default="token", choices=("token", "word"), help="token- or word-level maps")
+    ap.add_argument("--zh", action="store_true", help="add Chinese titles from taobao_zh/train.txt")
+    ap.add_argument("--no-timings", action="store_true", help="only the head profile")
     args = ap.parse_args(argv)
     con = Console()
-    enc = qkv.load(threads=1)
+    enc = qkv.load(args.model, threads=1)
+    con.print(f"model {enc.name} · level {args.level} · load {open('/proc/loadavg').read().split()[:3]}")
 
     sets = [DATA / "oamine" / "train.jsonl", DATA / "ae110k" / "train.jsonl"]
-    if all(p.is_file() for p in sets):
+    zh_set = DATA / "taobao_zh" / "train.txt"
+    if all(p.is_file() for p in sets) and (zh_set.is_file() or not args.zh):
+        from qkv.cli._common import progress_bars
+
         titles = []
         for p in sets:
             with open(p, encoding="utf-8") as f:
                 titles += [json.loads(line)["input"] for _, line in zip(range(args.titles), f)]
+        if args.zh:
+            titles += _bio_titles(zh_set, args.titles)
         t0 = time.perf_counter()
-        prof = head_profile(enc, titles)
+        with progress_bars({"heads": "head profile"}) as bar:
+            prof = head_profile(enc, titles, level=args.level, progress=bar)
         a = prof.stats["far_peak"]
         order = np.argsort(-a, axis=None)[:8]
-        tab = Table(title=f"Heads with the highest far_peak over {prof.n_texts} titles "
+        tab = Table(title=f"Heads with the highest far_peak ({args.level} level) over {prof.n_texts} titles "
                           f"({time.perf_counter() - t0:.1f} s)")
         for c in ("layer", "head", "far_peak", "[CLS]/[SEP]", "previous", "next", "entropy"):
             tab.add_column(c, justify="right")
@@ -73,8 +108,19 @@ def main(argv=None) -> int:
                         f"{s['previous'][l, h]:.3f}", f"{s['next'][l, h]:.3f}", f"{s['entropy'][l, h]:.3f}")
         con.print(tab)
         con.print(f"best head by far_peak: layer {prof.best()[0]} head {prof.best()[1]}")
+        if args.zh:  # the same heads on each language alone
+            n_en = 2 * args.titles
+            for name, part in (("English", titles[:n_en]), ("Chinese", titles[n_en:])):
+                p = head_profile(enc, part, level=args.level)
+                l, h = prof.best()
+                bl, bh = p.best()
+                con.print(f"{name} ({p.n_texts} titles): far_peak of layer {l} head {h} = "
+                          f"{p.stats['far_peak'][l, h]:.4f}; best alone: layer {bl} head {bh} "
+                          f"({p.stats['far_peak'][bl, bh]:.4f})")
     else:
         con.print(f"[yellow]no data at {DATA} (../shared/data is absent): head profile skipped[/]")
+    if args.no_timings:
+        return 0
 
     tab = Table(title=f"Timings on “{TITLE}” (best of 3, 1 BLAS thread)")
     tab.add_column("what")

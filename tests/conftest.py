@@ -21,6 +21,14 @@ def encoder():
 
 
 @pytest.fixture(scope="session")
+def e5():
+    """multilingual-e5-small (4-bit weights, SentencePiece), from its installed package; loaded once."""
+    import qkv
+
+    return qkv.load("multilingual-e5-small")
+
+
+@pytest.fixture(scope="session")
 def sample_catalog() -> Path:
     """The sample catalog shipped in the package (276 invented products)."""
     return SAMPLE

@@ -81,6 +81,47 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
     console.print(Text("Caveat: " + CAVEAT["en"], style="yellow"))
 
 
+def _match(enc, query: str, title: str):
+    """The query × title grid as search explains a result: embedded with the model's own prefixes
+    (E5: "query: " / "passage: ") as an index of this model embeds them."""
+    from qkv.search.explain import explain_titles
+
+    c = enc.config
+    return explain_titles(enc, query, [title], query_prefix=c.query_prefix, passage_prefix=c.passage_prefix)[0]
+
+
+def _print_match(e) -> None:
+    """Word × word parts of the cosine, the interaction that says who met whom, and what the prefix
+    and special tokens took."""
+    import numpy as np
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    c = e.context()
+    wg, ct = e.word_grid(), e.contrast()
+    rows = [w.text for w in e.query_words if w.kind == "word"]
+    cols = [w.text for w in e.title_words if w.kind == "word"]
+    pre = (f" Embedded as “{c['query_prefix']}…” / “{c['passage_prefix']}…”, as the index embeds them."
+           if c["query_prefix"] or c["passage_prefix"] else "")
+    t = Table(title=f"Match grid (as search explains it) · cos {e.cosine:.4f} = Σ parts {e.parts_sum:.4f}",
+              title_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("query word \\ title word")
+    for w in cols:
+        t.add_column(Text(w), justify="right")
+    top = np.abs(ct).max() or 1.0
+    for i, r in enumerate(rows):
+        cells = []
+        for j in range(len(cols)):
+            best = ct[i, j] == ct[:, j].max()  # the query word this title word answers
+            cells.append(Text(f"{wg[i, j]:.4f} {ct[i, j] / top:+.2f}", style="bold green" if best and ct[i, j] > 0 else ""))
+        t.add_row(Text(r), *cells)
+    t.caption = (f"each cell: the word pair's exact part of the cosine, then its interaction (who met whom, "
+                 f"scaled to ±1; bold: the query word the title word answers). Word pairs {c['words']:.4f} + "
+                 f"prefix tokens {c['prefix']:.4f} + special tokens {c['special']:.4f} = {e.parts_sum:.4f}.{pre}")
+    console.print(t)
+
+
 def _write(ex, out: Path, fmt: str, hide_special: bool, level: str, stem: str | None = None) -> list[Path]:
     """The report of one explanation: an HTML page, or a folder of pictures."""
     if fmt == "html":
@@ -104,6 +145,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the tour's arrays and steps as JSON.")] = False,
         truncate: Annotated[bool, TRUNC_OPT] = False,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
+        ask: Annotated[Optional[tuple[str, str]], typer.Option(
+            "--ask", help="Two words A B of the text: how much does A attend to B? (default: the first two words)")] = None,
     ):
         """Walk the five steps of attention on the real model, by hand, and check them against the engine."""
         from qkv.errors import InputError
@@ -112,7 +155,7 @@ def register(app: typer.Typer) -> None:
         if lang not in ("en", "zh"):
             raise InputError(f"--lang {lang!r} is not available; use en or zh")
         enc = load_encoder(model, threads)
-        t = run_tour(enc, text, layer, head, truncate=truncate)
+        t = run_tour(enc, text, layer, head, truncate=truncate, ask=ask)
         if as_json:
             print_json(t.to_dict(lang))
             return
@@ -161,11 +204,14 @@ def register(app: typer.Typer) -> None:
 
         if titles is None:
             ex = run_explain(enc, text, layer, head, query=query, truncate=truncate)
+            match = _match(enc, query, text) if query else None
             if as_json:
-                print_json(ex.to_dict())
+                print_json({**ex.to_dict(), **({"match": match.to_json()} if match else {})})
                 return
             if fmt is None and out is None:
                 _print_explanation(ex, hide_special, level)
+                if match:
+                    _print_match(match)
                 return
             files = _write(ex, out or Path("qkv-explain"), fmt or "png", hide_special, level)
             _print_explanation(ex, hide_special, level)

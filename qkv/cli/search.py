@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
                 extra = Text(f"\ncos {e.cosine:.4f} = Σ grid {e.parts_sum:.4f}" if e.exact else f"\ncos {e.cosine:.4f}",
                              style="dim")
                 sp = sum(w.share for w in e.title_words if w.special)
-                extra.append(f" (special tokens {sp:+.4f})", style="dim")
+                extra.append(f" (special and prefix tokens {sp:+.4f})", style="dim")
                 top = sorted((w for w in e.title_words if not w.special), key=lambda w: -w.share)[:3]
                 extra.append("\nmatched: " + ", ".join(f"{w.text}←{w.best_query_word} {w.share:+.3f}" for w in top),
                              style="green")

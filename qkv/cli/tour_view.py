@@ -15,6 +15,15 @@ from qkv.explain.tour_text import notes
 
 
 
+def _fit(s: str, width: int) -> str:
+    """``s`` cut to ``width`` terminal columns (a Chinese character takes two)."""
+    from rich.cells import cell_len
+
+    while cell_len(s) > width:
+        s = s[:-1]
+    return s
+
+
 def _vec(a, k: int = 4) -> str:
     return " ".join(f"{x:+.2f}" for x in a[:k]) + (" …" if len(a) > k else "")
 
@@ -26,12 +35,15 @@ def _heat(value: float, lo: float, hi: float) -> str:
     return ["", "on grey19", "on grey27", "on grey35", "on dark_green", "on green4"][level]
 
 
-def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = False) -> Table:
+def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = False, labels=None) -> Table:
     """An n×n table that fits ``width`` columns: columns are token numbers (see step 1) over the
     token's first letters, rows "number token"; the first format whose cells fit is used, and when
     even the last does not fit only the first tokens are shown (and the caption says so)."""
-    n = len(t.labels)
-    label_w = min(12, max(len(f"{i} {lab}") for i, lab in enumerate(t.labels)))
+    labels = t.labels if labels is None else labels
+    n = len(labels)
+    from rich.cells import cell_len
+
+    label_w = min(12, max(cell_len(f"{i} {lab}") for i, lab in enumerate(labels)))
     extra = 6 if row_sums else 0  # "Σ" column: 5 characters and the box's column gap
     for fmt, mult in fmts:
         cell = max(3, len(str(n - 1)), max(len(format(v * mult, fmt)) for v in m.ravel()))
@@ -42,7 +54,7 @@ def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = Fal
                 show_edge=False, padding=0, title_justify="left")
     tab.add_column("", no_wrap=True, width=label_w)
     for j in range(shown):  # number (as in step 1) over the token's first letters
-        short = t.labels[j].strip("[]#")[:cell] or t.labels[j][:cell]
+        short = _fit(labels[j].strip("[]#<>/") or labels[j], cell)
         tab.add_column(f"{j}\n{short}", justify="right", no_wrap=True, width=cell)
     if row_sums:
         tab.add_column("Σ", justify="right", style="bold cyan", no_wrap=True, width=5)
@@ -51,7 +63,7 @@ def _matrix(t, m: np.ndarray, fmts, title: str, width: int, row_sums: bool = Fal
         cells = [Text(format(m[i, j] * mult, fmt), style=_heat(m[i, j], lo, hi)) for j in range(shown)]
         if row_sums:
             cells.append(Text(f"{m[i].sum():.3f}"))
-        tab.add_row(Text(f"{i} {t.labels[i]}"[:label_w]), *cells)
+        tab.add_row(Text(_fit(f"{i} {labels[i]}", label_w)), *cells)
     if shown < n:
         tab.caption = f"first {shown} of {n} columns shown at this width (all are in --json)"
     return tab
@@ -114,6 +126,26 @@ def render(t, lang: str = "en", width: int = 120) -> list:
                     title="softmax(Q·Kᵀ/√d_k), each row sums to 1" if not zh else "softmax(Q·Kᵀ/√d_k)，每行和为 1")]
     out.append(Text("\n".join("  " + a for a in s["attends"])))
     out.append(Text(s["special_note"], style="italic"))
+    if len(t.words) < len(t.tokens):  # pieces merged: the same head at word level
+        wl = [w.text for w in t.words]
+        out.append(_matrix(t, t.word_weights[t.head], ((".2f", 1), (".0f", 100)), width=width, row_sums=True, labels=wl,
+                           title=("word level (pieces: rows averaged, columns summed)" if not zh else
+                                  "词级（词片：行取平均，列相加）")))
+        out.append(Text("\n".join("  " + a for a in s["word_attends"])))
+    if s.get("question"):
+        a = s["answer"]
+        out.append(Text(s["question"], style="bold"))
+        tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
+                    title=(f"{a['from']} → {a['to']}, every head of layer {t.layer}" if not zh else
+                           f"{a['from']} → {a['to']}，第 {t.layer} 层的每个头"))
+        tab.add_column("head" if not zh else "头", justify="right")
+        tab.add_column("weight" if not zh else "权重", justify="right")
+        tab.add_column("")
+        top = max(a["per_head"]) or 1.0
+        for h, v in enumerate(a["per_head"]):
+            bar = "█" * int(round(20 * v / top))
+            tab.add_row(str(h), f"{v:.3f}", Text(bar, style="bold green" if h == t.head else "green"))
+        out.append(tab)
     tab = Table(box=box.SIMPLE_HEAD, title_justify="left",
                 title="output_i = Σ_j w_ij · v_j" if not zh else "输出_i = Σ_j w_ij · v_j")
     for c in ("token", "largest terms", "output[:4]"):

@@ -94,7 +94,7 @@ class PairAttribution(ShowsHtml):
 
 
 def _content_words(seq):
-    return [w for w in seq.words() if not w.special]
+    return [w for w in seq.words(segment=True) if not w.special]
 
 
 def without_word(text: str, word) -> str:

@@ -7,6 +7,11 @@ For every layer and head, averaged over the content (non-special) query tokens o
   far_peak  the largest weight on one other content token that is not a neighbour (|i−j| > 1):
             how clearly a word picks out another word of the title, which is what the tour's
             step 5 ("token i mainly attends to j") wants to show.
+
+``level="word"`` measures the same on word-level maps (``merge_attention``: pieces summed as keys,
+averaged as queries; Chinese runs cut by the segmenter): neighbours are then neighbouring words.
+That is the fair measure for a SentencePiece model, whose bare "▁" word-start pieces would
+otherwise count as tokens of their own (multilingual-e5-small's default head was chosen this way).
 """
 
 from __future__ import annotations
@@ -32,15 +37,28 @@ class HeadProfile:
         return {"n_texts": self.n_texts, **{k: np.round(v, 4).tolist() for k, v in self.stats.items()}}
 
 
-def head_profile(enc, texts) -> HeadProfile:
+def head_profile(enc, texts, level: str = "token", progress=None) -> HeadProfile:
+    """``progress``: ``qkv.progress`` callback, stage "heads", counted in texts."""
+    from qkv.explain.words import merge_attention
+    from qkv.progress import Count
+
+    if level not in ("token", "word"):
+        raise ValueError(f"level must be 'token' or 'word', not {level!r}")
+    texts = list(texts)
     nl, nh = enc.config.num_layers, enc.config.num_heads
     acc = {k: np.zeros((nl, nh)) for k in STATS}
     used = 0
+    count = Count(progress, "heads", len(texts))
     for t in texts:
+        count.add(1)
         tr = enc.trace([t], keep=["layers.*.attn.weights"])
         w = tr.stack("attn.weights", 0).astype(np.float64)  # [L, H, n, n]
         sp = np.asarray(tr.seqs[0].special)
-        n, c = len(sp), ~np.asarray(tr.seqs[0].special)
+        if level == "word":
+            words = tr.seqs[0].words(segment=True)
+            w = merge_attention(w, words)
+            sp = np.asarray([x.special for x in words])
+        n, c = len(sp), ~sp
         if c.sum() < 3:
             continue
         idx = np.arange(n)

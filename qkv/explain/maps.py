@@ -136,7 +136,7 @@ class AttentionMaps:
 
     @property
     def words(self) -> list[Word]:
-        return self.seq.words()
+        return self.seq.words(segment=True)  # Chinese runs cut into words as search segments them
 
     # ---------------------------------------------------------------- derived matrices
     def norm_weights(self) -> np.ndarray:

@@ -65,7 +65,8 @@ class Explanation(ShowsHtml):
         nw, nl = m.norm_weights(), m.norm_layers()
         return {
             "text": m.text, "model": m.model, "tokens": list(m.tokens), "special": [bool(s) for s in m.special],
-            "words": [{"text": w.text, "tokens": list(w.tokens), "special": w.special} for w in m.words],
+            "words": [{"text": w.text, "start": w.start, "end": w.end, "tokens": list(w.tokens), "special": w.special}
+                      for w in m.words],
             "layers": layers, "heads": heads, "num_heads": m.num_heads, "layer": self.layer, "head": self.head,
             "d_k": int(m.q.shape[-1]),
             "attention": {l: {h: r(m.weights[l, h]) for h in heads} for l in layers},

@@ -13,6 +13,19 @@ non-neighbouring word of the title (``heads.far_peak`` = 0.173, the highest of t
 runner-up, layer 2 head 0, scores 0.1725 but gives half its weight to [CLS]/[SEP], against 0.32
 here). It is also the last layer, the one the sentence vector is pooled from. Qualitatively it is
 a "product noun" head: "Stainless Steel Water Bottle" puts its weight on "bottle".
+
+Default for multilingual-e5-small: MEASURED_E5 below, chosen the same way but on word-level maps
+(``head_profile(level="word")``: its bare "▁" word-start pieces would otherwise count as tokens that
+words can "pick out") over 300 OA-Mine + 300 AE-110K English titles and 300 Chinese Taobao titles
+(``bench/explain.py --model multilingual-e5-small --level word --zh``, load 3.5): layer 11 head 6,
+far_peak 0.192 over the 895 titles with three words or more (English 0.180, Chinese 0.216 — the best
+head on the Chinese titles alone), with 27% of its weight on <s>/</s>; the runner-up, layer 11
+head 1 (0.185; best on the English titles alone, 0.189), gives 41% to them.
+
+The tour answers one question at word level (pieces merged as in ``words.merge_attention``: a
+word's query pieces averaged, its key pieces summed; Chinese runs cut by the search segmenter):
+how much does word A attend to word B, in every head of the layer — by default the text's first
+two words ("运动鞋 跑步 …": how much does 运动鞋 attend to 跑步?), or ``ask=(A, B)``.
 """
 
 from __future__ import annotations
@@ -28,9 +41,13 @@ from qkv.attention import merge_heads, project, scale_scores, scores, softmax, s
 from qkv.explain._inputs import check_head, check_layer, tokenize_one
 from qkv.explain.display import ShowsHtml
 from qkv.explain.layer import head_slices, layer_input_name
+from qkv.explain.tour_text import LACKS_SCRIPT
+from qkv.explain.words import merge_attention
+from qkv.errors import InputError
 from qkv.model.tokenizer import Word
 
-DEFAULTS = {("all-MiniLM-L6-v2", 6, 12): (5, 11)}
+MEASURED_E5 = (11, 6)  # see the module docstring and docs/explain.md for the figures
+DEFAULTS = {("all-MiniLM-L6-v2", 6, 12): (5, 11), ("multilingual-e5-small", 12, 12): MEASURED_E5}
 CHECKED = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.scaled_scores", "attn.weights",
            "attn.context", "attn.out")
 
@@ -91,7 +108,45 @@ class Tour(ShowsHtml):
     checks: tuple[Check, ...]
     n_unknown: int
     n_cjk: int
+    word_weights: np.ndarray = None  # [heads, words, words] every head of the layer, word level
+    question: tuple[int, int] | None = None  # (word i, word j): how much does i attend to j?
+    unknown_chars: str = ""  # the characters the model's unknown tokens stand for
     _extra: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n_content(self) -> int:
+        return len(self.tokens) - sum(self.special)
+
+    @property
+    def unknown_rate(self) -> float:
+        """Share of the content tokens that are the model's unknown token."""
+        return self.n_unknown / max(1, self.n_content)
+
+    @property
+    def lacks_script(self) -> bool:
+        """The model does not know this text's characters (judged by its tokenizer, not the language)."""
+        return self.unknown_rate >= LACKS_SCRIPT
+
+    def word_attends(self, i: int, k: int = 2, head: int | None = None) -> list[tuple[int, float]]:
+        w = self.word_weights[self.head if head is None else head][i]
+        order = np.argsort(-w, kind="stable")[:k]
+        return [(int(j), float(w[j])) for j in order]
+
+    def answer(self) -> dict | None:
+        """The tour's question answered from the real weights: how much word i attends to word j in
+        the chosen head and in every head of the layer, and where j ranks among i's words there."""
+        if self.question is None:
+            return None
+        i, j = self.question
+        per_head = self.word_weights[:, i, j]
+        row = self.word_weights[self.head, i]
+        content = np.asarray([not w.special for w in self.words])
+        special = float(row[~content].sum())
+        return {"from": self.words[i].text, "to": self.words[j].text, "from_word": i, "to_word": j,
+                "weight": float(per_head[self.head]), "per_head": [float(x) for x in per_head],
+                "rank": int((row[content] > row[j]).sum()) + 1, "of": int(content.sum()), "special": special,
+                "top_head": int(np.argmax(per_head)), "top_weight": float(per_head.max()),
+                "mean": float(per_head.mean()), "uniform": 1.0 / len(row)}
 
     @property
     def d_k(self) -> int:
@@ -140,21 +195,48 @@ class Tour(ShowsHtml):
                 "spread": self.spread(),
                 "attends": [[{"token": j, "label": self.labels[j], "weight": round(w, 6)} for j, w in self.attends(i)]
                             for i in range(len(self.tokens))],
+                "words": [{"text": w.text, "start": w.start, "end": w.end, "tokens": list(w.tokens),
+                           "special": w.special} for w in self.words],
+                f"layers.{self.layer}.attn.weights[word level]": r(self.word_weights),
+                "question": self.answer(),
+                "unknown": {"tokens": self.n_unknown, "rate": round(self.unknown_rate, 6),
+                            "chars": self.unknown_chars, "lacks_script": self.lacks_script},
                 "checks": [c.to_dict() for c in self.checks], "ok": self.ok,
                 "steps": self.steps(lang)}
 
 
-def _labels(seq) -> tuple[str, ...]:
+def _labels(seq, unk: set[int]) -> tuple[str, ...]:
     out = []
-    for t, (s, e) in zip(seq.tokens, seq.offsets):
-        out.append(f"{seq.text[s:e]}→{t}" if t == "[UNK]" and e > s else t)
+    for i, (t, (s, e)) in enumerate(zip(seq.tokens, seq.offsets)):
+        out.append(f"{seq.text[s:e]}→{t}" if i in unk and e > s else t)
     return tuple(out)
 
 
+def _question(words, ask) -> tuple[int, int] | None:
+    """Word indices of ``ask`` = (A, B); None asks about the first two words that are not
+    special tokens or punctuation."""
+    from qkv.model.tokenizer import _is_punct
+
+    content = [i for i, w in enumerate(words) if not w.special and not _is_punct(w.text)]
+    if ask is None:
+        return (content[0], content[1]) if len(content) >= 2 else None
+    if isinstance(ask, str) or len(ask) != 2:
+        raise InputError("ask is two words of the text: (A, B) asks how much A attends to B")
+    out = []
+    for a in ask:
+        hit = [i for i in content if words[i].text == a] or [i for i in content if words[i].text.lower() == str(a).lower()]
+        if not hit:
+            raise InputError(f"{a!r} is not a word of the text; its words are: "
+                             + ", ".join(words[i].text for i in content))
+        out.append(hit[0])
+    return out[0], out[1]
+
+
 def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, truncate: bool = False,
-         rtol: float = 1e-4) -> Tour:
+         rtol: float = 1e-4, ask: tuple[str, str] | None = None) -> Tour:
     """Compute the five steps for ``text`` at ``layer``/``head`` by hand and check them against the
-    engine's trace (a check passes when max |difference| ≤ rtol · max(1, max |value|))."""
+    engine's trace (a check passes when max |difference| ≤ rtol · max(1, max |value|)).
+    ``ask=(A, B)``: the question the tour answers at word level (default: its first two words)."""
     dl, dh = default_layer_head(enc)
     layer = check_layer(enc, layer, dl)
     head = check_head(enc, head, dh)
@@ -198,7 +280,12 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
         diff = float(np.abs(mine[n].astype(np.float64) - ref).max())
         scale = float(np.abs(ref).max())
         checks.append(Check(name, tuple(ref.shape), diff, scale, diff <= rtol * max(1.0, scale)))
-    n_unk = sum(t == "[UNK]" for t in seq.tokens)
+    unk_id = enc.tokenizer.unk_id
+    unk = {i for i, (t, sp) in enumerate(zip(seq.ids, seq.special)) if not sp and t == unk_id}
+    chars = "".join(dict.fromkeys(seq.text[seq.offsets[i][0]:seq.offsets[i][1]] for i in sorted(unk)))
     n_cjk = sum(_is_cjk(ch) for ch in text)
-    return Tour(text, enc.name, layer, head, seq.tokens, _labels(seq), seq.special, tuple(seq.words()), x_name, x,
-                wq, wk, wv, bq, bk, bv, q, k, v, s, ss, w, ctx, ca, lw.w_o, out, tuple(checks), n_unk, n_cjk)
+    words = seq.words(segment=True)
+    ww = merge_attention(wa.astype(np.float64), words)  # every head, from the hand computation (= the trace)
+    return Tour(text, enc.name, layer, head, seq.tokens, _labels(seq, unk), seq.special, tuple(words), x_name, x,
+                wq, wk, wv, bq, bk, bv, q, k, v, s, ss, w, ctx, ca, lw.w_o, out, tuple(checks), len(unk), n_cjk,
+                ww, _question(words, ask), chars)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 LANGS = ("en", "zh")
+LACKS_SCRIPT = 0.2  # share of content tokens that are unknown from which a model "lacks the script"
 
 
 def _fmt_attends(t, i: int, lang: str) -> str:
@@ -18,22 +19,61 @@ def _fmt_attends(t, i: int, lang: str) -> str:
     return ("、" if lang == "zh" else ", ").join(parts)
 
 
+def _fmt_word_attends(t, i: int, lang: str) -> str:
+    parts = [f"{t.words[j].text} ({w:.2f})" for j, w in t.word_attends(i, 2)]
+    return ("、" if lang == "zh" else ", ").join(parts)
+
+
 def notes(t, lang: str = "en") -> list[str]:
-    """Remarks about the input: Chinese text on an English model, unknown tokens."""
+    """Remarks about the input, judged by the model's own tokenizer (not by the text's language):
+    a warning when the model lacks the text's script (at least ``LACKS_SCRIPT`` of the content
+    tokens are its unknown token), a short note for a few unknown characters, nothing otherwise."""
     out = []
-    if t.n_cjk:
-        out.append({"en": f"This model's vocabulary is English: Chinese text is split into single characters "
-                          f"(one token each), and characters it does not know all become the same [UNK] token — "
-                          f"here {t.n_unknown} of the {len(t.tokens) - sum(t.special)} content tokens are [UNK], "
-                          "so they differ only by position. Words are still grouped from the character offsets. "
-                          "A multilingual model (--model) sees Chinese properly.",
-                    "zh": f"这个模型的词表是英文的：中文被切成单个汉字（每字一个词元），不认识的汉字都会变成同一个 [UNK] 词元——"
-                          f"这里 {len(t.tokens) - sum(t.special)} 个内容词元中有 {t.n_unknown} 个是 [UNK]，它们之间只有位置不同。"
-                          "词仍按字符偏移分组。要认真处理中文，请用多语言模型（--model）。"}[lang])
-    elif t.n_unknown:
-        out.append({"en": f"{t.n_unknown} token(s) are [UNK]: characters outside the model's vocabulary (emoji, rare symbols).",
-                    "zh": f"有 {t.n_unknown} 个词元是 [UNK]：模型词表之外的字符（表情符号、罕见符号）。"}[lang])
+    n, k, chars = t.n_content, t.n_unknown, t.unknown_chars
+    shown = chars if len(chars) <= 12 else chars[:12] + "…"
+    if t.lacks_script:
+        han = t.n_cjk > 0 and any(_han(c) for c in chars)
+        out.append({"en": f"This model lacks the script of this text: {k} of its {n} content tokens are the unknown "
+                          f"token ({k / n:.0%}, at least {LACKS_SCRIPT:.0%} counts as lacking), standing for "
+                          f"{shown}. Unknown tokens all share one vector, so they differ only by position. "
+                          + ("A multilingual model sees Chinese as real pieces: --model multilingual-e5-small."
+                             if han else "A model whose vocabulary has these characters would see them."),
+                    "zh": f"这个模型缺少这段文字的字符：{n} 个内容词元中有 {k} 个是未知词元（{k / n:.0%}，"
+                          f"达到 {LACKS_SCRIPT:.0%} 即视为缺少），代表 {shown}。未知词元共用同一个向量，彼此只有位置不同。"
+                          + ("多语言模型能把中文切成真正的词片：--model multilingual-e5-small。"
+                             if han else "请换用词表里有这些字符的模型。")}[lang])
+    elif k:
+        out.append({"en": f"{k} token(s) are the model's unknown token, standing for {shown}: characters outside its "
+                          "vocabulary (emoji, rare symbols); the rest of the text is read as real pieces.",
+                    "zh": f"有 {k} 个词元是未知词元，代表 {shown}：模型词表之外的字符（表情符号、罕见符号）；"
+                          "其余文字都是真正的词片。"}[lang])
     return out
+
+
+def _han(c: str) -> bool:
+    from qkv.text.zh import has_han
+
+    return has_han(c)
+
+
+def question(t, lang: str = "en") -> str | None:
+    """The tour's question, answered from the real weights of every head of the layer."""
+    a = t.answer()
+    if a is None:
+        return None
+    per = a["per_head"]
+    lo, hi = min(per), max(per)
+    if lang == "zh":
+        return (f"问题：{a['from']} 对 {a['to']} 的关注有多少？第 {t.layer} 层第 {t.head} 个头：{a['weight']:.3f}"
+                f"（在 {a['from']} 这一行的 {a['of']} 个词里排第 {a['rank']}；这一行有 {a['special']:.2f} 给了特殊词元；"
+                f"均匀分配是 {a['uniform']:.3f}）。本层 {len(per)} 个头从 "
+                f"{lo:.3f} 到 {hi:.3f}，最高是第 {a['top_head']} 个头。词级：{a['from']} 各词片的行取平均，"
+                f"{a['to']} 各词片的列相加，所以每行仍然和为 1。")
+    return (f"Question: how much does {a['from']} attend to {a['to']}? Layer {t.layer}, head {t.head}: "
+            f"{a['weight']:.3f} (rank {a['rank']} of the {a['of']} words in {a['from']}'s row, which gives "
+            f"{a['special']:.2f} to the special tokens; uniform would be {a['uniform']:.3f}). Across the layer's {len(per)} heads it runs from {lo:.3f} to {hi:.3f}, highest "
+            f"in head {a['top_head']}. Word level: the rows of {a['from']}'s pieces averaged, the columns of "
+            f"{a['to']}'s pieces summed, so each row still sums to 1.")
 
 
 def steps(t, lang: str = "en") -> list[dict]:
@@ -51,19 +91,22 @@ def steps(t, lang: str = "en") -> list[dict]:
     sp_mask = np.asarray(t.special)
     content = ~sp_mask
     share = float(t.weights[content][:, sp_mask].sum(axis=1).mean()) if content.any() and sp_mask.any() else 0.0
-    special_note = (f"这个头平均把 {share:.0%} 的权重给了 [CLS]/[SEP]：BERT 类模型的许多头把它们当作“无事可做”时的停靠点"
+    sp_names = "/".join(dict.fromkeys(lab for lab, x in zip(t.labels, t.special) if x)) or "[CLS]/[SEP]"
+    special_note = (f"这个头平均把 {share:.0%} 的权重给了 {sp_names}：BERT 类模型的许多头把它们当作“无事可做”时的停靠点"
                     f"（Clark 等 2019）。这些词元的值向量往往很小，所以实际传递的信息更少——见 qkv explain 的范数加权图。"
                     if zh else
-                    f"This head gives {share:.0%} of a content token's weight to [CLS]/[SEP] on average: many heads of "
+                    f"This head gives {share:.0%} of a content token's weight to {sp_names} on average: many heads of "
                     f"BERT-family models park attention there when they have nothing to do (Clark et al. 2019). "
                     "Those tokens' value vectors tend to be small, so less moves than the weights suggest — see the "
                     "norm-weighted maps of `qkv explain`.")
+    sp_list = list(dict.fromkeys(lab for lab, x in zip(t.labels, t.special) if x)) or ["[CLS]", "[SEP]"]
+    sp_en, sp_zh = " and ".join(sp_list), " 和 ".join(sp_list)
     out = [
         {"id": "tokens", "arrays": [t.x_name],
          "title": "1 · 词元与输入向量 X" if zh else "1 · Tokens and the input vectors X",
-         "text": (f"文本被切成 {n} 个词元（含 [CLS] 和 [SEP]）。进入第 {L} 层的是{where_zh}：矩阵 X，形状 {n}×{H}，"
+         "text": (f"文本被切成 {n} 个词元（含 {sp_zh}）。进入第 {L} 层的是{where_zh}：矩阵 X，形状 {n}×{H}，"
                   f"每个词元一行。" if zh else
-                  f"The text becomes {n} tokens ([CLS] and [SEP] included). Entering layer {L} is {where}: "
+                  f"The text becomes {n} tokens ({sp_en} included). Entering layer {L} is {where}: "
                   f"a matrix X of shape {n}×{H}, one row per token.")},
         {"id": "project", "arrays": [f"layers.{L}.attn.q", f"layers.{L}.attn.k", f"layers.{L}.attn.v"],
          "title": f"2 · 投影：Q = X·Wq, K = X·Wk, V = X·Wv（第 {h} 个头）" if zh else
@@ -100,7 +143,11 @@ def steps(t, lang: str = "en") -> list[dict]:
                   f"{np.abs(rs - 1).max():.0e}). Output row i = Σ_j weights[i, j]·v_j, {n}×{d}."),
          "special_note": special_note,
          "attends": [(f"{t.labels[i]} 主要关注 {_fmt_attends(t, i, lang)}" if zh else
-                      f"{t.labels[i]} mainly attends to {_fmt_attends(t, i, lang)}") for i in range(n)]},
+                      f"{t.labels[i]} mainly attends to {_fmt_attends(t, i, lang)}") for i in range(n)],
+         "word_attends": [(f"{w.text} 主要关注 {_fmt_word_attends(t, i, lang)}" if zh else
+                           f"{w.text} mainly attends to {_fmt_word_attends(t, i, lang)}")
+                          for i, w in enumerate(t.words) if not w.special],
+         "question": question(t, lang), "answer": t.answer()},
         {"id": "heads", "arrays": [f"layers.{L}.attn.context", f"layers.{L}.attn.out"],
          "title": "多头：拼接并投影" if zh else "Many heads: concatenate and project",
          "text": (f"这一层的 {nh} 个头各自做同样的五步，各得 {n}×{d}；拼接成 {n}×{nh * d}，再乘 W_o（{H}×{H}）加偏置，"

@@ -26,8 +26,10 @@ class Tokens:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def words(self) -> list["Word"]:
-        return group_words(self)
+    def words(self, segment: bool = False) -> list["Word"]:
+        """The text's words (``group_words``); ``segment=True`` also splits runs of Chinese
+        characters into words with the segmenter search uses (``qkv.text.zh``)."""
+        return group_words(self, segment)
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,38 @@ def _is_punct(s: str) -> bool:
     return bool(s) and all(unicodedata.category(c).startswith(("P", "S")) for c in s)
 
 
-def group_words(t: Tokens) -> list[Word]:
+def _han_splits(t: Tokens, group: list[int]) -> list[list[int]]:
+    """``group`` (touching pieces) cut where the Chinese segmenter puts a word boundary that is
+    also a boundary between two pieces; a piece that straddles a segmenter boundary keeps the two
+    words together (a piece is never split). Bare "▁" markers go with the piece after them."""
+    from qkv.text import zh
+
+    s, e = t.offsets[group[0]][0], t.offsets[group[-1]][1]
+    text = t.text[s:e]
+    if not zh.has_han(text):
+        return [group]
+    folded = zh.fold(text)  # jieba's dictionary is simplified; t2s keeps lengths, checked anyway
+    cuts = {s + a for _, a, _ in zh.spans(folded if len(folded) == len(text) else text)}
+    out: list[list[int]] = []
+    for i in group:  # a new word where a piece (or a marker before it) starts at a boundary
+        opens = out and t.offsets[i][0] in cuts and any(t.offsets[j][1] > t.offsets[j][0] for j in out[-1])
+        if not out or opens:
+            out.append([i])
+        else:
+            out[-1].append(i)
+    return out
+
+
+def group_words(t: Tokens, segment: bool = False) -> list[Word]:
     """Merge word pieces into words: tokens whose character spans touch (no space between) form
     one word ("Men's", "270mm", "##ing" pieces, a run of Chinese characters), except that
     punctuation at either edge of such a run (a trailing comma, brackets) stands alone.
     Special tokens are words of their own. A SentencePiece word start with no characters of its
-    own (a bare "▁", empty span) belongs to the word that follows it."""
+    own (a bare "▁", empty span) belongs to the word that follows it.
+
+    ``segment``: a run holding Chinese is further cut into the words of ``qkv.text.zh.spans``
+    (jieba, as keyword search indexes it) wherever a segmenter boundary falls between two pieces:
+    "透气跑鞋" → 透气 | 跑鞋. Without it a run of Chinese characters with no space is one "word"."""
     runs: list[list[int]] = []
     marker = lambda j: not t.special[j] and t.offsets[j][1] <= t.offsets[j][0]  # noqa: E731
     for i, ((s, e), sp) in enumerate(zip(t.offsets, t.special)):
@@ -80,6 +108,8 @@ def group_words(t: Tokens) -> list[Word]:
             hi -= 1
         groups = [run[j:j + 1] for j in range(lo)] + [run[lo:hi]] + [run[j:j + 1] for j in range(hi, len(run))]
         groups[0] = markers + groups[0]
+        if segment:
+            groups = [g for group in groups for g in _han_splits(t, group)]
         for group in groups:
             s, e = t.offsets[group[0]][0], t.offsets[group[-1]][1]
             words.append(Word(t.text[s:e], s, e, tuple(group)))
@@ -131,6 +161,18 @@ class Tokenizer:
         self.prefix_tokens = list(empty.tokens[:1]) if len(empty.ids) >= 1 else []
         self.suffix_tokens = list(empty.tokens[1:]) if len(empty.ids) >= 2 else []
         self.n_special = len(self.prefix_ids) + len(self.suffix_ids)
+
+    @property
+    def unk_id(self) -> int | None:
+        """The id of the model's unknown token ([UNK] for WordPiece, <unk> for SentencePiece), or None."""
+        if not hasattr(self, "_unk_id"):
+            name = getattr(self._tok.model, "unk_token", None)  # WordPiece exposes it
+            if name is not None:
+                self._unk_id = self._tok.token_to_id(name)
+            else:  # Unigram keeps it in its JSON only (1.7 s to serialise for e5): the usual names
+                ids = (self._tok.token_to_id(n) for n in ("<unk>", "[UNK]", "<UNK>"))
+                self._unk_id = next((i for i in ids if i is not None), None)
+        return self._unk_id
 
     @staticmethod
     def _check(texts) -> list[str]:

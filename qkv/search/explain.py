@@ -13,11 +13,33 @@ entry in a title token's column is the one it "answers" (the query attends to th
 late-interaction models such as ColBERT, Khattab & Zaharia 2020). For other poolings (CLS, max)
 there is no such identity: the grid then holds token-token cosines and ``exact`` is False.
 
+Prefixes: a model trained with them (E5: "query: " / "passage: ") is searched with them, so the
+grid explains the vectors actually compared: the query is embedded as ``query_prefix + query`` and
+each title as ``passage_prefix + title``, and the prefix tokens are rows/columns of the grid like any
+other. They are kept apart at word level: the words carry ``kind`` "word", "prefix" or "special",
+word offsets point into the query and title as typed, and ``context`` says how much of the cosine
+the prefix tokens and <s>/</s> ([CLS]/[SEP]) take, so that word pairs + prefix + special = cosine.
+
+Who met whom: the parts G_ij share a large common term (the token vectors of a model point in much
+the same direction, and a word of more pieces collects more parts), so a row's largest part rarely
+says which title word a query word matched. Writing G_ij = μ + r_i + c_j + D_ij (grand mean, row and
+column effects, interaction — a two-way decomposition), the interaction D, over the tokens of kind
+"word", is what is left once each query token's and title token's general pull is removed; ``contrast``
+is D averaged over each pair of words, and a title word "answers" the query word with the largest
+contrast. It sums to 0, so it is a reading aid beside the exact parts, not a share of the score.
+On "透气跑鞋" × "Breathable Mesh Running Shoes" (E5, prefixes on) the pieces 跑→Run and 鞋→Sho have the
+largest interactions of the grid.
+
+Words: Latin words from the tokenizer (pieces that touch, "▁" starts a word), Chinese runs cut by
+the segmenter search uses (``qkv.text.zh``), so "透气跑鞋" against "Breathable Mesh Running Shoes"
+gives a 2 × 4 word grid (透气, 跑鞋 × Breathable, Mesh, Running, Shoes).
+
 Cost: one forward pass over the query and the shown titles (not stored for the catalog).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,11 +48,22 @@ import numpy as np
 @dataclass(frozen=True)
 class WordShare:
     text: str
-    start: int
+    start: int  # into the title as typed (0, 0 for special and prefix words)
     end: int
     share: float  # sum of the grid over this word's tokens (all query tokens)
-    best_query_word: str  # the query word contributing most to this title word
-    special: bool = False
+    best_query_word: str  # the query word this title word interacts with most (``contrast``)
+    special: bool = False  # [CLS]/[SEP], <s>/</s> or a prefix token: nothing to highlight
+    kind: str = "word"  # "word", "prefix" or "special"
+    tokens: tuple[int, ...] = ()  # columns of the grid
+
+
+@dataclass(frozen=True)
+class QueryWord:
+    text: str
+    start: int  # into the query as typed
+    end: int
+    kind: str  # "word", "prefix" or "special"
+    tokens: tuple[int, ...]  # rows of the grid
 
 
 @dataclass(frozen=True)
@@ -45,28 +78,112 @@ class MatchExplanation:
     title_norm: float
     title_words: tuple[WordShare, ...]
     keyword_terms: tuple[tuple[str, float], ...] = ()  # matched term → BM25 share
+    query_words: tuple[QueryWord, ...] = ()
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    query_token_kinds: tuple[str, ...] = ()  # per grid row: "word", "prefix" or "special"
+    title_token_kinds: tuple[str, ...] = ()  # per grid column
+
+    def word_grid(self) -> np.ndarray:
+        """[query words, title words] of kind "word": the grid summed over each pair's tokens (each
+        cell is that pair's exact part of the cosine when ``exact``)."""
+        qw = [w for w in self.query_words if w.kind == "word"]
+        tw = [w for w in self.title_words if w.kind == "word"]
+        g = self.grid.astype(np.float64)
+        return np.asarray([[g[np.ix_(list(a.tokens), list(b.tokens))].sum() for b in tw] for a in qw]).reshape(len(qw), len(tw))
+
+    def contrast(self) -> np.ndarray:
+        """[query words, title words] of kind "word": the grid's interaction term D (double-centred
+        over the word tokens) averaged over each pair of words (see the module docstring)."""
+        qk, tk = np.asarray(self.query_token_kinds), np.asarray(self.title_token_kinds)
+        return _contrast(self.grid.astype(np.float64), qk, tk,
+                         [w for w in self.query_words if w.kind == "word"],
+                         [w for w in self.title_words if w.kind == "word"])
+
+    def context(self) -> dict:
+        """The cosine split: word pairs, cells touching a prefix token, the rest (special tokens)."""
+        qk, tk = np.asarray(self.query_token_kinds), np.asarray(self.title_token_kinds)
+        g = self.grid.astype(np.float64)
+        words = float(g[np.ix_(qk == "word", tk == "word")].sum())
+        prefix = float(g[(qk == "prefix")[:, None] | (tk == "prefix")[None, :]].sum())
+        return {"words": words, "prefix": prefix, "special": float(g.sum()) - words - prefix,
+                "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+
+    def pairs(self, k: int = 5) -> list[dict]:
+        """The ``k`` query-word × title-word pairs with the largest share of the cosine."""
+        qw = [w for w in self.query_words if w.kind == "word"]
+        tw = [w for w in self.title_words if w.kind == "word"]
+        wg = self.word_grid()
+        order = np.argsort(-wg, axis=None, kind="stable")[:k]
+        return [{"query": qw[i].text, "title": tw[j].text, "share": float(wg[i, j])}
+                for i, j in (divmod(int(o), wg.shape[1]) for o in order)]
 
     def to_json(self) -> dict:
+        wg = self.word_grid()
+        ct = self.contrast()
         return {"query_tokens": list(self.query_tokens), "title_tokens": list(self.title_tokens),
+                "query_token_kinds": list(self.query_token_kinds), "title_token_kinds": list(self.title_token_kinds),
                 "grid": self.grid.round(6).tolist(), "exact": self.exact, "cosine": self.cosine,
                 "parts_sum": self.parts_sum, "query_norm": self.query_norm, "title_norm": self.title_norm,
-                "title_words": [w.__dict__ for w in self.title_words],
+                "title_words": [{**w.__dict__, "tokens": list(w.tokens)} for w in self.title_words],
+                "query_words": [{**w.__dict__, "tokens": list(w.tokens)} for w in self.query_words],
+                "word_grid": {"rows": [w.text for w in self.query_words if w.kind == "word"],
+                              "cols": [w.text for w in self.title_words if w.kind == "word"],
+                              "values": wg.round(6).tolist(), "contrast": ct.round(6).tolist()},
+                "context": self.context(), "pairs": self.pairs(),
                 "keyword_terms": [{"term": t, "bm25": s} for t, s in self.keyword_terms]}
 
 
-def _words(tokens):
-    return [w for w in tokens.words()]
+def _words(tokens, prefix: str) -> list[tuple[str, object]]:
+    """(kind, Word) for each word of a prefixed text, offsets moved back into the text as typed."""
+    out = []
+    cut = len(prefix)
+    for w in tokens.words(segment=True):
+        if w.special:
+            out.append(("special", w))
+        elif cut and w.end <= cut:
+            out.append(("prefix", dataclasses.replace(w, start=0, end=0)))
+        else:
+            out.append(("word", dataclasses.replace(w, start=w.start - cut, end=w.end - cut)))
+    return out
+
+
+def _contrast(g: np.ndarray, qk: np.ndarray, tk: np.ndarray, qwords, twords) -> np.ndarray:
+    rows, cols = np.flatnonzero(qk == "word"), np.flatnonzero(tk == "word")
+    out = np.zeros((len(qwords), len(twords)))
+    if not len(rows) or not len(cols):
+        return out
+    sub = g[np.ix_(rows, cols)]
+    d = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
+    at_r, at_c = {t: i for i, t in enumerate(rows)}, {t: i for i, t in enumerate(cols)}
+    for a, qw in enumerate(qwords):
+        for b, tw in enumerate(twords):
+            out[a, b] = d[np.ix_([at_r[t] for t in qw.tokens], [at_c[t] for t in tw.tokens])].mean()
+    return out
+
+
+def _token_kinds(words, n: int) -> tuple[str, ...]:
+    kinds = ["word"] * n
+    for kind, w in words:
+        for t in w.tokens:
+            kinds[t] = kind
+    return tuple(kinds)
 
 
 def explain_titles(encoder, query: str, titles: list[str],
-                   keyword_terms: list[list[tuple[str, float]]] | None = None) -> list[MatchExplanation]:
-    """One explanation per title (see the module docstring)."""
-    tv = encoder.token_vectors([query] + list(titles), truncate=True)
+                   keyword_terms: list[list[tuple[str, float]]] | None = None, *,
+                   query_prefix: str = "", passage_prefix: str = "") -> list[MatchExplanation]:
+    """One explanation per title (see the module docstring). ``query_prefix`` / ``passage_prefix``:
+    what the index put before queries and titles when it embedded them (E5: "query: " /
+    "passage: "; ``Index.search`` passes its own), so the grid sums to the cosine search computed."""
+    tv = encoder.token_vectors([query_prefix + query] + [passage_prefix + t for t in titles], truncate=True)
     (qt, Q), rest = tv[0], tv[1:]
     mean = encoder.config.pooling == "mean"
     qbar = Q.mean(axis=0)
     qn = float(np.linalg.norm(qbar))
-    qwords = [w for w in _words(qt) if not w.special]
+    qall = _words(qt, query_prefix)
+    qwords = [w for kind, w in qall if kind == "word"]
+    query_words = tuple(QueryWord(w.text, w.start, w.end, kind, tuple(w.tokens)) for kind, w in qall)
     out = []
     for n, (tt, T) in enumerate(rest):
         tbar = T.mean(axis=0)
@@ -79,15 +196,21 @@ def explain_titles(encoder, query: str, titles: list[str],
                 T64 / np.linalg.norm(T64, axis=1, keepdims=True)).T
         cos = float(qbar.astype(np.float64) @ tbar.astype(np.float64) / (qn * tn))
         shares = []
-        for w in _words(tt):
+        tall = _words(tt, passage_prefix)
+        tkinds = _token_kinds(tall, len(tt))
+        ct = _contrast(grid, np.asarray(_token_kinds(qall, len(qt))), np.asarray(tkinds), qwords,
+                       [w for kind, w in tall if kind == "word"])
+        col = 0
+        for kind, w in tall:
             cols = list(w.tokens)
             share = float(grid[:, cols].sum()) if mean else float(grid[:, cols].max())
             best = ""
-            if qwords and not w.special:
-                scores = [grid[np.ix_(list(qw.tokens), cols)].sum() for qw in qwords]
-                best = qwords[int(np.argmax(scores))].text
-            shares.append(WordShare(w.text, w.start, w.end, share, best, w.special))
+            if qwords and kind == "word":
+                best = qwords[int(np.argmax(ct[:, col]))].text  # the query word it interacts with most
+                col += 1
+            shares.append(WordShare(w.text, w.start, w.end, share, best, kind != "word", kind, tuple(w.tokens)))
         out.append(MatchExplanation(qt.tokens, tt.tokens, grid.astype(np.float32), mean, cos,
                                     float(grid.sum()) if mean else float("nan"), qn, tn, tuple(shares),
-                                    tuple(keyword_terms[n]) if keyword_terms else ()))
+                                    tuple(keyword_terms[n]) if keyword_terms else (), query_words,
+                                    query_prefix, passage_prefix, _token_kinds(qall, len(qt)), tkinds))
     return out

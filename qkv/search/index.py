@@ -204,6 +204,14 @@ class Index:
             raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion_!r}")
         return query.strip()
 
+    def prefixes(self) -> tuple[str, str]:
+        """What this index puts before a query and before a title when it embeds them (E5:
+        "query: " / "passage: "), as its manifest records them (``extra["query_prefix"]`` /
+        ``extra["passage_prefix"]``; "" for an index made without). Match explanations embed with
+        the same, so their grid sums to the cosine search computed."""
+        x = self.store.manifest.extra
+        return x.get("query_prefix", "") or "", x.get("passage_prefix", "") or ""
+
     def encode_query(self, query: str, exact: bool = False) -> np.ndarray:
         """The query's vector, in ``query_precision()``: the fastest pass for a lone query.
         ``exact`` keeps float32, which explanations need so that their parts add up to the very
@@ -376,8 +384,9 @@ class Index:
             t0 = time.perf_counter()
             kw_query = f"{query.strip()} {tr.text}" if tr is not None and tr.text else query
             terms = st.keyword_terms(kw_query, [x.id for x in out])
+            qp, pp = self.prefixes()
             exps = explain_titles(self.encoder, query.strip(), [x.title for x in out],
-                                  [terms.get(x.id, []) for x in out])
+                                  [terms.get(x.id, []) for x in out], query_prefix=qp, passage_prefix=pp)
             out = [SearchResult(**{**x.__dict__, "explanation": e, **self._exact_dense(x, e, mode)})
                    for x, e in zip(out, exps)]
             self.last_timings["explain"] = time.perf_counter() - t0

@@ -20,7 +20,7 @@ def test_tour_en_and_zh():
     assert "layer 5 · head 11" in r.output and "all equal" in r.output and "✓ equal" in r.output
     r = runner.invoke(app, ["tour", ZH, "--lang", "zh", "--layer", "0", "--head", "3"])
     assert r.exit_code == 0, r.output
-    assert "单个汉字" in r.output and "手算" in r.output
+    assert "缺少这段文字的字符" in r.output and "手算" in r.output
 
 
 def test_tour_json():

@@ -61,7 +61,7 @@ def test_chinese_text_is_single_characters(encoder):
     assert t.n_cjk == 9
     from qkv.explain.tour_text import notes
 
-    assert "single characters" in notes(t, "en")[0] and "单个汉字" in notes(t, "zh")[0]
+    assert "lacks the script" in notes(t, "en")[0] and "缺少这段文字的字符" in notes(t, "zh")[0]
 
 
 def test_bad_input(encoder):

@@ -62,15 +62,20 @@ def _text(text: str) -> str:
     return text
 
 
-def _labels(seq) -> list[str]:
-    """Tokens as shown: an [UNK] token (most Chinese characters for MiniLM's vocabulary) carries
-    the characters it stands for, as the tour labels them."""
-    return [f"{seq.text[s:e]}→{t}" if t == "[UNK]" and e > s else t for t, (s, e) in zip(seq.tokens, seq.offsets)]
+def _labels(seq, unk_id) -> list[str]:
+    """Tokens as shown: an unknown token ([UNK]: most Chinese characters for MiniLM's vocabulary)
+    carries the characters it stands for, as the tour labels them."""
+    return [f"{seq.text[s:e]}→{t}" if i == unk_id and e > s else t
+            for t, i, (s, e) in zip(seq.tokens, seq.ids, seq.offsets)]
 
 
 def _header(m) -> dict:
-    return {"text": m.text, "tokens": list(m.tokens), "labels": _labels(m.seq), "special": [bool(s) for s in m.special],
-            "words": [{"text": w.text, "tokens": list(w.tokens), "special": w.special} for w in m.words],
+    """Tokens and words (SentencePiece "▁" pieces and Chinese runs grouped into words as search
+    segments them; ``start``/``end`` index the text) of an attention view."""
+    unk = m._enc.tokenizer.unk_id if hasattr(m, "_enc") else None
+    return {"text": m.text, "tokens": list(m.tokens), "labels": _labels(m.seq, unk), "special": [bool(s) for s in m.special],
+            "words": [{"text": w.text, "start": w.start, "end": w.end, "tokens": list(w.tokens), "special": w.special}
+                      for w in m.words],
             "num_layers": m.num_layers, "num_heads": m.num_heads}
 
 
