@@ -247,3 +247,13 @@ def test_attention_work_runs_off_the_event_loop(client):
     finally:
         st.maps = real
         release.set()
+
+
+def test_attention_words_are_segmented_with_offsets(client):
+    """The payload's words: Chinese runs cut as search segments them, start/end into the text."""
+    text = "Velora 男士透气跑鞋"
+    body = client.post("/api/attention", json={"text": text, "layer": 0, "head": 0}).json()
+    words = [w for w in body["words"] if not w["special"]]
+    assert [w["text"] for w in words] == ["Velora", "男士", "透气", "跑鞋"]
+    assert all(text[w["start"]:w["end"]] == w["text"] for w in words)
+    assert sorted(t for w in body["words"] for t in w["tokens"]) == list(range(len(body["tokens"])))
