@@ -49,7 +49,7 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
                   "—" if occ is None else f"{occ[sp.starts[i]]:.4f}", "—" if vz is None else f"{vz[sp.starts[i]]:.4f}")
     t.caption = ((f"top {TOP} of {len(sp.words)} words; " if len(sp.words) > TOP else "")
                  + "salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
-                 f"words ([CLS]/[SEP]/punctuation took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
+                 f"words ([CLS]/[SEP], bare ▁ and punctuation took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
                  "value zeroing = 1 − cos(title, title with the word's values zeroed)")
     console.print(t)
 
@@ -214,7 +214,13 @@ def register(app: typer.Typer) -> None:
                     _print_match(match)
                 return
             files = _write(ex, out or Path("qkv-explain"), fmt or "png", hide_special, level)
+            if match and (fmt or "png") != "html":
+                from qkv.explain.figures import match_figure, save
+
+                files.append(save(match_figure(match), (out or Path("qkv-explain")) / "match", fmt or "png"))
             _print_explanation(ex, hide_special, level)
+            if match:
+                _print_match(match)
             console.print(f"wrote {len(files)} file(s) to {files[0].parent}: " + ", ".join(f.name for f in files))
             return
 

@@ -31,9 +31,18 @@ def _font_for(labels) -> list[str]:
     if any(any(ord(c) > 0x2E7F for c in str(s)) for s in labels):
         from matplotlib import font_manager
 
+        names = ("Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
+                 "AR PL UMing CN", "Droid Sans Fallback", "SimHei")
         have = {f.name for f in font_manager.fontManager.ttflist}
-        for name in ("Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-                     "AR PL UMing CN", "Droid Sans Fallback", "SimHei"):
+        if not have & set(names):  # matplotlib's font cache predates the CJK font: add the files once
+            for path in font_manager.findSystemFonts():
+                if any(k in path.lower() for k in ("wqy", "notosanscjk", "noto-cjk", "droidsansfallback", "uming")):
+                    try:
+                        font_manager.fontManager.addfont(path)
+                    except (OSError, RuntimeError, ValueError):
+                        continue
+            have = {f.name for f in font_manager.fontManager.ttflist}
+        for name in names:
             if name in have:
                 return [name, "DejaVu Sans"]
     return ["DejaVu Sans"]
@@ -191,6 +200,37 @@ def pair_figure(pa):
         ax.set_title(f"{name}: “{ws.text}”", fontsize=9, fontfamily=_font_for([ws.text]))
         ax.set_xlabel("similarity drop without the word (" + pa.method + ")", fontsize=8)
     fig.suptitle(f"cosine similarity {pa.similarity:.3f}: blue words raised it, red lowered it", fontsize=10)
+    return fig
+
+
+def match_figure(e):
+    """A search match explanation (``qkv.search.explain.MatchExplanation``) at word level: left,
+    each query-word × title-word pair's exact part of the cosine; right, the interaction
+    (``contrast``: who met whom, the grid's row and column pulls removed)."""
+    plt = _plt()
+    rows = [w.text for w in e.query_words if w.kind == "word"]
+    cols = [w.text for w in e.title_words if w.kind == "word"]
+    wg, ct = e.word_grid(), e.contrast()
+    c = e.context()
+    fam = _font_for(rows + cols)
+    w = min(9.0, 1.6 + 0.9 * len(cols))
+    fig, axes = plt.subplots(1, 2, figsize=(2 * w, 1.9 + 0.5 * len(rows)), layout="constrained")
+    lim = float(np.abs(ct).max()) or 1e-12
+    for ax, m, cmap, vmin, vmax, name, fmt in (
+            (axes[0], wg, CMAP, 0.0, float(wg.max()) or 1e-12, "exact parts of the cosine", ".4f"),
+            (axes[1], ct / lim, "RdBu", -1.0, 1.0, "interaction (who met whom, scaled to ±1)", "+.2f")):
+        ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontfamily=fam, fontsize=9)
+        ax.set_yticks(range(len(rows)), rows, fontfamily=fam, fontsize=9)
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=8,
+                        color="white" if abs(m[i, j]) > 0.6 * max(abs(vmin), vmax) else "black")
+        ax.set_title(name, fontsize=9)
+    pre = (f"; embedded as “{c['query_prefix']}…” / “{c['passage_prefix']}…”"
+           if c["query_prefix"] or c["passage_prefix"] else "")
+    fig.suptitle(f"cos {e.cosine:.4f} = word pairs {c['words']:.4f} + prefix tokens {c['prefix']:.4f} + "
+                 f"special tokens {c['special']:.4f}{pre}", fontsize=9)
     return fig
 
 

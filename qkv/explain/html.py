@@ -135,7 +135,7 @@ def _bars(pairs, signed: bool = False, top: int = 25) -> str:
 @renders(SellingPoints)
 def selling_points_fragment(sp) -> str:
     return _wrap(f"<p>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>"
-                 f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP]/punctuation took "
+                 f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP], bare ▁ and punctuation took "
                  f"{sp.special_share:.0%} before rescaling</p>")
 
 
@@ -281,7 +281,7 @@ def report_fragment(ex) -> str:
              f"<p style='font-size:16px'>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>",
              _bars(sp.ranked()),
              "<p class='muted'>salience s_j = mean over output tokens i of the last layer's rollout R[i, j], "
-             f"summed over a word's pieces, rescaled to 1 over the other words ([CLS]/[SEP]/punctuation took "
+             f"summed over a word's pieces, rescaled to 1 over the other words ([CLS]/[SEP], bare ▁ and punctuation took "
              f"{sp.special_share:.0%})</p>",
              "<h2>Attention maps</h2>", _controls(d),
              "<div class='info qkv-name'></div><div class='row'><div><div class='qkv-main'></div>"

@@ -204,14 +204,6 @@ class Index:
             raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion_!r}")
         return query.strip()
 
-    def prefixes(self) -> tuple[str, str]:
-        """What this index puts before a query and before a title when it embeds them (E5:
-        "query: " / "passage: "), as its manifest records them (``extra["query_prefix"]`` /
-        ``extra["passage_prefix"]``; "" for an index made without). Match explanations embed with
-        the same, so their grid sums to the cosine search computed."""
-        x = self.store.manifest.extra
-        return x.get("query_prefix", "") or "", x.get("passage_prefix", "") or ""
-
     def encode_query(self, query: str, exact: bool = False) -> np.ndarray:
         """The query's vector, in ``query_precision()``: the fastest pass for a lone query.
         ``exact`` keeps float32, which explanations need so that their parts add up to the very
@@ -351,6 +343,17 @@ class Index:
             out.append((pid, float(s), {"dense_rank": dr, "dense_score": ds, "keyword_rank": kr, "keyword_score": ks}))
         return out
 
+    def explain_titles(self, query: str, titles: list[str], keyword_terms=None,
+                       store: VectorStore | None = None) -> list[MatchExplanation]:
+        """The token grids of ``query`` against ``titles`` (``qkv.search.explain``), embedded as the
+        index embeds them (its manifest's query/passage prefixes), so each grid sums to the cosine
+        searched. For a translated query this is the original's grid (the dense score mixes in
+        the translation's cosine: ``mix_vectors``)."""
+        m = (self.store if store is None else store).manifest
+        return explain_titles(self.encoder, query.strip(), list(titles), keyword_terms,
+                              query_prefix=m.extra.get("query_prefix", ""),
+                              passage_prefix=m.extra.get("passage_prefix", ""))
+
     def _exact_dense(self, res: SearchResult, e: MatchExplanation, mode: str) -> dict:
         """For an index whose titles were embedded in bfloat16 (its vectors within ~5e-4 in cosine
         of float32 ones), an explained result reports the float32 cosine its grid sums to."""
@@ -384,9 +387,7 @@ class Index:
             t0 = time.perf_counter()
             kw_query = f"{query.strip()} {tr.text}" if tr is not None and tr.text else query
             terms = st.keyword_terms(kw_query, [x.id for x in out])
-            qp, pp = self.prefixes()
-            exps = explain_titles(self.encoder, query.strip(), [x.title for x in out],
-                                  [terms.get(x.id, []) for x in out], query_prefix=qp, passage_prefix=pp)
+            exps = self.explain_titles(query, [x.title for x in out], [terms.get(x.id, []) for x in out], st)
             out = [SearchResult(**{**x.__dict__, "explanation": e, **self._exact_dense(x, e, mode)})
                    for x, e in zip(out, exps)]
             self.last_timings["explain"] = time.perf_counter() - t0

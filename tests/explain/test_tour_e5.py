@@ -92,3 +92,21 @@ def test_cli_tour_in_chinese_on_e5():
     assert out["question"]["from"] == "运动鞋" and len(out["question"]["per_head"]) == 12
     assert out["unknown"] == {"tokens": 0, "rate": 0.0, "chars": "", "lacks_script": False}
     assert [w["text"] for w in out["words"] if not w["special"]] == ["运动鞋", "跑步", "轻便", "透气"]
+
+
+def test_selling_points_leave_bare_metaspace_pieces_out(e5):
+    """A bare "▁" holds no character of the title; its rollout share is left out like [SEP]'s."""
+    from qkv.explain import attention_maps, selling_points
+    from qkv.explain.salience import token_salience
+
+    title = "Stridewell 男士透气网面跑鞋 轻便运动鞋 藏青色 US 9"
+    m = attention_maps(e5, title)
+    sp = selling_points(m)
+    s = token_salience(m.rollout()[-1])
+    marker = [i for i, ((a, b), x) in enumerate(zip(m.seq.offsets, m.seq.special)) if not x and b <= a]
+    assert len(marker) == 3 and all(m.tokens[i] == "▁" for i in marker)
+    words = [w for w in m.words if not w.special]
+    by_hand = np.array([sum(s[t] for t in w.tokens if t not in marker) for w in words])
+    np.testing.assert_allclose(sp.salience, by_hand / by_hand.sum(), atol=1e-6)
+    assert sp.special_share == pytest.approx(1 - by_hand.sum(), abs=1e-6)
+    assert sp.ranked()[0][0] == "Stridewell"  # as occlusion and value zeroing rank it

@@ -78,10 +78,11 @@ def test_index_explains_with_the_prefixes_its_manifest_records(sample_index, enc
     from qkv.search.index import Index
 
     with Index.open(sample_index, encoder) as idx:
-        assert idx.prefixes() == ("", "")  # MiniLM's index records none: the grid as before
-        (r,) = idx.search("running shoes", k=1, mode="dense", explain=True)
+        (r,) = idx.search("running shoes", k=1, mode="dense", explain=True)  # MiniLM's index: no prefixes
         assert r.explanation.query_prefix == "" and r.explanation.parts_sum == pytest.approx(r.score, abs=2e-5)
-        monkeypatch.setattr(Index, "prefixes", lambda self: ("query: ", "passage: "))
-        (r,) = idx.search("running shoes", k=1, mode="dense", explain=True)
-        assert r.explanation.query_prefix == "query: " and r.explanation.passage_prefix == "passage: "
-        assert r.explanation.query_token_kinds[1] == "prefix"
+        extra = idx.store.manifest.extra
+        monkeypatch.setitem(extra, "query_prefix", "query: ")
+        monkeypatch.setitem(extra, "passage_prefix", "passage: ")
+        (e,) = idx.explain_titles("running shoes", [r.title])
+        assert e.query_prefix == "query: " and e.passage_prefix == "passage: "
+        assert e.query_token_kinds[1] == "prefix" and e.title_token_kinds[1] == "prefix"

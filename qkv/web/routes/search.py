@@ -84,7 +84,7 @@ def _highlights(explanation, terms) -> list[dict]:
     matched = {t for t, _ in terms}
     out = []
     for w in explanation.title_words:
-        if w.special:  # [CLS]/[SEP], <s>/</s> and prefix tokens: nothing in the title to mark
+        if w.special:
             continue
         words = set(normalize(w.text).split())
         out.append({"start": w.start, "end": w.end, "share": w.share, "answers": w.best_query_word,
@@ -95,12 +95,8 @@ def _highlights(explanation, terms) -> list[dict]:
 def _explanations(index, query: str, ids: list[str], titles: list[str]) -> list[dict]:
     """The match explanation and title highlights of each product, as ``Index.search(explain=True)``
     computes them (one forward pass over the query and these titles)."""
-    from qkv.search.explain import explain_titles
-
     terms = index.store.keyword_terms(query, ids)
-    qp, pp = index.prefixes()  # the grid explains the vectors search compared (E5 prefixes included)
-    exps = explain_titles(index.encoder, query.strip(), titles, [terms.get(i, []) for i in ids],
-                          query_prefix=qp, passage_prefix=pp)
+    exps = index.explain_titles(query, titles, [terms.get(i, []) for i in ids])  # with the index's prefixes
     return [{"explanation": jsonable(e.to_json()), "highlights": jsonable(_highlights(e, e.keyword_terms))}
             for e in exps]
 
