@@ -39,7 +39,6 @@ int64_t qkv_bf16_depth(void) { return BK; }
 #define CPU_AMX_BF16 2   /* AMX-TILE and AMX-BF16 */
 #define OS_AMX 4         /* XCR0 enables the tile config and tile data state (bits 17, 18) */
 
-void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* _kernels.c */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -106,18 +105,88 @@ T_BF16 static void to_bf16(const float *x, int64_t R, int64_t K, uint16_t *xb, i
     if (Rp > R) memset(xb + R * Kp, 0, (size_t)((Rp - R) * Kp) * sizeof(uint16_t));
 }
 
-static const float ZEROS[BP] = {0};
-
-/* y[r, 0:BP] = c[r, 0:BP] + bias (then GELU) for r < rows: the float32 epilogue of one tile, in L1. */
-T_BF16 static void finish(float *c, int rows, float *y, int64_t ldy, const float *bias, int gelu)
+/* e^x for x ≤ 0 (scores minus their row maximum, or -z²/2 in GELU): x = n·ln2 + r (Cody & Waite),
+ * e^r by its Taylor polynomial to degree `deg` (5: truncation < 2.4e-6 for |r| ≤ ln2/2, far below
+ * the bfloat16 rounding of softmax weights, 2^-8; 7: < 6e-9, float32's own resolution, as
+ * _kernels.c's exp_f32), then scaled by 2^n (VSCALEFPS); below -87.3, 0. */
+T_BF16 static inline __attribute__((always_inline)) __m512 exp_neg_deg(__m512 x, int deg)
 {
-    const __m512 b0 = bias && !gelu ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-    const __m512 b1 = bias && !gelu ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-    if (gelu) qkv_bias_gelu(c, bias ? bias : ZEROS, rows, BP); /* _kernels.c's exact GELU, bias inside */
+    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_ps(x, lo);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p;
+    if (deg >= 7) {
+        p = _mm512_set1_ps(1.0f / 5040.0f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    } else {
+        p = _mm512_set1_ps(1.0f / 120.0f);
+    }
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(~under, _mm512_scalef_ps(p, n));
+}
+
+/* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of _kernels.c's gelu_f32 (erf after
+ * Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7), with 1/(1 + p·|z|) from VRCP14PS and one
+ * Newton step (relative error ~2^-28, against a division's ~10 cycles a vector) and e^(-x²/2) from
+ * exp_neg_deg(·, 7). */
+T_BF16 static inline __attribute__((always_inline)) __m512 gelu_v(__m512 x)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 d = _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f * 0.70710678118654752f), ax, one);
+    __m512 t = _mm512_rcp14_ps(d);
+    t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
+    __m512 poly = _mm512_fmadd_ps(t, _mm512_set1_ps(1.061405429f), _mm512_set1_ps(-1.453152027f));
+    poly = _mm512_fmadd_ps(t, poly, _mm512_set1_ps(1.421413741f));
+    poly = _mm512_fmadd_ps(t, poly, _mm512_set1_ps(-0.284496736f));
+    poly = _mm512_fmadd_ps(t, poly, _mm512_set1_ps(0.254829592f));
+    poly = _mm512_mul_ps(t, poly);
+    const __m512 e = exp_neg_deg(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), 7);
+    const __m512 h = _mm512_fnmadd_ps(_mm512_mul_ps(half, poly), e, half); /* Φ(|x|) - ½ */
+    /* Φ(x) = ½ + sign(x)·h */
+    const __m512 hs = _mm512_castsi512_ps(_mm512_xor_si512(
+        _mm512_castps_si512(h), _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
+    return _mm512_mul_ps(x, _mm512_add_ps(half, hs));
+}
+
+/* Rows r0 … r1 - 1 of c [·][BP] (sums with the bias in) → y: GELU if gelu; float32 into y (row
+ * stride ldy) or, when yb, rounded to bfloat16 into yb (row stride ldy). The epilogue of a block,
+ * in L1. */
+T_BF16 static inline __attribute__((always_inline)) void finish_rows(const float *c, int r0, int r1, float *y,
+                                                                     uint16_t *yb, int64_t ldy, int gelu)
+{
+    for (int r = r0; r < r1; r++) {
+        __m512 a = _mm512_load_ps(c + r * BP), b = _mm512_load_ps(c + r * BP + 16);
+        if (gelu) a = gelu_v(a), b = gelu_v(b);
+        if (yb)
+            _mm512_storeu_si512((void *)(yb + r * ldy), (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        else
+            _mm512_storeu_ps(y + r * ldy, a), _mm512_storeu_ps(y + r * ldy + 16, b);
+    }
+}
+
+T_BF16 static void finish(const float *c, int rows, float *y, uint16_t *yb, int64_t ldy, int gelu)
+{
+    finish_rows(c, 0, rows, y, yb, ldy, gelu);
+}
+
+/* c [rows][BP] += bias (the dot-product kernel's sums; the tile kernel starts its sums at the bias). */
+T_BF16 static void add_bias(float *c, int rows, const float *bias)
+{
+    if (!bias) return;
+    const __m512 b0 = _mm512_loadu_ps(bias), b1 = _mm512_loadu_ps(bias + 16);
     for (int r = 0; r < rows; r++) {
-        float *yr = y + r * ldy;
-        _mm512_storeu_ps(yr, _mm512_add_ps(_mm512_loadu_ps(c + r * BP), b0));
-        _mm512_storeu_ps(yr + 16, _mm512_add_ps(_mm512_loadu_ps(c + r * BP + 16), b1));
+        _mm512_store_ps(c + r * BP, _mm512_add_ps(_mm512_load_ps(c + r * BP), b0));
+        _mm512_store_ps(c + r * BP + 16, _mm512_add_ps(_mm512_load_ps(c + r * BP + 16), b1));
     }
 }
 
@@ -125,9 +194,11 @@ T_BF16 static void finish(float *c, int rows, float *y, int64_t ldy, const float
  * Eight tiles: C0..C3 a 32 × 32 block of y in float32 (2 × 2 tiles of 16 × 16), A0, A1 two
  * 16-row × 32-k slices of x, B0, B1 the two 16-column halves of a panel's 16 pair rows. Each step
  * of 32 along K: four loads and four TDPBF16PS (16·16·32 multiply-adds each). As in oneDNN's
- * brgemm kernels the tiles of C stay in the unit for the whole of K and leave once, through a
- * 4 kB buffer, to the float32 epilogue (bias, GELU). Columns in blocks of AMX_NC (a block of W,
- * Kp × AMX_NC bf16, stays in L2 while every 32-row block of x walks it, the block of x in L1).
+ * brgemm kernels the tiles of C stay in the unit for the whole of K. They start at the bias (a
+ * tile load with row stride 0 repeats the bias row), and a whole block without GELU leaves the
+ * unit straight into y; others go through a 4 kB buffer to the vector epilogue (GELU, bfloat16
+ * output, the last rows). Columns in blocks of AMX_NC (a block of W, Kp × AMX_NC bf16, stays in
+ * L2 while every 32-row block of x walks it, the block of x in L1).
  * Tried: prefetching the next panel into L1 (slower), panels outside the row blocks (slower). */
 #define AMX_NC 768 /* 256-1024 measured within noise for K = 1536; 768 ~10% ahead of 256 for K = 384 */
 
@@ -150,41 +221,79 @@ T_AMX static void config_tiles(void)
     _tile_loadconfig(&cfg);
 }
 
-T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t Kp, const uint16_t *panels,
-                           int64_t N, const float *bias, int gelu, float *y)
+static const float ZEROS[BP] = {0};
+
+/* A block whose epilogue is still to run: its sums in c, where its rows go. */
+struct pending {
+    const float *c;
+    int rows, done;
+    float *y;
+    uint16_t *yb;
+};
+
+/* y (or yb) [R, N] = xb [R rows of lda elements, whole 32-row tiles readable] · panels + bias.
+ * A block that needs the vector epilogue (GELU, bfloat16 output, the last rows) has it run a few
+ * rows at a time inside the next block's K loop, so the vector units work while the tile unit
+ * multiplies (two buffers for the sums, the one being finished and the one being filled). */
+T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t lda, int64_t Kp, const uint16_t *panels,
+                           int64_t N, const float *bias, int gelu, float *y, uint16_t *yb)
 {
     config_tiles();
-    float c[32 * BP] __attribute__((aligned(64)));
-    const int64_t lda = Kp * 2; /* bytes between rows of xb */
+    float cbuf[2][32 * BP] __attribute__((aligned(64)));
+    struct pending pend = {NULL, 0, 0, NULL, NULL};
+    const int64_t sa = lda * 2;               /* bytes between rows of xb */
+    const int per_step = (int)((32 * BK + Kp - 1) / Kp); /* epilogue rows per K step: 32 over the K loop */
+    int cur = 0;
     for (int64_t n0 = 0; n0 < N; n0 += AMX_NC) {
         const int64_t p1 = (n0 + AMX_NC < N ? n0 + AMX_NC : N) / BP;
         for (int64_t r0 = 0; r0 < R; r0 += 32) {
-            const uint16_t *a = xb + r0 * Kp;
+            const uint16_t *a = xb + r0 * lda;
+            const int rows = R - r0 < 32 ? (int)(R - r0) : 32;
+            const int direct = rows == 32 && !gelu && !yb;
             for (int64_t p = n0 / BP; p < p1; p++) {
                 const uint16_t *b = panels + p * Kp * BP;
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
+                const float *bp = bias ? bias + p * BP : ZEROS;
+                _tile_loadd(0, bp, 0); /* row stride 0: every row of C starts at the bias */
+                _tile_loadd(1, bp + 16, 0);
+                _tile_loadd(2, bp, 0);
+                _tile_loadd(3, bp + 16, 0);
                 for (int64_t k = 0; k < Kp; k += BK) {
-                    _tile_loadd(4, a + k, lda);
-                    _tile_loadd(5, a + 16 * Kp + k, lda);
+                    _tile_loadd(4, a + k, sa);
+                    _tile_loadd(5, a + 16 * lda + k, sa);
                     _tile_loadd(6, b + k * BP, 2 * BP * 2);      /* pair rows k/2 … k/2 + 15 */
                     _tile_loadd(7, b + k * BP + 32, 2 * BP * 2); /* their columns 16 … 31 */
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_dpbf16ps(1, 4, 7);
                     _tile_dpbf16ps(2, 5, 6);
                     _tile_dpbf16ps(3, 5, 7);
+                    if (pend.done < pend.rows) {
+                        const int to = pend.done + per_step < pend.rows ? pend.done + per_step : pend.rows;
+                        finish_rows(pend.c, pend.done, to, pend.y, pend.yb, N, gelu);
+                        pend.done = to;
+                    }
                 }
-                _tile_stored(0, c, BP * 4);
-                _tile_stored(1, c + 16, BP * 4);
-                _tile_stored(2, c + 16 * BP, BP * 4);
-                _tile_stored(3, c + 16 * BP + 16, BP * 4);
-                finish(c, R - r0 < 32 ? (int)(R - r0) : 32, y + r0 * N + p * BP, N,
-                       bias ? bias + p * BP : NULL, gelu);
+                if (pend.done < pend.rows) finish_rows(pend.c, pend.done, pend.rows, pend.y, pend.yb, N, gelu);
+                pend.rows = 0;
+                if (direct) {
+                    float *yp = y + r0 * N + p * BP;
+                    _tile_stored(0, yp, N * 4);
+                    _tile_stored(1, yp + 16, N * 4);
+                    _tile_stored(2, yp + 16 * N, N * 4);
+                    _tile_stored(3, yp + 16 * N + 16, N * 4);
+                } else {
+                    float *c = cbuf[cur];
+                    cur ^= 1;
+                    _tile_stored(0, c, BP * 4);
+                    _tile_stored(1, c + 16, BP * 4);
+                    _tile_stored(2, c + 16 * BP, BP * 4);
+                    _tile_stored(3, c + 16 * BP + 16, BP * 4);
+                    pend = (struct pending){c, rows, 0, yb ? NULL : y + r0 * N + p * BP,
+                                            yb ? yb + r0 * N + p * BP : NULL};
+                }
             }
         }
     }
+    if (pend.done < pend.rows) finish_rows(pend.c, pend.done, pend.rows, pend.y, pend.yb, N, gelu);
     _tile_release();
 }
 
@@ -194,7 +303,7 @@ T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t Kp, const uint
 #define DP_ROWS 12
 #define DP_NC 384
 
-T_BF16 static inline __attribute__((always_inline)) void dp_tile(const uint16_t *xb, int64_t Kp,
+T_BF16 static inline __attribute__((always_inline)) void dp_tile(const uint16_t *xb, int64_t lda, int64_t Kp,
                                                                   const uint16_t *panel, float *c)
 {
     __m512 acc[DP_ROWS][2];
@@ -206,7 +315,7 @@ T_BF16 static inline __attribute__((always_inline)) void dp_tile(const uint16_t 
         const __m512bh w1 = (__m512bh)_mm512_loadu_si512((const void *)(panel + i * 2 * BP + 32));
         for (int r = 0; r < DP_ROWS; r++) {
             int32_t pair;
-            memcpy(&pair, xb + r * Kp + 2 * i, sizeof pair);
+            memcpy(&pair, xb + r * lda + 2 * i, sizeof pair);
             const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xv, w0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xv, w1);
@@ -218,45 +327,64 @@ T_BF16 static inline __attribute__((always_inline)) void dp_tile(const uint16_t 
     }
 }
 
-T_BF16 static void gemm_dp(const uint16_t *xb, int64_t R, int64_t Kp, const uint16_t *panels,
-                           int64_t N, const float *bias, int gelu, float *y)
+T_BF16 static void gemm_dp(const uint16_t *xb, int64_t R, int64_t lda, int64_t Kp, const uint16_t *panels,
+                           int64_t N, const float *bias, int gelu, float *y, uint16_t *yb)
 {
     float c[DP_ROWS * BP] __attribute__((aligned(64)));
     for (int64_t n0 = 0; n0 < N; n0 += DP_NC) {
         const int64_t p1 = (n0 + DP_NC < N ? n0 + DP_NC : N) / BP;
-        for (int64_t r0 = 0; r0 < R; r0 += DP_ROWS) /* xb has zero rows past R: whole tiles */
+        for (int64_t r0 = 0; r0 < R; r0 += DP_ROWS) /* rows past R are readable: whole tiles */
             for (int64_t p = n0 / BP; p < p1; p++) {
-                dp_tile(xb + r0 * Kp, Kp, panels + p * Kp * BP, c);
-                finish(c, R - r0 < DP_ROWS ? (int)(R - r0) : DP_ROWS, y + r0 * N + p * BP, N,
-                       bias ? bias + p * BP : NULL, gelu);
+                const int rows = R - r0 < DP_ROWS ? (int)(R - r0) : DP_ROWS;
+                dp_tile(xb + r0 * lda, lda, Kp, panels + p * Kp * BP, c);
+                add_bias(c, rows, bias ? bias + p * BP : NULL);
+                finish(c, rows, yb ? NULL : y + r0 * N + p * BP, yb ? yb + r0 * N + p * BP : NULL, N, gelu);
             }
     }
 }
 
+/* Rows a bfloat16 x handed in (or a bfloat16 y that the next product reads) must have readable:
+ * R rounded up to whole tiles of either kernel. */
+int64_t qkv_bf16_rows_padded(int64_t R) { return (R + 31) / 32 * 32 + DP_ROWS; }
+
 /* y [R, N] = x [R, K] · W + bias (bias may be NULL), then GELU if gelu; W packed as above with
- * Kp = K rounded up to BK. isa: 2 = AMX tiles, 1 = AVX-512 BF16 (the caller has checked the CPU).
- * Returns 0, or -1 when it could not run (bad isa, no memory): the caller then runs float32. */
+ * Kp = K rounded up to BK. x is float32 (rounded to bfloat16 here, into a per-thread buffer), or,
+ * when xb is given, already bfloat16: [R][Kp] with K = Kp and rows up to qkv_bf16_rows_padded(R)
+ * readable (their values do not matter: row i of y reads row i of x only). y is float32, or, when
+ * yb is given, rounded to bfloat16 into yb [R][N] (what the next product reads as its xb).
+ * isa: 2 = AMX tiles, 1 = AVX-512 BF16 (the caller has checked the CPU). Returns 0, or -1 when
+ * it could not run (bad isa or shapes, no memory): the caller then runs float32. */
+int64_t qkv_gemm_bf16_io(const float *x, const uint16_t *xb_in, int64_t R, int64_t K, const uint16_t *panels,
+                         int64_t Kp, int64_t N, const float *bias, int gelu, float *y, uint16_t *yb, int64_t isa)
+{
+    if ((isa != 1 && isa != 2) || Kp % BK || Kp < K || N % BP || (xb_in && K != Kp)) return -1;
+    if (R <= 0) return 0;
+    const uint16_t *xb = xb_in;
+    if (!xb) {
+        const int64_t Rp = qkv_bf16_rows_padded(R);
+        /* a per-thread buffer kept between calls: a fresh one of a few MB costs a page fault per
+         * 4 kB on every call (measured: as long as the product itself for K = 1536). */
+        static __thread uint16_t *buf = NULL;
+        static __thread size_t have = 0;
+        const size_t need = (size_t)(Rp * Kp) * sizeof(uint16_t);
+        if (need > have) {
+            free(buf);
+            have = (need + 4095) / 4096 * 4096;
+            buf = aligned_alloc(64, have);
+            if (!buf) { have = 0; return -1; }
+        }
+        to_bf16(x, R, K, buf, Rp, Kp);
+        xb = buf;
+    }
+    if (isa == 2) gemm_amx(xb, R, Kp, Kp, panels, N, bias, gelu, y, yb);
+    else gemm_dp(xb, R, Kp, Kp, panels, N, bias, gelu, y, yb);
+    return 0;
+}
+
 int64_t qkv_gemm_bf16(const float *x, int64_t R, int64_t K, const uint16_t *panels, int64_t Kp,
                       int64_t N, const float *bias, int gelu, float *y, int64_t isa)
 {
-    if ((isa != 1 && isa != 2) || Kp % BK || Kp < K || N % BP) return -1;
-    if (R <= 0) return 0;
-    const int64_t Rp = (R + 31) / 32 * 32 + DP_ROWS; /* whole tiles for either kernel */
-    /* x in bfloat16, in a per-thread buffer kept between calls: a fresh one of a few MB costs a
-     * page fault per 4 kB on every call (measured: as long as the product itself for K = 1536). */
-    static __thread uint16_t *xb = NULL;
-    static __thread size_t have = 0;
-    const size_t need = (size_t)(Rp * Kp) * sizeof(uint16_t);
-    if (need > have) {
-        free(xb);
-        have = (need + 4095) / 4096 * 4096;
-        xb = aligned_alloc(64, have);
-        if (!xb) { have = 0; return -1; }
-    }
-    to_bf16(x, R, K, xb, Rp, Kp);
-    if (isa == 2) gemm_amx(xb, R, Kp, panels, N, bias, gelu, y);
-    else gemm_dp(xb, R, Kp, panels, N, bias, gelu, y);
-    return 0;
+    return qkv_gemm_bf16_io(x, NULL, R, K, panels, Kp, N, bias, gelu, y, NULL, isa);
 }
 
 /* The tile unit's own peak, for benchmarks: reps × 4 TDPBF16PS on tiles loaded once (no memory
@@ -293,26 +421,8 @@ T_AMX int64_t qkv_amx_peak(int64_t reps)
 #define ATT_D 32
 #define ATT_MAX 4096
 
-/* e^x for x ≤ 0 (scores minus their row maximum): x = n·ln2 + r (Cody & Waite), e^r by its
- * Taylor polynomial to degree 5 (|r| ≤ ln2/2: truncation < 2.4e-6, far below the bfloat16
- * rounding of the weights that follows, 2^-8), then scaled by 2^n (VSCALEFPS); below -87.3, 0. */
-T_BF16 static inline __m512 exp_neg(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.3f);
-    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    x = _mm512_max_ps(x, lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 120.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_mov_ps(~under, _mm512_scalef_ps(p, n));
-}
+/* e^x for the softmax weights, which are rounded to bfloat16 next (degree 5: see exp_neg_deg). */
+T_BF16 static inline __m512 exp_neg(__m512 x) { return exp_neg_deg(x, 5); }
 
 /* The work buffer in bytes qkv_attention_bf16 needs for n tokens. */
 int64_t qkv_attention_bf16_work(int64_t n)
@@ -426,6 +536,14 @@ int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t head
                            float *ctx, int64_t ldc, void *work)
 {
     (void)qkv, (void)n, (void)ld, (void)heads, (void)scale, (void)ctx, (void)ldc, (void)work;
+    return -1;
+}
+int64_t qkv_bf16_rows_padded(int64_t R) { return (R + 31) / 32 * 32 + 12; }
+int64_t qkv_gemm_bf16_io(const float *x, const uint16_t *xb, int64_t R, int64_t K, const uint16_t *panels,
+                         int64_t Kp, int64_t N, const float *bias, int gelu, float *y, uint16_t *yb, int64_t isa)
+{
+    (void)x, (void)xb, (void)R, (void)K, (void)panels, (void)Kp, (void)N, (void)bias, (void)gelu, (void)y, (void)yb,
+        (void)isa;
     return -1;
 }
 int64_t qkv_gemm_bf16(const float *x, int64_t R, int64_t K, const uint16_t *panels, int64_t Kp,

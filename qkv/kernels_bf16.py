@@ -143,28 +143,47 @@ def unpack_bf16(panels: np.ndarray, k: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------- product
+def rows_padded(rows: int) -> int:
+    """Rows a bfloat16 x handed to ``gemm_bf16`` must have for ``rows`` rows of output: whole
+    tiles of either unit's kernel (the rows past ``rows`` are read, their values never used)."""
+    return (rows + 31) // 32 * 32 + 12  # qkv_bf16_rows_padded
+
+
 def gemm_bf16(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
               gelu: bool = False, isa: str | None = None) -> np.ndarray:
     """out [R, N] = bf16(x) [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W packed by
     ``pack_bf16``; sums in float32. ``isa``: the unit (default ``ISA``); "float32", or no compiled
-    library, runs the NumPy twin (the same rounding of x and W, float32 BLAS sums)."""
-    R, K = x.shape
-    N = panels.shape[0] * PANEL
+    library, runs the NumPy twin (the same rounding of x and W, float32 BLAS sums).
+
+    x float32 [R, K], or bfloat16 bits (uint16) [≥ rows_padded(R), Kp], already rounded (e.g. the
+    bfloat16 ``out`` of the product before): no rounding pass. out float32, or uint16: the result
+    rounded to bfloat16 bits (nearest even), for the next product to read."""
+    R, N = out.shape[0], panels.shape[0] * PANEL
     kp = panels.shape[1] * 2
-    if panels.ndim != 4 or panels.shape[2:] != (PANEL, 2) or kp < K or kp - K >= DEPTH or out.shape != (R, N):
-        raise ValueError(f"gemm_bf16: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
+    bits_in, bits_out = x.dtype == np.uint16, out.dtype == np.uint16
+    K = kp if bits_in else x.shape[1]
+    if (panels.ndim != 4 or panels.shape[2:] != (PANEL, 2) or kp < K or kp - K >= DEPTH or out.shape != (R, N)
+            or x.ndim != 2 or x.shape[1] != K or x.shape[0] < (rows_padded(R) if bits_in else R)
+            or (not bits_in and x.shape[0] != R)):
+        raise ValueError(f"gemm_bf16: x {x.shape} {x.dtype}, panels {panels.shape}, out {out.shape} do not fit"
+                         + (f" (bfloat16 x needs {rows_padded(R)} rows of {kp})" if bits_in else ""))
     isa = ISA if isa is None else isa
-    arrays = [a for a in (x, bias, out) if a is not None]
+    arrays = [a for a in (bias,) if a is not None] + ([] if bits_in else [x]) + ([] if bits_out else [out])
     if (isa in _ISA_CODE and kernels._native(*arrays) and panels.flags.c_contiguous
-            and panels.dtype == np.uint16
-            and kernels._lib.qkv_gemm_bf16(kernels._ptr(x), R, K, kernels._ptr(panels), kp, N,
-                                           kernels._ptr(bias), int(gelu), kernels._ptr(out), _ISA_CODE[isa]) == 0):
+            and panels.dtype == np.uint16 and (not bits_in or x.flags.c_contiguous)
+            and (not bits_out or out.flags.c_contiguous)
+            and kernels._lib.qkv_gemm_bf16_io(None if bits_in else kernels._ptr(x), kernels._ptr(x) if bits_in else None,
+                                              R, K, kernels._ptr(panels), kp, N, kernels._ptr(bias), int(gelu),
+                                              None if bits_out else kernels._ptr(out),
+                                              kernels._ptr(out) if bits_out else None, _ISA_CODE[isa]) == 0):
         return out
-    np.matmul(round_bf16(x), unpack_bf16(panels, K), out=out)
+    xr = from_bf16_bits(x[:R]) if bits_in else round_bf16(x)
+    y = np.matmul(xr, unpack_bf16(panels, K))
     if gelu:
-        return kernels.bias_gelu(out, np.zeros(N, out.dtype) if bias is None else bias)
-    if bias is not None:
-        out += bias
+        y = kernels.bias_gelu(y, np.zeros(N, y.dtype) if bias is None else bias)
+    elif bias is not None:
+        y += bias
+    out[:] = to_bf16_bits(y) if bits_out else y
     return out
 
 

@@ -105,6 +105,34 @@ def test_product_within_the_bfloat16_bound_at_every_block_edge(unit, R, K, N):
 
 @needs_lib
 @pytest.mark.parametrize("unit", unit_param())
+@pytest.mark.parametrize("R,K,N", [e for e in EDGES if e[1] % 32 == 0])
+def test_bfloat16_bits_in_and_out_at_every_block_edge(unit, R, K, N):
+    """A product may write its result as bfloat16 bits and the next read them without a float32
+    round trip: the bound above plus the output's own rounding (u_b·|y|); a bits x is read as it is,
+    its padding rows (NaN here) never reach the result."""
+    rng = np.random.default_rng(R * 7 + K + N)
+    x = rng.standard_normal((R, K)).astype(np.float32)
+    w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    p = bf16.pack_bf16(w)
+    for gelu in (False, True):
+        yb = np.zeros((R, N), np.uint16)
+        bf16.gemm_bf16(x, p, b, yb, gelu=gelu, isa=unit)
+        y = np.empty((R, N), np.float32)
+        bf16.gemm_bf16(x, p, b, y, gelu=gelu, isa=unit)
+        assert np.all(np.abs(bf16.from_bf16_bits(yb) - y) <= UB * np.abs(y))  # y rounded, nearest
+        np.testing.assert_array_equal(yb, bf16.to_bf16_bits(y))
+    xb = np.full((bf16.rows_padded(R), K), 0x7FC0, np.uint16)  # NaN past row R
+    xb[:R] = bf16.to_bf16_bits(x)
+    y = np.full((R, N), np.nan, np.float32)
+    bf16.gemm_bf16(xb, p, b, y, isa=unit)
+    _bound_check(y, x, w, b)
+    with pytest.raises(ValueError, match="rows"):
+        bf16.gemm_bf16(xb[:R + 1], p, b, y, isa=unit)
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", unit_param())
 def test_a_product_writes_only_its_rows(unit):
     """Tiles past the last row are computed on zero rows and never stored."""
     rng = np.random.default_rng(3)

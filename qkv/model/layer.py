@@ -18,6 +18,7 @@ import numpy as np
 
 from qkv.attention import merge_heads, scale_scores, scores, softmax, split_heads, weighted_sum
 from qkv.kernels import add_layer_norm, bias_gelu, layer_norm
+from qkv.kernels_bf16 import rows_padded
 from qkv.model import attend as attention
 from qkv.model.linear import dense
 
@@ -104,12 +105,18 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
     a = linear(p.w_o, R)(ctx, ws.get("a", (R, H), dt), workers=workers)
     x = _add_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps, "attn.out", "attn.norm", want, emit)
-    # feed-forward
-    h = linear(p.w_in, R)(x, ws.get("h", (R, cfg.intermediate_size), dt), bias=p.b_in, act=cfg.hidden_act,
-                          workers=workers)
-    if want("ffn.hidden"):
-        emit("ffn.hidden", h)
-    f = linear(p.w_out, R)(h, ws.get("f", (R, H), dt), workers=workers)
+    # feed-forward; the hidden layer stays in bfloat16 between two bfloat16 products (GELU fused,
+    # half the bytes, no rounding pass) unless a trace keeps it
+    w_in, w_out, I = linear(p.w_in, R), linear(p.w_out, R), cfg.intermediate_size
+    if (getattr(w_in, "bf16_bits", False) and getattr(w_out, "bf16_bits", False) and not want("ffn.hidden")
+            and cfg.hidden_act in (None, "gelu")):
+        h = ws.get("h_bf16", (rows_padded(R), I), np.uint16)  # rows past R: read by the last tile, never used
+        w_in(x, h[:R], bias=p.b_in, act=cfg.hidden_act, workers=workers)
+    else:
+        h = w_in(x, ws.get("h", (R, I), dt), bias=p.b_in, act=cfg.hidden_act, workers=workers)
+        if want("ffn.hidden"):
+            emit("ffn.hidden", h)
+    f = w_out(h, ws.get("f", (R, H), dt), workers=workers)
     return _add_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps, "ffn.out", "out", want, emit)
 
 

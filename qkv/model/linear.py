@@ -83,8 +83,10 @@ def _by_rows(gemm, panels, x, out, bias, act, workers, *, step: int) -> np.ndarr
     x = np.ascontiguousarray(x)
     fused = act in (None, "gelu")
     b, gelu = (bias if fused else None), act == "gelu"
-    cuts = row_cuts(x.shape[0], 1 if workers is None else workers.threads, step=step)
-    run = lambda g: gemm(x[cuts[g]:cuts[g + 1]], panels, b, out[cuts[g]:cuts[g + 1]], gelu=gelu)  # noqa: E731
+    cuts = row_cuts(out.shape[0], 1 if workers is None else workers.threads, step=step)
+    # a bfloat16 x (bits, padded rows: kernels_bf16.gemm_bf16) is handed over from a worker's first row on
+    xs = (lambda g: x[cuts[g]:]) if x.dtype == np.uint16 else (lambda g: x[cuts[g]:cuts[g + 1]])  # noqa: E731
+    run = lambda g: gemm(xs(g), panels, b, out[cuts[g]:cuts[g + 1]], gelu=gelu)  # noqa: E731
     if workers is None or len(cuts) == 2:
         run(0)
     else:
@@ -148,9 +150,14 @@ class Float16Panels(Linear):
 class BFloat16Panels(Linear):
     """bfloat16 panels (``kernels_bf16.pack_bf16``) multiplied on the CPU's bfloat16 unit
     (``kernels_bf16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
-    and BERT's exact GELU fused; rows split between the workers in whole 32-row tile blocks."""
+    and BERT's exact GELU fused; rows split between the workers in whole 32-row tile blocks.
+
+    ``bf16_bits``: x may also be bfloat16 bits (uint16, ``kernels_bf16.rows_padded(R)`` rows of
+    Kp) and out uint16 (the result rounded to bfloat16), so that a product's output feeds the
+    next product without a float32 round trip (the feed-forward's hidden layer: fast_layer)."""
 
     precision = "bfloat16"
+    bf16_bits = True
 
     def __init__(self, w: np.ndarray):
         self.panels, self.shape = kernels_bf16.pack_bf16(w), w.shape
