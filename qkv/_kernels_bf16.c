@@ -424,6 +424,42 @@ T_AMX int64_t qkv_amx_peak(int64_t reps)
 /* e^x for the softmax weights, which are rounded to bfloat16 next (degree 5: see exp_neg_deg). */
 T_BF16 static inline __m512 exp_neg(__m512 x) { return exp_neg_deg(x, 5); }
 
+/* VPERMT2W indices that interleave two rows of 32 bfloat16 (a, b): a0 b0 a1 b1 … (lo: 0-15, hi: 16-31) */
+static const uint16_t VIDX[64] __attribute__((aligned(64))) = {
+    0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47,
+    16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+#define VIDX_LO _mm512_load_si512((const void *)VIDX)
+#define VIDX_HI _mm512_load_si512((const void *)(VIDX + 32))
+
+/* 16 × 16 32-bit transpose in registers (unpack 32, unpack 64, then 128-bit lanes twice). */
+T_BF16 static inline __attribute__((always_inline)) void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* r[4b + q] now holds, in each 128-bit lane L, element q of rows 4L' … (of the 4-row group b) */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
 /* The work buffer in bytes qkv_attention_bf16 needs for n tokens. */
 int64_t qkv_attention_bf16_work(int64_t n)
 {
@@ -451,56 +487,85 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     config_tiles();
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t h = 0; h < heads; h++) {
-        /* Q, Kᵀ, V of this head in bfloat16, zero past n */
-        for (int64_t j = 0; j < kp; j++) {
-            __m512 q0 = _mm512_setzero_ps(), q1 = q0, k0 = q0, k1 = q0, v0 = q0, v1 = q0;
-            if (j < n) {
-                const float *row = qkv + j * ld + h * ATT_D;
-                q0 = _mm512_loadu_ps(row), q1 = _mm512_loadu_ps(row + 16);
-                k0 = _mm512_loadu_ps(row + H), k1 = _mm512_loadu_ps(row + H + 16);
-                v0 = _mm512_loadu_ps(row + 2 * H), v1 = _mm512_loadu_ps(row + 2 * H + 16);
+        /* Q, Kᵀ, V of this head in bfloat16, zero past n, 16 keys at a time: K's 16 keys × 16 pairs
+         * of dimensions transposed in registers, V's keys interleaved in pairs */
+        for (int64_t j0 = 0; j0 < kp; j0 += 16) {
+            __m512i kt[16];
+            for (int t = 0; t < 16; t += 2) {
+                __m512i v2[2];
+                for (int u = 0; u < 2; u++) {
+                    const int64_t j = j0 + t + u;
+                    __m512 q0 = _mm512_setzero_ps(), q1 = q0, k0 = q0, k1 = q0, v0 = q0, v1 = q0;
+                    if (j < n) {
+                        const float *row = qkv + j * ld + h * ATT_D;
+                        q0 = _mm512_loadu_ps(row), q1 = _mm512_loadu_ps(row + 16);
+                        k0 = _mm512_loadu_ps(row + H), k1 = _mm512_loadu_ps(row + H + 16);
+                        v0 = _mm512_loadu_ps(row + 2 * H), v1 = _mm512_loadu_ps(row + 2 * H + 16);
+                    }
+                    _mm512_store_si512((void *)(qb + j * ATT_D), (__m512i)_mm512_cvtne2ps_pbh(q1, q0));
+                    kt[t + u] = (__m512i)_mm512_cvtne2ps_pbh(k1, k0);
+                    v2[u] = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+                }
+                /* keys (j, j+1) of dimension c side by side: vb[j/2][c][0..1] */
+                _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2), _mm512_permutex2var_epi16(v2[0], VIDX_LO, v2[1]));
+                _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2 + 32), _mm512_permutex2var_epi16(v2[0], VIDX_HI, v2[1]));
             }
-            _mm512_store_si512((void *)(qb + j * ATT_D), (__m512i)_mm512_cvtne2ps_pbh(q1, q0));
-            /* K: dims (2c, 2c+1) of key j side by side, at kb[c][j] (one 32-bit pair) */
-            const __m512i kk = (__m512i)_mm512_cvtne2ps_pbh(k1, k0);
-            uint32_t kpairs[16];
-            _mm512_storeu_si512((void *)kpairs, kk);
-            for (int c = 0; c < 16; c++) memcpy(kb + (c * kp + j) * 2, &kpairs[c], 4);
-            /* V: keys (j, j+1) of dim c side by side, at vb[j/2][c] */
-            uint16_t vv[32];
-            _mm512_storeu_si512((void *)vv, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
-            for (int c = 0; c < ATT_D; c++) vb[((j >> 1) * ATT_D + c) * 2 + (j & 1)] = vv[c];
+            transpose16(kt); /* kt[c] = pair c of keys j0 … j0 + 15 */
+            for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
         }
         for (int64_t i0 = 0; i0 < n; i0 += 16) {
-            /* scores of 16 query rows against every key */
+            /* scores of 16 query rows against every key, 32 keys (two tiles) at a time */
             _tile_loadd(4, qb + i0 * ATT_D, ATT_D * 2);
-            for (int64_t j0 = 0; j0 < kp; j0 += 16) {
-                _tile_zero(0);
-                _tile_loadd(6, kb + j0 * 2, kp * 4);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_stored(0, s + j0, kp * 4);
+            /* three independent chains (zero, load, multiply, store) on tiles 0/5, 1/6, 2/7: tiles
+             * are not renamed, so one chain would wait on itself */
+#define S_BLOCK(t, kt, j)                                   \
+    do {                                                    \
+        _tile_zero(t);                                      \
+        _tile_loadd(kt, kb + (j) * 2, kp * 4);              \
+        _tile_dpbf16ps(t, 4, kt);                           \
+        _tile_stored(t, s + (j), kp * 4);                   \
+    } while (0)
+            int64_t j0 = 0;
+            for (; j0 + 48 <= kp; j0 += 48) {
+                S_BLOCK(0, 5, j0);
+                S_BLOCK(1, 6, j0 + 16);
+                S_BLOCK(2, 7, j0 + 32);
             }
-            /* softmax of each row over its n keys, in float32; weights rounded to bfloat16 */
+            if (j0 < kp) S_BLOCK(0, 5, j0);
+            if (j0 + 16 < kp) S_BLOCK(1, 6, j0 + 16);
+#undef S_BLOCK
+            /* softmax of each row over its n keys, in float32 (rows past n skipped: never stored);
+             * weights rounded to bfloat16, zero past n up to kp */
             float l[16];
-            for (int r = 0; r < 16; r++) {
-                float *sr = s + r * kp;
+            const int rows = n - i0 < 16 ? (int)(n - i0) : 16;
+            for (int r = 0; r < rows; r++) {
+                const float *sr = s + r * kp;
                 uint16_t *pr = pb + r * kp;
-                __m512 mx = _mm512_set1_ps(-INFINITY);
-                for (int64_t j = 0; j < n; j += 16) {
-                    const __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
-                    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_loadu_ps(sr + j));
-                }
-                const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-                __m512 sum = _mm512_setzero_ps();
-                for (int64_t j = 0; j < kp; j += 32) {
-                    const __mmask16 m0 = n - j >= 16 ? 0xffff : n - j > 0 ? (__mmask16)((1u << (n - j)) - 1) : 0;
-                    const __mmask16 m1 = n - j - 16 >= 16 ? 0xffff : n - j - 16 > 0 ? (__mmask16)((1u << (n - j - 16)) - 1) : 0;
-                    const __m512 e0 = _mm512_maskz_mov_ps(m0, exp_neg(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vmx), vscale)));
-                    const __m512 e1 = _mm512_maskz_mov_ps(m1, exp_neg(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(sr + j + 16), vmx), vscale)));
-                    sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+                __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+                int64_t j = 0;
+                for (; j + 32 <= n; j += 32)
+                    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(sr + j)), mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(sr + j + 16));
+                for (; j < n; j += 16)
+                    mx0 = _mm512_mask_max_ps(mx0, n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1), mx0,
+                                             _mm512_loadu_ps(sr + j));
+                /* e^(scale·(s - max)) as scale·s - scale·max, one rounding */
+                const __m512 ms = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * scale);
+                __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
+                for (j = 0; j + 32 <= n; j += 32) {
+                    const __m512 e0 = exp_neg(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms));
+                    const __m512 e1 = exp_neg(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms));
+                    sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
                     _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
                 }
-                l[r] = _mm512_reduce_add_ps(sum);
+                for (; j < kp; j += 32) {
+                    const __mmask16 m0 = n - j >= 16 ? 0xffff : n - j > 0 ? (__mmask16)((1u << (n - j)) - 1) : 0;
+                    const __mmask16 m1 = n - j - 16 >= 16 ? 0xffff : n - j - 16 > 0 ? (__mmask16)((1u << (n - j - 16)) - 1) : 0;
+                    const __m512 e0 = _mm512_maskz_mov_ps(m0, exp_neg(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms)));
+                    const __m512 e1 = _mm512_maskz_mov_ps(m1, exp_neg(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms)));
+                    sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
+                    _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+                }
+                l[r] = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
             }
             /* O = P·V over the keys, 32 at a time */
             _tile_zero(0);
@@ -514,7 +579,6 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
             }
             _tile_stored(0, o, ATT_D * 4);
             _tile_stored(1, o + 16, ATT_D * 4);
-            const int rows = n - i0 < 16 ? (int)(n - i0) : 16;
             for (int r = 0; r < rows; r++) {
                 const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
                 float *dst = ctx + (i0 + r) * ldc + h * ATT_D;
