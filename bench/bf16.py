@@ -9,7 +9,9 @@ shared: CPU time is what other jobs inflate least), in this process.
              blocked product, on all-MiniLM-L6-v2's four product shapes over 2048 rows (a reviews
              batch); GFLOP/s and the share of the tile peak. The x→bfloat16 pass is included.
 3. steps     a forward pass over the engine benchmark's titles and reviews workloads in float32
-             and in bfloat16, each step timed (products by shape, attention, LayerNorm, the rest).
+             and in bfloat16, each step timed (products by shape with their GFLOP/s against the
+             tile peak, attention, LayerNorm, the rest), and inside the bfloat16 kernels: rounding
+             x, tiles, attention's packing / scores / softmax / P·V, GELU.
 Nothing here reads ../shared. Results: /tmp/qkv-cache/bf16/results-<time>.json.
 """
 
@@ -75,9 +77,16 @@ def products(rows: int, reps: int) -> dict:
     return out
 
 
+PHASES = ("round x to bfloat16", "tiles + epilogue", "pack Q, Kᵀ, V", "scores (tiles)", "softmax (float32)",
+          "P·V (tiles) + output")  # qkv_bf16_profile's counters, in order
+
+
 def steps(quick: bool) -> dict:
     """CPU ms per batch of each step of a forward pass, by wrapping the packed products and the
-    attention kernels (the wrappers cost ~1 µs a call, a few hundred calls a batch)."""
+    attention kernels (the wrappers cost ~1 µs a call, a few hundred calls a batch). Inside the
+    bfloat16 products and attention the C kernels count TSC ticks per phase (qkv_bf16_profile):
+    each wrapped step's CPU time is split in those proportions. GELU, fused into the first
+    feed-forward product, is timed apart: that product with and without it, on the same rows."""
     sys.path.insert(0, str(Path(__file__).parent))
     import engine as bench_engine
 
@@ -88,6 +97,7 @@ def steps(quick: bool) -> dict:
 
     enc = qkv.load(threads=1)
     T: dict = defaultdict(float)
+    F: dict = defaultdict(float)  # FLOPs of each product label
 
     def timed(label_of):
         def wrap(fn):
@@ -101,7 +111,9 @@ def steps(quick: bool) -> dict:
         return wrap
 
     def prod_label(self, x, out, **k):
-        return f"product {self.shape[0]}×{self.shape[1]}" + (" +GELU" if k.get("act") else "")
+        label = f"product {self.shape[0]}×{self.shape[1]}" + (" +GELU" if k.get("act") else "")
+        F[label] += 2.0 * out.shape[0] * self.shape[0] * self.shape[1]
+        return label
 
     patches = []
     for cls in (linear.Float32Panels, linear.BFloat16Panels):
@@ -111,6 +123,8 @@ def steps(quick: bool) -> dict:
     attend.attend = timed(lambda *a, **k: "attention (steps 2-5)")(attend.attend)
     patches.append((layer, "add_layer_norm", layer.add_layer_norm))
     layer.add_layer_norm = timed(lambda *a, **k: "residual + LayerNorm")(layer.add_layer_norm)
+    ticks = np.zeros(len(PHASES), np.int64)
+    profile = lambda on: kernels._lib.qkv_bf16_profile(on, ticks.ctypes.data)  # noqa: E731
     res = {}
     try:
         for wl in bench_engine.TARGET_WORKLOADS:
@@ -121,20 +135,83 @@ def steps(quick: bool) -> dict:
                 ws = Workspace()
                 enc.forward(*batches[0][1:], workspace=ws, precision=prec)  # packs the weights
                 T.clear()
+                F.clear()
+                profile(1)
                 t = time.thread_time()
                 for _, ids, mask in batches:
                     enc.forward(ids, mask, workspace=ws, precision=prec)
                 total = (time.thread_time() - t) / len(batches)
-                parts = {k: v / len(batches) for k, v in sorted(T.items())}
+                profile(0)
+                nb = len(batches)
+                parts = {k: v / nb for k, v in sorted(T.items())}
                 parts["rest (embeddings, packing rows, Python)"] = total - sum(parts.values())
-                flops = sum(bench_engine.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / len(batches)
-                res[f"{wl}|{prec}"] = {"total_ms": total * 1e3, "parts_ms": {k: v * 1e3 for k, v in parts.items()},
-                                       "gflops_per_cpu_s": flops / total / 1e9,
-                                       "unit": kernels_bf16.ISA if prec == "bfloat16" else "float32"}
+                flops = sum(bench_engine.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / nb
+                row = {"total_ms": total * 1e3, "parts_ms": {k: v * 1e3 for k, v in parts.items()},
+                       "gflops_per_cpu_s": flops / total / 1e9,
+                       "products_gflops": {k: F[k] / T[k] / 1e9 for k in F if T[k] > 0},
+                       "unit": kernels_bf16.ISA if prec == "bfloat16" else "float32"}
+                if prec == "bfloat16" and ticks.sum():
+                    prod_ms = sum(v for k, v in parts.items() if k.startswith("product")) * 1e3
+                    att_ms = parts.get("attention (steps 2-5)", 0.0) * 1e3
+                    g = ticks[:2].sum() or 1
+                    a = ticks[2:].sum() or 1
+                    inside = {f"products: {PHASES[i]}": prod_ms * ticks[i] / g for i in range(2)}
+                    inside.update({f"attention: {PHASES[i]}": att_ms * ticks[i] / a for i in range(2, len(PHASES))})
+                    rows = sum(int(m.sum()) for _, _, m in batches) // nb  # real tokens (padding skipped)
+                    inside["GELU (in the FFN-in product; timed apart)"] = gelu_ms(rows) * enc.config.num_layers
+                    row["inside_ms"] = inside
+                res[f"{wl}|{prec}"] = row
     finally:
         for obj, name, fn in patches:
             setattr(obj, name, fn)
     return res
+
+
+def gelu_ms(rows: int, K: int = 384, N: int = 1536) -> float:
+    """CPU ms GELU adds to one [rows, K]·[K, N] bfloat16 product (with it minus without it, the
+    output in bfloat16 as the layer writes it)."""
+    from qkv import kernels_bf16
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((rows, K)).astype(np.float32)
+    p = kernels_bf16.pack_bf16((rng.standard_normal((K, N)) * 0.05).astype(np.float32))
+    b, y = np.zeros(N, np.float32), np.empty((rows, N), np.uint16)
+    reps = max(3, int(2e6 // rows))
+    with_g = cpu_time(lambda: kernels_bf16.gemm_bf16(x, p, b, y, gelu=True), reps, rounds=5)
+    without = cpu_time(lambda: kernels_bf16.gemm_bf16(x, p, b, y), reps, rounds=5)
+    return max(0.0, with_g - without) * 1e3
+
+
+def print_steps(console, res: dict, peak: float | None) -> None:
+    """The per-step tables of ``steps`` (also printed by bench/engine.py's encoder section)."""
+    from rich.table import Table
+
+    for wl in ("titles", "reviews"):
+        a, b = res.get(f"{wl}|float32"), res.get(f"{wl}|bfloat16")
+        if not (a and b):
+            continue
+        tb = Table(title=f"Where a forward pass goes — {wl}, CPU ms per batch, one thread "
+                         f"(bfloat16 on {b['unit']}; tile peak {peak:.0f} GFLOP/s)" if peak else "")
+        tb.add_column("step")
+        tb.add_column("float32", justify="right")
+        tb.add_column("bfloat16", justify="right")
+        tb.add_column("share of bfloat16", justify="right")
+        tb.add_column("bfloat16 GFLOP/s" + (" (% of tile peak)" if peak else ""), justify="right")
+        for k in sorted(set(a["parts_ms"]) | set(b["parts_ms"]), key=lambda k: -b["parts_ms"].get(k, 0)):
+            x, y = a["parts_ms"].get(k, 0.0), b["parts_ms"].get(k, 0.0)
+            g = b.get("products_gflops", {}).get(k)
+            gtxt = "" if g is None else f"{g:.0f}" + (f" ({100 * g / peak:.0f}%)" if peak else "")
+            tb.add_row(k, f"{x:.1f}", f"{y:.1f}", f"{100 * y / b['total_ms']:.0f}%", gtxt)
+        for k, v in b.get("inside_ms", {}).items():
+            tb.add_row(f"  [dim]{k}[/dim]", "", f"[dim]{v:.1f}[/dim]", f"[dim]{100 * v / b['total_ms']:.0f}%[/dim]", "")
+        tb.add_row("[bold]total[/bold]", f"{a['total_ms']:.1f}", f"{b['total_ms']:.1f}",
+                   f"{a['total_ms'] / b['total_ms']:.2f}× faster", "")
+        tb.add_row("matmul GFLOP/s per CPU-s (whole pass)", f"{a['gflops_per_cpu_s']:.0f}",
+                   f"{b['gflops_per_cpu_s']:.0f}", "", "")
+        console.print(tb)
+    console.print("   [dim]indented rows split a step above (TSC ticks per phase in the C kernels; the tile "
+                  "unit runs asynchronously, so a phase may absorb waiting on the one before); GELU is "
+                  "timed apart and is part of the +GELU product's time[/dim]")
 
 
 def main(argv=None) -> int:
@@ -175,23 +252,7 @@ def main(argv=None) -> int:
     if "steps" in sections:
         res = steps(args.quick)
         results["steps"] = res
-        for wl in ("titles", "reviews"):
-            a, b = res.get(f"{wl}|float32"), res.get(f"{wl}|bfloat16")
-            if not (a and b):
-                continue
-            tb = Table(title=f"3. Where a forward pass goes — {wl}, CPU ms per batch, one thread "
-                             f"(bfloat16 on {b['unit']})")
-            tb.add_column("step")
-            tb.add_column("float32", justify="right")
-            tb.add_column("bfloat16", justify="right")
-            tb.add_column("share of bfloat16", justify="right")
-            for k in sorted(set(a["parts_ms"]) | set(b["parts_ms"]), key=lambda k: -b["parts_ms"].get(k, 0)):
-                x, y = a["parts_ms"].get(k, 0.0), b["parts_ms"].get(k, 0.0)
-                tb.add_row(k, f"{x:.1f}", f"{y:.1f}", f"{100 * y / b['total_ms']:.0f}%")
-            tb.add_row("[bold]total[/bold]", f"{a['total_ms']:.1f}", f"{b['total_ms']:.1f}",
-                       f"{a['total_ms'] / b['total_ms']:.2f}× faster")
-            tb.add_row("matmul GFLOP/s per CPU-s", f"{a['gflops_per_cpu_s']:.0f}", f"{b['gflops_per_cpu_s']:.0f}", "")
-            console.print(tb)
+        print_steps(console, res, peak)
     results["load_end"] = os.getloadavg()
     out = Path(os.environ.get("QKV_BENCH_CACHE", "/tmp/qkv-cache")) / "bf16"
     out.mkdir(parents=True, exist_ok=True)

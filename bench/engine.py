@@ -13,6 +13,9 @@ Tables:
                 (b) batches of 8 reviews of 256 tokens and (c) batches of 8 reviews of random
                 lengths 40-256 padded to the longest (how much padding costs each engine); qkv's achieved GFLOP/s (matmul FLOPs counted
                 from the config) against the measured peak.
+                3d: qkv bfloat16 against every peer at any precision (issue 16); 3e: where qkv's
+                bfloat16 pass spends its time, step by step, the products' GFLOP/s against the tile
+                unit's measured peak (bench/bf16.py's steps, one thread, its own process).
   4. attention  qkv plain and chunked vs torch SDPA, 12 heads, d = 32: time and peak extra memory.
   5. query      one search query at a time (~8 tokens), the forward pass alone: qkv through BLAS,
                 through its blocked product in float32 and its panel product in float16,
@@ -411,6 +414,15 @@ def worker_encoder(job: dict) -> dict:
             "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
 
 
+def worker_bf16_steps(job: dict) -> dict:
+    """Issue 16's breakdown: where a one-thread bfloat16 forward pass goes, step by step (bench/bf16.py's
+    steps: CPU ms per step, the products' GFLOP/s, the phases inside the kernels), and the tile unit's
+    measured peak to hold the products against, in this one process."""
+    import bf16 as bench_bf16
+
+    return {"peak": bench_bf16.tile_peak(job.get("quick", True)), "steps": bench_bf16.steps(job.get("quick", True))}
+
+
 QUERY_ENGINES = ("qkv-blas", "qkv-float32", "qkv-float16", "transformers", "onnxruntime")
 
 
@@ -552,6 +564,7 @@ def worker_attention_memory(job: dict) -> dict:
 
 
 WORKERS = {"export": worker_export, "parity": worker_parity, "gemm": worker_gemm, "encoder": worker_encoder,
+           "bf16-steps": worker_bf16_steps,
            "attention": worker_attention, "attention-memory": worker_attention_memory, "query": worker_query,
            "ml": _multilingual.worker}
 
@@ -657,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         jobs.append((f"enc|{wl}|{eng}|{t}", {"kind": "encoder", "engine": eng, "workload": wl,
                                                              "threads": t, "reps": reps_enc}, t, None))
+    if "encoder" in sections:  # issue 16's per-step breakdown of qkv bfloat16, one thread, its own process
+        jobs.append(("bf16-steps", {"kind": "bf16-steps", "quick": args.quick}, 1, None))
     if "attention" in sections:
         for L in lengths:
             for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
@@ -893,6 +908,13 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
                       "(qkv.kernels_bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
                       "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export.")
+    if "encoder" in sections and raw.get("bf16-steps"):
+        import bf16 as bench_bf16
+
+        br = raw["bf16-steps"][0]
+        console.print("3e. Where qkv's time goes (issue 16), CPU ms per batch, one thread, one process; products' "
+                      "GFLOP/s against the tile unit's peak measured in the same process")
+        bench_bf16.print_steps(console, br["steps"], br.get("peak"))
 
     # ---- attention
     if "attention" in sections:

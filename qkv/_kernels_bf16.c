@@ -87,6 +87,26 @@ int64_t qkv_amx_request(void)
 #define T_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 #define T_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
 
+/* Where the time goes, for bench/bf16.py (off unless asked; one thread): TSC ticks spent in each
+ * phase, read and reset by qkv_bf16_profile. A tick count is taken a few times per 16-row block of
+ * attention and once per product call: under 1% of their time. */
+enum { PROF_ROUND, PROF_TILES, PROF_PACK, PROF_SCORES, PROF_SOFTMAX, PROF_PV, PROF_N };
+static int prof_on;
+static uint64_t prof[PROF_N];
+#define PROF_T() (prof_on ? __rdtsc() : 0)
+#define PROF_ADD(i, t0) do { if (prof_on) { const uint64_t t1_ = __rdtsc(); prof[i] += t1_ - (t0); (t0) = t1_; } } while (0)
+
+/* out[0 … PROF_N - 1] = ticks per phase since the last call (round x, product tiles and epilogue,
+ * attention: pack Q/K/V, scores, softmax, P·V and output), then counting on (on ≠ 0) or off. */
+void qkv_bf16_profile(int64_t on, int64_t *out)
+{
+    for (int i = 0; i < PROF_N; i++) {
+        if (out) out[i] = (int64_t)prof[i];
+        prof[i] = 0;
+    }
+    prof_on = on != 0;
+}
+
 /* xb [Rp][Kp] = x [R][K] rounded to bfloat16 (nearest even), zero beyond K and R. */
 T_BF16 static void to_bf16(const float *x, int64_t R, int64_t K, uint16_t *xb, int64_t Rp, int64_t Kp)
 {
@@ -373,11 +393,15 @@ int64_t qkv_gemm_bf16_io(const float *x, const uint16_t *xb_in, int64_t R, int64
             buf = aligned_alloc(64, have);
             if (!buf) { have = 0; return -1; }
         }
+        uint64_t t0 = PROF_T();
         to_bf16(x, R, K, buf, Rp, Kp);
+        PROF_ADD(PROF_ROUND, t0);
         xb = buf;
     }
+    uint64_t t0 = PROF_T();
     if (isa == 2) gemm_amx(xb, R, Kp, Kp, panels, N, bias, gelu, y, yb);
     else gemm_dp(xb, R, Kp, Kp, panels, N, bias, gelu, y, yb);
+    PROF_ADD(PROF_TILES, t0);
     return 0;
 }
 
@@ -486,6 +510,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     float *o = (float *)(pb + 16 * kp);        /* [16][32] */
     config_tiles();
     const __m512 vscale = _mm512_set1_ps(scale);
+    uint64_t t0 = PROF_T();
     for (int64_t h = 0; h < heads; h++) {
         /* Q, Kᵀ, V of this head in bfloat16, zero past n, 16 keys at a time: K's 16 keys × 16 pairs
          * of dimensions transposed in registers, V's keys interleaved in pairs */
@@ -513,6 +538,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
             transpose16(kt); /* kt[c] = pair c of keys j0 … j0 + 15 */
             for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
         }
+        PROF_ADD(PROF_PACK, t0);
         for (int64_t i0 = 0; i0 < n; i0 += 16) {
             /* scores of 16 query rows against every key, 32 keys (two tiles) at a time */
             _tile_loadd(4, qb + i0 * ATT_D, ATT_D * 2);
@@ -534,6 +560,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
             if (j0 < kp) S_BLOCK(0, 5, j0);
             if (j0 + 16 < kp) S_BLOCK(1, 6, j0 + 16);
 #undef S_BLOCK
+            PROF_ADD(PROF_SCORES, t0);
             /* softmax of each row over its n keys, in float32 (rows past n skipped: never stored);
              * weights rounded to bfloat16, zero past n up to kp */
             float l[16];
@@ -567,6 +594,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
                 }
                 l[r] = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
             }
+            PROF_ADD(PROF_SOFTMAX, t0);
             /* O = P·V over the keys, 32 at a time */
             _tile_zero(0);
             _tile_zero(1);
@@ -585,6 +613,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
                 _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv));
                 _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D + 16), inv));
             }
+            PROF_ADD(PROF_PV, t0);
         }
     }
     _tile_release();
@@ -603,6 +632,11 @@ int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t head
     return -1;
 }
 int64_t qkv_bf16_rows_padded(int64_t R) { return (R + 31) / 32 * 32 + 12; }
+void qkv_bf16_profile(int64_t on, int64_t *out)
+{
+    (void)on;
+    if (out) memset(out, 0, 6 * sizeof(int64_t));
+}
 int64_t qkv_gemm_bf16_io(const float *x, const uint16_t *xb, int64_t R, int64_t K, const uint16_t *panels,
                          int64_t Kp, int64_t N, const float *bias, int gelu, float *y, uint16_t *yb, int64_t isa)
 {

@@ -45,6 +45,7 @@ _SIGNATURES = {
     "qkv_gemm_bf16": (_p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _i64),
     "qkv_gemm_bf16_io": (_p, _p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _p, _i64),
     "qkv_bf16_rows_padded": (_i64,),
+    "qkv_bf16_profile": (_i64, _p),
     "qkv_attention_bf16_work": (_i64,),
     "qkv_amx_peak": (_i64,),
     "qkv_attention_bf16": (_p, _i64, _i64, _i64, _f32, _p, _i64, _p),
