@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="QKV_API_KEY", help="Key every API call must carry (Authorization: Bearer KEY or X-API-Key); required to bind beyond loopback.")] = None,
         insecure: Annotated[bool, typer.Option("--insecure", help="Bind beyond loopback without an API key (anyone who can reach the port may use it).")] = False,
         access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One JSON line per request on stderr.")] = True,
+        glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary when Chinese queries are translated (--sample: the sample's own glossary).")] = None,
     ):
         """Serve the web page and its JSON API (OpenAPI at /docs, metrics at /metrics)."""
         try:
@@ -45,11 +46,18 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"no search index at {index}; build one with `qkv index build` or use --sample")
         if attributes is not None and not attributes.is_file():
             raise InputError(f"no attribute model at {attributes}; train one with `qkv attrs train` or use --sample")
+        if glossary is not None:
+            from qkv.search.translate import read_glossary
+
+            read_glossary(glossary)  # a missing or malformed glossary is refused now, not at the first query
         encoder = None
         if sample:
             from qkv.cli._common import load_encoder
-            from qkv.web.sample import default_cache_dir, ensure_sample_attribute_model, ensure_sample_index
+            from qkv.web.sample import (SAMPLE_GLOSSARY, SAMPLE_MODEL, default_cache_dir, ensure_sample_attribute_model,
+                                        ensure_sample_index)
 
+            model = model or SAMPLE_MODEL  # a bilingual catalog: the multilingual encoder unless told otherwise
+            glossary = glossary or SAMPLE_GLOSSARY
             encoder = load_encoder(model, threads)
             base = cache_dir.expanduser() if cache_dir else default_cache_dir()
             index = ensure_sample_index(base / "sample-index", encoder=encoder, console=console)
@@ -59,6 +67,10 @@ def register(app: typer.Typer) -> None:
                                                                console=console)
                 except ImportError:
                     attributes = None
+                except Exception as e:  # noqa: BLE001 - the other views still serve; said, not hidden
+                    attributes = None
+                    console.print(f"[yellow]note:[/] the demo attribute model could not be trained with {encoder.name} "
+                                  f"({type(e).__name__}: {e}); the attributes view is off (`--model minilm` has it)")
         from qkv.web.observe import LOOPBACK
         from qkv.web.serving import ServeConfig, configure_access_log
 
@@ -74,7 +86,7 @@ def register(app: typer.Typer) -> None:
         n = workers or _cores()
         cfg = ServeConfig(index_dir=str(index) if index else None, attributes_model=str(attributes) if attributes else None,
                           model=model, threads=threads, cors_origins=list(cors or []), api_key=api_key,
-                          access_log=access_log)
+                          access_log=access_log, glossary=str(glossary) if glossary else None)
         configure_access_log(access_log)
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
         console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; metrics: /metrics; "

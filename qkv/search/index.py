@@ -23,7 +23,7 @@ from qkv.errors import InputError
 from qkv.search import fusion
 from qkv.search import fusion as fusion_module  # ``search`` has a parameter named fusion
 from qkv.search.build import BuildReport, build_index, check_model, delete_products  # noqa: F401 (API)
-from qkv.search.explain import MatchExplanation, explain_titles
+from qkv.search.explain import MatchExplanation, TokenVectorCache, explain_titles
 from qkv.search.filters import Filter, parse_filter
 from qkv.search.store import Manifest, VectorStore, open_store
 
@@ -35,6 +35,10 @@ MAX_QUERY_CHARS = 2000
 # translation's. Tuned on half a of the Chinese Home Depot dev queries with all-MiniLM-L6-v2, an
 # English model (docs/search.md); a multilingual model reads the original better: retune for it.
 ORIGINAL_WEIGHT = 0.25
+# The token vectors of recent queries' passes (kept so the match grids of their results reuse the
+# search's own pass) and of titles already explained (~30 KB each for a 384-wide model: ~1,000)
+QUERY_CACHE_ENTRIES, QUERY_CACHE_BYTES = 256, 16 << 20
+TITLE_CACHE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class Index:
         self.last_translation = None  # the Translation of the last query searched (None: as typed)
         self._glossary = glossary
         self._translator = (None, None)  # (store it counts in, Translator)
+        self._query_vectors = TokenVectorCache(QUERY_CACHE_BYTES, QUERY_CACHE_ENTRIES)
+        self._title_vectors = TokenVectorCache(TITLE_CACHE_BYTES)
 
     @classmethod
     def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None) -> "Index":
@@ -128,6 +134,7 @@ class Index:
             new.close()
             raise
         self.store = new  # the old store is closed when the last search holding it lets go
+        self._title_vectors.clear()  # the cache follows the catalog served
         return True
 
     def close(self) -> None:
@@ -173,11 +180,18 @@ class Index:
 
     def plan_query(self, query: str, translate: bool = True, store: VectorStore | None = None):
         """(keyword query, ``Translation`` or None): a query with Han characters is translated, and
-        its keyword side searches the original (a bilingual catalog's Chinese titles) and the English."""
+        its keyword side searches the original (a bilingual catalog's Chinese titles) and the English;
+        with a glossary, another query's keyword side also holds the glossary's Chinese terms for
+        its words (``Translator.glossary_terms_in``)."""
         from qkv.text import zh
 
-        if not translate or not zh.has_han(query):
+        if not translate:
             return query, None
+        if not zh.has_han(query):
+            # a seller's glossary works both ways: its Chinese terms for the query's English words
+            # let the keyword side find a bilingual catalog's Chinese titles
+            cn = self.translator(store).glossary_terms_in(query) if self._glossary else []
+            return (f"{query} {' '.join(cn)}" if cn else query), None
         tr = self.translator(store).translate(query)
         return (f"{query} {tr.text}" if tr.text else query), tr
 
@@ -206,9 +220,51 @@ class Index:
 
     def encode_query(self, query: str, exact: bool = False) -> np.ndarray:
         """The query's vector, in ``query_precision()``: the fastest pass for a lone query.
-        ``exact`` keeps float32, which explanations need so that their parts add up to the very
-        score returned."""
-        return self.encoder.encode([query], truncate=True, precision="float32" if exact else query_precision())[0]
+        ``exact`` keeps float32, which ``search(explain=True)`` uses so that its parts add up to
+        the float32 score. Pooled from ``query_token_vectors`` (as ``Encoder.encode`` pools), so
+        the match grids of the results reuse this very pass. Every search runs its own pass (a
+        search costs what the engine costs); only explanations read the kept ones."""
+        _, Q = self.query_token_vectors(query, exact, fresh=True)
+        from qkv.model.pooling import pool
+
+        cfg = self.encoder.config
+        v = pool(Q[None], np.ones((1, len(Q)), dtype=bool), cfg.pooling)[0].astype(np.float32)
+        if cfg.normalize:
+            v /= max(float(np.linalg.norm(v)), 1e-12)
+        return v
+
+    def query_token_vectors(self, query: str, exact: bool = False, fresh: bool = False,
+                            store: VectorStore | None = None) -> tuple:
+        """(Tokens, last-layer token vectors) of the query's pass (``encode_query``): the query
+        with the prefix ``store``'s manifest records (``query_prefix``; none for MiniLM), kept in a
+        small LRU keyed by model, precision and text: a search and the explanations of its results
+        (``explain_titles``), in this request or the next, run the model on the query once.
+        ``fresh`` runs the pass even when one is kept. Cut to the model's window as
+        ``Encoder.encode(truncate=True)`` cuts."""
+        enc = self.encoder
+        precision = "float32" if exact else query_precision()
+        text = (self.store if store is None else store).manifest.extra.get("query_prefix", "") + query
+        key = (enc.name, precision, text)
+        hit = None if fresh else self._query_vectors.get(key)
+        if hit is not None:
+            return hit
+        from qkv.model.threads import blas_threads
+
+        tok = enc.tokenizer
+        content = tok.content([text])[0]
+        width = enc.config.window_tokens - tok.n_special
+        if len(content.ids) > width:
+            import warnings
+
+            warnings.warn(f"query cut from {len(content.ids) + tok.n_special} to {width + tok.n_special} tokens",
+                          stacklevel=3)
+        t = tok.wrap(text, content, 0, min(width, len(content.ids)))
+        with blas_threads(enc.threads):
+            hidden = enc.forward(np.asarray([t.ids], dtype=np.int64), np.ones((1, len(t)), dtype=bool),
+                                 precision=precision)
+        out = (t, np.ascontiguousarray(hidden[0], dtype=np.float32))
+        self._query_vectors.put(key, out)
+        return out
 
     def retrieve(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
                  fusion_: str = "score", alpha: float = fusion.ALPHA, candidates: int = CANDIDATES,
@@ -344,15 +400,22 @@ class Index:
         return out
 
     def explain_titles(self, query: str, titles: list[str], keyword_terms=None,
-                       store: VectorStore | None = None) -> list[MatchExplanation]:
+                       store: VectorStore | None = None, exact: bool = False) -> list[MatchExplanation]:
         """The token grids of ``query`` against ``titles`` (``qkv.search.explain``), embedded as the
         index embeds them (its manifest's query/passage prefixes), so each grid sums to the cosine
         searched. For a translated query this is the original's grid (the dense score mixes in
-        the translation's cosine: ``mix_vectors``)."""
+        the translation's cosine: ``mix_vectors``). The query's token vectors come from its search
+        pass (``query_token_vectors``, same ``exact``), the titles' from a bounded cache (float32;
+        emptied when a new generation is served), so explaining the results of a search costs
+        little more than the search; each grid sums to the cosine of that query pass and the
+        title's float32 vector."""
         m = (self.store if store is None else store).manifest
-        return explain_titles(self.encoder, query.strip(), list(titles), keyword_terms,
+        q = query.strip()
+        return explain_titles(self.encoder, q, list(titles), keyword_terms,
                               query_prefix=m.extra.get("query_prefix", ""),
-                              passage_prefix=m.extra.get("passage_prefix", ""))
+                              passage_prefix=m.extra.get("passage_prefix", ""),
+                              query_vectors=self.query_token_vectors(q, exact, store=store),
+                              title_cache=self._title_vectors)
 
     def _exact_dense(self, res: SearchResult, e: MatchExplanation, mode: str) -> dict:
         """For an index whose titles were embedded in bfloat16 (its vectors within ~5e-4 in cosine
@@ -385,9 +448,10 @@ class Index:
             out.append(SearchResult(r, pid, title, s, row, **d, searched_as=searched_as))
         if explain and out:
             t0 = time.perf_counter()
-            kw_query = f"{query.strip()} {tr.text}" if tr is not None and tr.text else query
+            kw_query = self.plan_query(query.strip(), translate, st)[0]  # as the keyword side searched it
             terms = st.keyword_terms(kw_query, [x.id for x in out])
-            exps = self.explain_titles(query, [x.title for x in out], [terms.get(x.id, []) for x in out], st)
+            exps = self.explain_titles(query, [x.title for x in out], [terms.get(x.id, []) for x in out], st,
+                                       exact=True)
             out = [SearchResult(**{**x.__dict__, "explanation": e, **self._exact_dense(x, e, mode)})
                    for x, e in zip(out, exps)]
             self.last_timings["explain"] = time.perf_counter() - t0

@@ -263,6 +263,25 @@ class Translator:
         self._glosses[word] = out
         return out
 
+    def glossary_terms_in(self, query: str) -> list[str]:
+        """The glossary's Chinese terms whose English the (non-Chinese) ``query`` holds as a phrase
+        ("waterproof hiking boots" → 登山靴): a bilingual catalog's Chinese titles are then found
+        by the keyword side too, through the seller's own words. Longest English first; a phrase
+        inside one already matched adds nothing."""
+        words = textmod.normalize(query, "chars").split()
+        found: list[str] = []
+        used: set[int] = set()
+        for cn, en in sorted(self.glossary.items(), key=lambda kv: -len(kv[1].split())):
+            want = textmod.normalize(en, "chars").split()
+            n = len(want)
+            for i in range(len(words) - n + 1):
+                if n and words[i:i + n] == want and not used & set(range(i, i + n)):
+                    used |= set(range(i, i + n))
+                    if cn not in found:
+                        found.append(cn)
+                    break
+        return found
+
     # -- segmentation
     def _longest(self, run: str, backward: bool) -> list[str]:
         out, i, j = [], 0, len(run)

@@ -41,7 +41,8 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                cors_origins: list[str] | None = None, threads: int | None = None,
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
-               generation_poll: float | None = GENERATION_POLL, child_processes: bool = False) -> FastAPI:
+               generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
+               glossary: str | Path | None = None) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -50,9 +51,11 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     ``PoolSpec`` or the fields to change (``qkv.web.pools``). ``api_key``: required on every API
     call when given. ``generation_poll``: seconds between looks for a newly published index
     generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
-    attributes) in child processes of their own (``qkv serve`` does; tests run them in threads)."""
+    attributes) in child processes of their own (``qkv serve`` does; tests run them in threads).
+    ``glossary``: a seller's CSV (Chinese term, English term) that overrides the dictionary when
+    Chinese queries are translated (``qkv.search.translate``)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
-                     limits=limits, threads=threads, pools=pools, child_processes=child_processes)
+                     limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)
@@ -79,8 +82,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
             await asyncio.to_thread(lambda: state.encoder)
             if state.index_dir is not None:
                 with suppress(Exception):  # an unusable index answers 503 on use, saying why
-                    # opened and searched once, so no client pays for first-use costs
+                    # opened and searched once, so no client pays for first-use costs; a Chinese
+                    # query too (it loads the translator's dictionary: seconds on a busy machine)
                     await asyncio.to_thread(lambda: state.index().search("warm up", k=1))
+                    await asyncio.to_thread(lambda: state.index().search("热身", k=1))
         if meter is not None:
             meter.set_generation(state.generation)
             if state._encoder is not None:

@@ -9,6 +9,11 @@ import os
 from pathlib import Path
 
 SAMPLE_CATALOG = Path(__file__).resolve().parents[1] / "data" / "sample_catalog.csv"
+# The seller's own glossary for the sample's trade words (透气 → breathable: CC-CEDICT's first
+# sense is "to flow freely"), used to translate Chinese queries (qkv.search.translate)
+SAMPLE_GLOSSARY = SAMPLE_CATALOG.with_name("sample_glossary.csv")
+# The sample catalog is bilingual: served with the multilingual encoder unless told otherwise
+SAMPLE_MODEL = "multilingual-e5-small"
 STAMP = "qkv-sample.json"  # which catalog and model the cached index was built from
 
 
@@ -20,7 +25,8 @@ def default_cache_dir() -> Path:
 def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | None = None, encoder=None,
                         console=None) -> Path:
     """The sample index directory, built (with a progress bar) if absent or stale: a different
-    sample catalog or model rebuilds it. Returns the directory."""
+    sample catalog or model rebuilds it. ``encoder``, else ``model`` (default ``SAMPLE_MODEL``).
+    Returns the directory."""
     from qkv.errors import InputError
 
     if not SAMPLE_CATALOG.is_file():
@@ -29,7 +35,7 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
     if encoder is None:
         from qkv.model import shared_encoder
 
-        encoder = shared_encoder(model)
+        encoder = shared_encoder(model or SAMPLE_MODEL)
     from qkv.search.store import FORMAT_VERSION
 
     want = {"catalog_sha256": hashlib.sha256(SAMPLE_CATALOG.read_bytes()).hexdigest(),

@@ -36,6 +36,7 @@ class ServeConfig:
     cors_origins: list[str] = field(default_factory=list)
     api_key: str | None = None
     access_log: bool = True
+    glossary: str | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -52,7 +53,7 @@ class ServeConfig:
 
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
-                          api_key=self.api_key, child_processes=True)
+                          api_key=self.api_key, child_processes=True, glossary=self.glossary)
 
 
 def configure_access_log(enabled: bool) -> None:

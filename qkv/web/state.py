@@ -26,8 +26,10 @@ GENERATION_POLL = 0.5  # seconds between looks at the index's manifest (new prod
 class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
                  attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None,
-                 pools: dict[str, PoolSpec | dict] | None = None, child_processes: bool = False):
+                 pools: dict[str, PoolSpec | dict] | None = None, child_processes: bool = False,
+                 glossary: str | Path | None = None):
         self.model_name = model
+        self.glossary = Path(glossary).expanduser().resolve() if glossary else None
         self.threads = threads
         self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
         self.limits = limits or Limits()
@@ -90,7 +92,7 @@ class AppState:
     def _open_index(self):
         from qkv.search import Index
 
-        return Index.open(self.index_dir, encoder=self.encoder)
+        return Index.open(self.index_dir, encoder=self.encoder, glossary=self.glossary)
 
     def _manifest_sig(self) -> tuple | None:
         try:

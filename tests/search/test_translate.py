@@ -106,6 +106,14 @@ def test_the_sellers_glossary_overrides_the_dictionary(tmp_path):
     assert t.pieces[0].zh == "无线"
 
 
+def test_the_glossary_also_gives_chinese_terms_for_english_queries():
+    tr = Translator(TitleVocabulary(TITLES), glossary={"登山靴": "hiking boots", "靴": "boots", "防水": "Waterproof"},
+                    dictionary=DICT)
+    assert tr.glossary_terms_in("Waterproof hiking boots, size 9") == ["登山靴", "防水"]  # longest phrase first
+    assert tr.glossary_terms_in("boots") == ["靴"]
+    assert tr.glossary_terms_in("hiking shoes") == []
+
+
 def test_a_bad_glossary_is_refused_with_the_line(tmp_path):
     g = tmp_path / "glossary.csv"
     g.write_text("马桶盖,toilet seat lid\n浴室柜\n", encoding="utf-8")

@@ -60,30 +60,77 @@ def client(app):
         yield c
 
 
-@pytest.fixture(scope="session")
-def live_server(encoder, sample_index, sample_attributes):
-    """uvicorn serving the app on a free 127.0.0.1 port in a thread; yields the base URL."""
+def _serve(app):
+    """uvicorn serving ``app`` on a free 127.0.0.1 port in a thread; yields the base URL."""
     import uvicorn
-
-    from qkv.web import create_app
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    server = uvicorn.Server(uvicorn.Config(create_app(encoder=encoder, index_dir=sample_index,
-                                                      attributes_model=sample_attributes), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while not server.started:
         if time.time() > deadline or not thread.is_alive():
-            pytest.fail("the test server did not start within 30 s")
+            pytest.fail("the test server did not start within 120 s")
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def live_server(encoder, sample_index, sample_attributes):
+    """The app over the sample index (MiniLM) served on a free loopback port; yields the base URL."""
+    from qkv.web import create_app
+
+    yield from _serve(create_app(encoder=encoder, index_dir=sample_index, attributes_model=sample_attributes))
+
+
+# ---------------------------------------------------------------- the sample as `qkv serve --sample` serves it
+@pytest.fixture(scope="session")
+def e5():
+    """multilingual-e5-small (installed by make test), loaded once."""
+    import qkv
+    from qkv.web.sample import SAMPLE_MODEL
+
+    return qkv.load(SAMPLE_MODEL)
+
+
+@pytest.fixture(scope="session")
+def sample_index_zh(e5, tmp_path_factory):
+    """The sample catalog's index with the multilingual model, as ``qkv serve --sample`` builds it."""
+    from qkv.web.sample import ensure_sample_index
+
+    return ensure_sample_index(tmp_path_factory.mktemp("sample-index-zh"), encoder=e5)
+
+
+def _app_zh(e5, index_dir):
+    """The app as ``qkv serve --sample`` makes it: multilingual model, the sample's glossary (no
+    attribute model: these tests do not need one)."""
+    from qkv.web import create_app
+    from qkv.web.sample import SAMPLE_GLOSSARY
+
+    # the 12-layer model on a busy machine: deadlines that test the code, not the machine's load
+    slow = {"deadline": 180.0}
+    return create_app(encoder=e5, index_dir=index_dir, glossary=SAMPLE_GLOSSARY,
+                      pools={k: slow for k in ("search", "explain", "attention", "summary")})
+
+
+@pytest.fixture(scope="session")
+def client_zh(e5, sample_index_zh):
+    from fastapi.testclient import TestClient
+
+    with TestClient(_app_zh(e5, sample_index_zh), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def live_server_zh(e5, sample_index_zh):
+    """The multilingual sample app on a free loopback port; yields the base URL."""
+    yield from _serve(_app_zh(e5, sample_index_zh))
 
 
 @pytest.fixture(scope="session")
@@ -111,16 +158,29 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, live_server):
-    """A fresh page on the live server that records console errors; the test must leave it clean."""
+def _page(browser, base_url):
     ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US")
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.console_errors = errors
-    pg.base_url = live_server
+    pg.base_url = base_url
+    return ctx, pg
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A fresh page on the live server that records console errors; the test must leave it clean."""
+    ctx, pg = _page(browser, live_server)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture
+def page_zh(browser, live_server_zh):
+    """A fresh page on the multilingual sample server (``live_server_zh``)."""
+    ctx, pg = _page(browser, live_server_zh)
     yield pg
     ctx.close()
 

@@ -243,3 +243,82 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     ranks = [int(x) for x in page.locator("#sum-table tbody td:first-child").all_inner_texts()]
     assert ranks == sorted(ranks) or len(ranks) == 1
     assert page.console_errors == []
+
+
+# ---------------------------------------------------------------- the sample as `qkv serve --sample` serves it:
+# multilingual-e5-small and the sample's glossary (tests/web/conftest.py: live_server_zh)
+ZH_REVIEWS = ["鞋子很轻，穿着很舒服。尺码偏小，建议买大半码！", "鞋底两个月就开胶了，质量一般。",
+              "性价比很高，很舒服，颜色也好看。", "物流很快，包装很好。", "跑步的时候很透气，脚不闷。"]
+
+
+def test_chinese_query_shows_what_it_was_searched_as(page_zh, screenshot):
+    pg = page_zh
+    pg.goto(pg.base_url + "/#search")
+    pg.wait_for_selector("#search-results li", timeout=180_000)
+    pg.fill("#search-q", "透气跑鞋")
+    pg.press("#search-q", "Enter")
+    pg.wait_for_function("document.querySelector('#search-as') && !document.querySelector('#search-as').hidden",
+                         timeout=180_000)
+    assert pg.locator("#search-as").inner_text().startswith("Searched as:")
+    assert "breathable running shoes" in pg.locator("#search-as").inner_text()
+    top5 = pg.locator("#search-results > li .title").all_inner_texts()[:5]
+    assert any("Breathable Mesh Running Shoes" in t for t in top5) and any("透气网面跑鞋" in t for t in top5), top5
+    # the first results' English words are marked: the keyword side searched the translation
+    first = pg.locator("#search-results > li").first
+    assert first.locator(".title mark:not(.dense)").count() > 0
+    pg.click("#lang")
+    pg.wait_for_function("document.querySelector('#search-as').textContent.includes('检索为')")
+    screenshot(pg, "search-zh")
+    pg.click("#lang")
+    # an English query finds the Chinese hiking boots (the glossary's 登山靴 on the keyword side)
+    pg.fill("#search-q", "waterproof hiking boots")
+    pg.press("#search-q", "Enter")
+    pg.wait_for_function("document.querySelector('#search-as').hidden", timeout=180_000)
+    pg.wait_for_function("[...document.querySelectorAll('#search-results .title')].some(t => t.textContent.includes('登山靴'))",
+                         timeout=180_000)
+    top5 = pg.locator("#search-results > li .title").all_inner_texts()[:5]
+    assert any("登山靴" in t for t in top5) and any("Waterproof Hiking Boots" in t for t in top5), top5
+    screenshot(pg, "search-en-finds-zh")
+    assert pg.console_errors == []
+
+
+def test_attention_view_of_a_chinese_title(page_zh, screenshot):
+    pg = page_zh
+    pg.goto(pg.base_url + "/")
+    pg.wait_for_selector("#att-heatmap .cell", timeout=180_000)
+    assert pg.locator("#att-layer option").count() == 12  # the multilingual model's 12 layers
+    title = "Northpeak 男士透气网面跑鞋 轻便运动鞋"
+    pg.fill("#att-text", title)
+    pg.click("#att-form button[type=submit]")
+    pg.wait_for_function("[...document.querySelectorAll('#att-heatmap .rowlab')].some(r => r.textContent.includes('跑'))",
+                         timeout=180_000)
+    labels = pg.locator("#att-heatmap .rowlab").all_inner_texts()
+    assert labels[0] == "<s>" and labels[-1] == "</s>" and not any("UNK" in x for x in labels)
+    n = len(labels)
+    assert pg.locator("#att-heatmap .cell").count() == n * n
+    row = [float(v) for v in pg.locator('#att-heatmap .cell[data-i="5"]').evaluate_all("cs => cs.map(c => c.dataset.v)")]
+    assert len(row) == n and abs(sum(row) - 1) < 1e-3  # a softmax row over the Chinese title's pieces
+    pg.select_option("#att-level", "word")  # pieces grouped into words
+    pg.wait_for_function(f"document.querySelectorAll('#att-heatmap .rowlab').length < {n}", timeout=180_000)
+    words = pg.locator("#att-heatmap .rowlab").all_inner_texts()
+    assert "Northpeak" in words and any("跑鞋" in w for w in words), words
+    screenshot(pg, "attention-zh")
+    assert pg.console_errors == []
+
+
+def test_summary_of_chinese_reviews(page_zh, screenshot):
+    pg = page_zh
+    pg.goto(pg.base_url + "/#summaries")
+    pg.fill("#sum-reviews", "\n".join(ZH_REVIEWS))
+    pg.locator("#sum-budget").fill("40")
+    pg.click("#sum-form button[type=submit]")
+    pg.wait_for_selector("#sum-table tbody tr", timeout=180_000)
+    after, before = int(pg.locator("#sum-after").inner_text()), int(pg.locator("#sum-before").inner_text())
+    assert 0 < after <= 40 < before
+    sentences = pg.locator("#sum-table tbody tr td:nth-child(2)").all_inner_texts()
+    # whole Chinese sentences (split on Chinese punctuation), each from the reviews
+    assert sentences and all(s in "\n".join(ZH_REVIEWS) for s in sentences)
+    assert all(s[-1] in "。！？!?" for s in sentences), sentences
+    assert len(sentences) < sum(r.count("。") + r.count("！") for r in ZH_REVIEWS)
+    screenshot(pg, "summaries-zh")
+    assert pg.console_errors == []

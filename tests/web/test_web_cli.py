@@ -41,6 +41,26 @@ def test_serve_sample_uses_the_cached_sample_builds(captured, sample_index, samp
     st = captured[0][0].state.qkv
     assert st.index_dir == sample_index.resolve()
     assert st.attributes_path == (sample_attributes.resolve() if sample_attributes else None)
+    # a bilingual catalog: the multilingual model and the sample's own glossary unless told otherwise
+    assert st.model_name == sample.SAMPLE_MODEL and "multilingual-e5-small" in st.encoder.name
+    assert st.glossary == sample.SAMPLE_GLOSSARY.resolve()
+
+
+def test_serve_sample_without_an_attribute_model_says_so_and_serves_the_rest(captured, sample_index, monkeypatch):
+    import qkv.web.sample as sample
+    from qkv.cli import app
+
+    def refuse(path, **kw):
+        raise ValueError("array is not broadcastable to correct shape")
+
+    monkeypatch.setattr(sample, "ensure_sample_index", lambda path, **kw: sample_index)
+    monkeypatch.setattr(sample, "ensure_sample_attribute_model", refuse)
+    r = CliRunner().invoke(app, ["serve", "--sample", "--cache-dir", "/tmp/qkv-web-test-cache", "-w", "1"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "could not be trained" in out and "not broadcastable" in out and "attributes view is off" in out
+    st = captured[0][0].state.qkv
+    assert st.attributes_path is None and st.index_dir == sample_index.resolve()
 
 
 @pytest.mark.parametrize("args, words", [

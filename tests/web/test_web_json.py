@@ -36,11 +36,18 @@ def test_cli_json_and_web_api_give_the_same_numbers(client, sample_index, mode):
 
 def test_match_explanations_are_the_same_numbers_too(client, sample_index):
     """The match grid, cosine and word shares of each result, from ``--explain`` and from the API.
-    (The scores beside them may differ in the last digits: with ``--explain`` the CLI encodes the
-    query in float32 so that the grid sums to the score; the web searches on float16 copies and
-    explains afterwards.)"""
+    With ``--explain`` the CLI encodes the query in float32 so that the grid sums to the float32
+    score; the web reuses its search's own query pass (``query_precision()``: bfloat16 or float16),
+    so its grid sums to that pass's cosine. Both go through one converter: the same tokens and
+    words, numbers within the query precision's distance, each grid exactly its own cosine."""
     cli, web = _cli(sample_index, "hybrid", "--explain"), _web(client, "hybrid", True)
     assert [x["id"] for x in cli] == [x["id"] for x in web]
     for c, w in zip(cli, web):
-        assert c["explanation"] == w["explanation"]
-        assert len(c["explanation"]["grid"]) == len(c["explanation"]["query_tokens"])
+        ce, we = c["explanation"], w["explanation"]
+        assert ce["query_tokens"] == we["query_tokens"] and ce["title_tokens"] == we["title_tokens"]
+        assert [x["text"] for x in ce["title_words"]] == [x["text"] for x in we["title_words"]]
+        assert abs(ce["cosine"] - we["cosine"]) < 2e-3
+        for e in (ce, we):
+            assert e["cosine"] == round(e["cosine"], 6)  # rounded once, the same way
+            assert len(e["grid"]) == len(e["query_tokens"])
+            assert abs(sum(map(sum, e["grid"])) - e["cosine"]) < 1e-4

@@ -19,7 +19,7 @@ const I18N = {
     "search.query": "Query", "search.mode": "Mode", "search.hybrid": "hybrid", "search.dense": "dense",
     "search.keyword": "keyword", "search.k": "Results", "search.go": "Search", "search.filters": "Filters",
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
-    "search.none": "No results.", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
+    "search.none": "No results.", "search.as": "Searched as:", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
     "attr.titles": "Product titles, one per line", "attr.go": "Extract attributes", "attr.title": "Title",
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
@@ -42,7 +42,7 @@ const I18N = {
     "search.query": "查询", "search.mode": "模式", "search.hybrid": "混合", "search.dense": "向量",
     "search.keyword": "关键词", "search.k": "结果数", "search.go": "搜索", "search.filters": "筛选",
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
-    "search.none": "没有结果。", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
+    "search.none": "没有结果。", "search.as": "检索为：", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
     "attr.titles": "商品标题，每行一个", "attr.go": "提取属性", "attr.title": "标题",
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
@@ -498,6 +498,10 @@ async function runSearch() {
     const rt = performance.now() - t0;
     const list = $("search-results");
     list.replaceChildren();
+    // a Chinese query is also searched in English (qkv.search.translate): say as what
+    const as = $("search-as");
+    as.hidden = !r.searched_as;
+    as.replaceChildren(...(r.searched_as ? [el("span", { "data-i18n": "search.as" }, t("search.as")), " ", el("q", {}, r.searched_as)] : []));
     if (!r.results.length) list.append(el("p", {}, t("search.none")));
     r.results.forEach((x) => {
       const grid = el("div", { class: "match", hidden: true });
