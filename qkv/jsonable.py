@@ -65,6 +65,8 @@ def jsonable(x: Any) -> Any:
         except TypeError:
             return items
     if isinstance(x, (list, tuple)):
+        if x and all(type(v) is float for v in x):  # a row of numbers (a grid's): rounded at once, as arrays are
+            return _array(np.asarray(x, dtype=np.float64))
         return [jsonable(v) for v in x]
     if isinstance(x, PurePath):
         return str(x)

@@ -18,6 +18,10 @@ def test_float32_noise_is_rounded_the_same_in_scalars_arrays_and_python_floats()
     out = jsonable(v)
     assert [[jsonable(float(e)) for e in row] for row in v] == out  # element by element = whole array
     assert all(abs(a - float(b)) <= 0.5 * 10 ** -DIGITS + 1e-15 for a, b in zip(out[0], v[0]))
+    # lists of Python floats (a grid's .tolist()) are rounded as a whole: the same numbers, None for NaN/inf
+    rows = [[float(e) for e in row] for row in v] + [[float("nan"), 1.0, float("inf")]]
+    assert jsonable(rows) == out + [[None, 1.0, None]]
+    assert jsonable([1.0, 2]) == [1.0, 2] and type(jsonable([1.0, 2])[1]) is int  # mixed lists element by element
 
 
 def test_not_finite_becomes_null_and_the_text_is_valid_json():

@@ -95,7 +95,7 @@ class MatchExplanation:
         qw = [w for w in self.query_words if w.kind == "word"]
         tw = [w for w in self.title_words if w.kind == "word"]
         g = self.grid.astype(np.float64)
-        return np.asarray([[g[np.ix_(list(a.tokens), list(b.tokens))].sum() for b in tw] for a in qw]).reshape(len(qw), len(tw))
+        return _members(qw, len(g)) @ g @ _members(tw, g.shape[1]).T  # sums over each pair's tokens
 
     def contrast(self) -> np.ndarray:
         """[query words, title words] of kind "word": the grid's interaction term D (double-centred
@@ -114,11 +114,12 @@ class MatchExplanation:
         return {"words": words, "prefix": prefix, "special": float(g.sum()) - words - prefix,
                 "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
 
-    def pairs(self, k: int = 5) -> list[dict]:
-        """The ``k`` query-word × title-word pairs with the largest share of the cosine."""
+    def pairs(self, k: int = 5, word_grid: np.ndarray | None = None) -> list[dict]:
+        """The ``k`` query-word × title-word pairs with the largest share of the cosine
+        (``word_grid``: this explanation's, if already computed)."""
         qw = [w for w in self.query_words if w.kind == "word"]
         tw = [w for w in self.title_words if w.kind == "word"]
-        wg = self.word_grid()
+        wg = self.word_grid() if word_grid is None else word_grid
         order = np.argsort(-wg, axis=None, kind="stable")[:k]
         return [{"query": qw[i].text, "title": tw[j].text, "share": float(wg[i, j])}
                 for i, j in (divmod(int(o), wg.shape[1]) for o in order)]
@@ -135,7 +136,7 @@ class MatchExplanation:
                 "word_grid": {"rows": [w.text for w in self.query_words if w.kind == "word"],
                               "cols": [w.text for w in self.title_words if w.kind == "word"],
                               "values": wg.round(6).tolist(), "contrast": ct.round(6).tolist()},
-                "context": self.context(), "pairs": self.pairs(),
+                "context": self.context(), "pairs": self.pairs(word_grid=wg),
                 "keyword_terms": [{"term": t, "bm25": s} for t, s in self.keyword_terms]}
 
 
@@ -159,12 +160,19 @@ def _contrast(g: np.ndarray, qk: np.ndarray, tk: np.ndarray, qwords, twords) -> 
     if not len(rows) or not len(cols):
         return out
     sub = g[np.ix_(rows, cols)]
-    d = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
-    at_r, at_c = {t: i for i, t in enumerate(rows)}, {t: i for i, t in enumerate(cols)}
-    for a, qw in enumerate(qwords):
-        for b, tw in enumerate(twords):
-            out[a, b] = d[np.ix_([at_r[t] for t in qw.tokens], [at_c[t] for t in tw.tokens])].mean()
-    return out
+    d = np.zeros_like(g)
+    d[np.ix_(rows, cols)] = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
+    # each pair's mean of D over its tokens, as indicator products (one per title: no loop over pairs)
+    mq, mt = _members(qwords, len(g)), _members(twords, g.shape[1])
+    return (mq @ d @ mt.T) / np.outer(mq.sum(axis=1), mt.sum(axis=1))
+
+
+def _members(words, n: int) -> np.ndarray:
+    """[len(words), n]: 1 where token j belongs to word i."""
+    m = np.zeros((len(words), n))
+    for i, w in enumerate(words):
+        m[i, list(w.tokens)] = 1
+    return m
 
 
 def _token_kinds(words, n: int) -> tuple[str, ...]:

@@ -113,3 +113,22 @@ def test_a_new_generation_empties_the_title_cache(tmp_path, small_csv, encoder):
         assert len(idx._title_vectors) == 0
         e = idx.explain_titles("zyzzyva lantern", ["Zyzzyva lantern with brass handle"])[0]
         assert abs(e.parts_sum - e.cosine) < 1e-6
+
+
+def test_word_grid_and_contrast_are_the_pairs_sums_and_means(idx):
+    """The indicator products give each word pair's sum of the grid and mean of the interaction D."""
+    e = idx.search("merino wool sweater", k=1, mode="dense", explain=True)[0].explanation
+    qw = [w for w in e.query_words if w.kind == "word"]
+    tw = [w for w in e.title_words if w.kind == "word"]
+    g = e.grid.astype(np.float64)
+    want = np.asarray([[g[np.ix_(list(a.tokens), list(b.tokens))].sum() for b in tw] for a in qw])
+    np.testing.assert_allclose(e.word_grid(), want, atol=1e-12)
+    rows = [i for i, k in enumerate(e.query_token_kinds) if k == "word"]
+    cols = [j for j, k in enumerate(e.title_token_kinds) if k == "word"]
+    sub = g[np.ix_(rows, cols)]
+    d = sub - sub.mean(axis=1, keepdims=True) - sub.mean(axis=0, keepdims=True) + sub.mean()
+    at_r, at_c = {t: i for i, t in enumerate(rows)}, {t: i for i, t in enumerate(cols)}
+    want = np.asarray([[d[np.ix_([at_r[t] for t in a.tokens], [at_c[t] for t in b.tokens])].mean() for b in tw]
+                       for a in qw])
+    np.testing.assert_allclose(e.contrast(), want, atol=1e-12)
+    assert e.to_json()["pairs"] == e.pairs()
