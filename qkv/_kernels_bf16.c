@@ -35,6 +35,9 @@ int64_t qkv_bf16_panel_width(void) { return BP; }
 int64_t qkv_bf16_depth(void) { return BK; }
 
 /* Bits of qkv_bf16_cpu() */
+void qkv_add_layernorm(float *x, const float *res, const float *bias, const float *g, const float *beta,
+                       int64_t rows, int64_t width, float eps); /* _kernels.c */
+
 #define CPU_AVX512BF16 1 /* AVX-512 F/BW/BF16, and the OS saves the zmm and mask registers */
 #define CPU_AMX_BF16 2   /* AMX-TILE and AMX-BF16 */
 #define OS_AMX 4         /* XCR0 enables the tile config and tile data state (bits 17, 18) */
@@ -495,8 +498,11 @@ int64_t qkv_attention_bf16_work(int64_t n)
 /* ctx[i, h·32:(h+1)·32] = softmax(scale·q_i·Kᵀ)·V for each head h of one text: qkv [n][ld] holds
  * Q | K | V (heads side by side in each, H = heads·32), ctx [n][ldc]. work: at least
  * qkv_attention_bf16_work(n) bytes. Returns 0, or -1 when it cannot run (n too long). */
-T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
-                                 float *ctx, int64_t ldc, void *work)
+/* As qkv_attention_bf16, with Q | K | V given in bfloat16 (qkvb, row stride ld) instead of float32
+ * when qkvb is not NULL, and the output written in bfloat16 (ctxb, row stride ldc) instead of
+ * float32 when ctxb is not NULL: what the next product reads, no rounding pass between. */
+T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t heads,
+                                    float scale, float *ctx, uint16_t *ctxb, int64_t ldc, void *work)
 {
     if (n <= 0) return 0;
     if (n > ATT_MAX) return -1;
@@ -520,16 +526,21 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
                 __m512i v2[2];
                 for (int u = 0; u < 2; u++) {
                     const int64_t j = j0 + t + u;
-                    __m512 q0 = _mm512_setzero_ps(), q1 = q0, k0 = q0, k1 = q0, v0 = q0, v1 = q0;
-                    if (j < n) {
+                    __m512i qq = _mm512_setzero_si512(), kk = qq, vv = qq;
+                    if (j < n && qkvb) {
+                        const uint16_t *row = qkvb + j * ld + h * ATT_D;
+                        qq = _mm512_loadu_si512((const void *)row);
+                        kk = _mm512_loadu_si512((const void *)(row + H));
+                        vv = _mm512_loadu_si512((const void *)(row + 2 * H));
+                    } else if (j < n) {
                         const float *row = qkv + j * ld + h * ATT_D;
-                        q0 = _mm512_loadu_ps(row), q1 = _mm512_loadu_ps(row + 16);
-                        k0 = _mm512_loadu_ps(row + H), k1 = _mm512_loadu_ps(row + H + 16);
-                        v0 = _mm512_loadu_ps(row + 2 * H), v1 = _mm512_loadu_ps(row + 2 * H + 16);
+                        qq = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+                        kk = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + H + 16), _mm512_loadu_ps(row + H));
+                        vv = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * H + 16), _mm512_loadu_ps(row + 2 * H));
                     }
-                    _mm512_store_si512((void *)(qb + j * ATT_D), (__m512i)_mm512_cvtne2ps_pbh(q1, q0));
-                    kt[t + u] = (__m512i)_mm512_cvtne2ps_pbh(k1, k0);
-                    v2[u] = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+                    _mm512_store_si512((void *)(qb + j * ATT_D), qq);
+                    kt[t + u] = kk;
+                    v2[u] = vv;
                 }
                 /* keys (j, j+1) of dimension c side by side: vb[j/2][c][0..1] */
                 _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2), _mm512_permutex2var_epi16(v2[0], VIDX_LO, v2[1]));
@@ -609,9 +620,15 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
             _tile_stored(1, o + 16, ATT_D * 4);
             for (int r = 0; r < rows; r++) {
                 const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
-                float *dst = ctx + (i0 + r) * ldc + h * ATT_D;
-                _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv));
-                _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D + 16), inv));
+                const __m512 a = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv);
+                const __m512 b = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D + 16), inv);
+                if (ctxb) {
+                    _mm512_storeu_si512((void *)(ctxb + (i0 + r) * ldc + h * ATT_D), (__m512i)_mm512_cvtne2ps_pbh(b, a));
+                } else {
+                    float *dst = ctx + (i0 + r) * ldc + h * ATT_D;
+                    _mm512_storeu_ps(dst, a);
+                    _mm512_storeu_ps(dst + 16, b);
+                }
             }
             PROF_ADD(PROF_PV, t0);
         }
@@ -620,11 +637,41 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     return 0;
 }
 
+T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
+                                 float *ctx, int64_t ldc, void *work)
+{
+    return qkv_attention_bf16_io(qkv, NULL, n, ld, heads, scale, ctx, NULL, ldc, work);
+}
+
+/* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (_kernels.c's qkv_add_layernorm, float32, the
+ * residual stream), and the result rounded to bfloat16 into xb [rows][width] for the products
+ * that read it, 16 rows at a time while they are in L1. */
+T_BF16 void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,
+                                   const float *beta, int64_t rows, int64_t width, float eps, uint16_t *xb)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int64_t m = rows - r0 < 16 ? rows - r0 : 16;
+        qkv_add_layernorm(x + r0 * width, res ? res + r0 * width : NULL, bias, g, beta, m, width, eps);
+        to_bf16(x + r0 * width, m, width, xb + r0 * width, m, width);
+    }
+}
+
 #else /* not x86-64 with GCC/Clang: no unit, qkv runs float32 */
 int64_t qkv_bf16_cpu(void) { return 0; }
 int64_t qkv_amx_request(void) { return 0; }
 int64_t qkv_attention_bf16_work(int64_t n) { (void)n; return 0; }
 int64_t qkv_amx_peak(int64_t reps) { (void)reps; return 0; }
+int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t heads,
+                              float scale, float *ctx, uint16_t *ctxb, int64_t ldc, void *work)
+{
+    (void)qkv, (void)qkvb, (void)n, (void)ld, (void)heads, (void)scale, (void)ctx, (void)ctxb, (void)ldc, (void)work;
+    return -1;
+}
+void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,
+                            const float *beta, int64_t rows, int64_t width, float eps, uint16_t *xb)
+{
+    (void)x, (void)res, (void)bias, (void)g, (void)beta, (void)rows, (void)width, (void)eps, (void)xb;
+}
 int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
                            float *ctx, int64_t ldc, void *work)
 {

@@ -196,23 +196,46 @@ def attention_text_bf16(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarr
     """Steps 2-5 of one text's attention (as ``qkv.kernels.attention_text``) with both products
     on AMX tiles: Q, K, V and the softmax weights rounded to bfloat16, the scores, softmax and
     sums in float32. qkv [n, 3·H] (Q | K | V), ctx [n, H], rows may be further apart, columns
-    adjacent; head size 32. Returns False (doing nothing) unless the unit is AMX and the arrays
-    fit; callers then run the float32 kernel. ``work``: optional uint8 scratch of at least
-    ``attention_work_bf16(n)`` bytes."""
+    adjacent; head size 32. Each may be float32 or bfloat16 bits (uint16: Q | K | V as the
+    product before wrote them; the output rounded to bfloat16 for the product after). Returns
+    False (doing nothing) unless the unit is AMX and the arrays fit; callers then run the float32
+    kernel. ``work``: optional uint8 scratch of at least ``attention_work_bf16(n)`` bytes."""
     isa = ISA if isa is None else isa
     n, width = qkv.shape
     H = width // 3
     if (isa != "amx" or kernels._lib is None or H != heads * ATTENTION_HEAD or width != 3 * H
-            or ctx.shape != (n, H) or qkv.dtype != np.float32 or ctx.dtype != np.float32
-            or qkv.strides[1] != 4 or ctx.strides[1] != 4 or qkv.strides[0] % 4 or ctx.strides[0] % 4):
+            or ctx.shape != (n, H) or qkv.dtype not in (np.float32, np.uint16) or ctx.dtype not in (np.float32, np.uint16)
+            or qkv.strides[1] != qkv.itemsize or ctx.strides[1] != ctx.itemsize
+            or qkv.strides[0] % qkv.itemsize or ctx.strides[0] % ctx.itemsize):
         return False
     if n == 0:
         return True
     need = attention_work_bf16(n)
     if work is None or work.nbytes < need or not work.flags.c_contiguous:
         work = np.empty(need, np.uint8)
-    return kernels._lib.qkv_attention_bf16(kernels._ptr(qkv), n, qkv.strides[0] // 4, heads, scale,
-                                           kernels._ptr(ctx), ctx.strides[0] // 4, kernels._ptr(work)) == 0
+    bits_in, bits_out = qkv.dtype == np.uint16, ctx.dtype == np.uint16
+    q, c = kernels._ptr(qkv), kernels._ptr(ctx)
+    return kernels._lib.qkv_attention_bf16_io(None if bits_in else q, q if bits_in else None, n,
+                                              qkv.strides[0] // qkv.itemsize, heads, scale,
+                                              None if bits_out else c, c if bits_out else None,
+                                              ctx.strides[0] // ctx.itemsize, kernels._ptr(work)) == 0
+
+
+def add_layer_norm_bf16(x: np.ndarray, res: np.ndarray | None, bias: np.ndarray | None, g: np.ndarray,
+                        b: np.ndarray, eps: float, bits: np.ndarray) -> np.ndarray:
+    """``kernels.add_layer_norm`` in place on x [n, width] (float32: the residual stream), and the
+    result rounded to bfloat16 bits into ``bits`` [n, width] for the products that read it, in
+    the same pass (16 rows at a time, in L1). Returns x."""
+    arrays = [a for a in (x, res, bias, g, b) if a is not None]
+    if (ISA in _ISA_CODE and kernels._native(*arrays) and x.ndim == 2 and x.shape[1] % DEPTH == 0
+            and (res is None or res.shape == x.shape) and bits.shape == x.shape and bits.dtype == np.uint16
+            and bits.flags.c_contiguous):
+        kernels._lib.qkv_add_layernorm_bf16(kernels._ptr(x), kernels._ptr(res), kernels._ptr(bias), kernels._ptr(g),
+                                            kernels._ptr(b), x.shape[0], x.shape[1], eps, kernels._ptr(bits))
+        return x
+    kernels.add_layer_norm(x, res, bias, g, b, eps)
+    bits[:] = to_bf16_bits(x)
+    return x
 
 
 def attention_work_bf16(n: int) -> int:

@@ -132,6 +132,38 @@ def test_bfloat16_bits_in_and_out_at_every_block_edge(unit, R, K, N):
 
 
 @needs_lib
+@pytest.mark.skipif("amx" not in UNITS, reason=f"this CPU offers {bf16.offered()}")
+@pytest.mark.parametrize("n", [1, 15, 17, 48, 100, 256])
+def test_attention_on_tiles_reads_and_writes_bfloat16_bits_as_it_rounds(n):
+    """Q | K | V handed in as bfloat16 bits give what float32 ones give (the kernel rounds them the
+    same way); the output written as bits is the float32 output rounded to nearest even."""
+    rng = np.random.default_rng(n)
+    qkv = rng.standard_normal((n, 3 * 64)).astype(np.float32)
+    ctx = np.empty((n, 64), np.float32)
+    assert bf16.attention_text_bf16(qkv, 2, 0.17, ctx, isa="amx")
+    from_bits = np.empty((n, 64), np.float32)
+    assert bf16.attention_text_bf16(bf16.to_bf16_bits(qkv), 2, 0.17, from_bits, isa="amx")
+    np.testing.assert_array_equal(from_bits, ctx)
+    out_bits = np.empty((n, 64), np.uint16)
+    assert bf16.attention_text_bf16(qkv, 2, 0.17, out_bits, isa="amx")
+    np.testing.assert_array_equal(out_bits, bf16.to_bf16_bits(ctx))
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
+def test_layer_norm_with_bits_is_layer_norm_then_rounded(unit):
+    bf16.select(unit)  # a unit the CPU lacks falls to the next: each path that runs here is checked
+    rng = np.random.default_rng(8)
+    x, res = rng.standard_normal((2, 37, 384)).astype(np.float32)
+    bias, g, beta = rng.standard_normal((3, 384)).astype(np.float32)
+    want = kernels.add_layer_norm(x.copy(), res, bias, g, beta, 1e-12)
+    bits = np.zeros((37, 384), np.uint16)
+    got = bf16.add_layer_norm_bf16(x.copy(), res, bias, g, beta, 1e-12, bits)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(bits, bf16.to_bf16_bits(want))
+
+
+@needs_lib
 @pytest.mark.parametrize("unit", unit_param())
 def test_a_product_writes_only_its_rows(unit):
     """Tiles past the last row are computed on zero rows and never stored."""

@@ -138,7 +138,15 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
         tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
             q, c = pairs[i]
-            if not (tiles and kernels_bf16.attention_text_bf16(q, heads, float(scale), c, tile_work)):
+            if tiles and kernels_bf16.attention_text_bf16(q, heads, float(scale), c, tile_work):
+                continue
+            if q.dtype == np.uint16 or c.dtype == np.uint16:  # bfloat16 bits the tiles did not take
+                q32 = kernels_bf16.from_bf16_bits(q) if q.dtype == np.uint16 else q
+                c32 = np.empty(c.shape, np.float32) if c.dtype == np.uint16 else c
+                kernels.attention_text(q32, heads, float(scale), c32, work)
+                if c32 is not c:
+                    c[:] = kernels_bf16.to_bf16_bits(c32)
+            else:
                 kernels.attention_text(q, heads, float(scale), c, work)
 
     workers.run(run, len(groups))

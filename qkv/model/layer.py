@@ -18,7 +18,7 @@ import numpy as np
 
 from qkv.attention import merge_heads, scale_scores, scores, softmax, split_heads, weighted_sum
 from qkv.kernels import add_layer_norm, bias_gelu, layer_norm
-from qkv.kernels_bf16 import rows_padded
+from qkv.kernels_bf16 import add_layer_norm_bf16, rows_padded
 from qkv.model import attend as attention
 from qkv.model.linear import dense
 
@@ -97,37 +97,53 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     R, H = x.shape
     dt = x.dtype
     want = want or (lambda name: False)
+    w_qkv, w_o, w_in, w_out = (linear(w, R) for w in (p.w_qkv, p.w_o, p.w_in, p.w_out))
+    I, Rp = cfg.intermediate_size, rows_padded(R)
+    # bfloat16 products hand each other bfloat16 activations (Q | K | V, the heads' outputs, the
+    # LayerNorms' results, the hidden layer): half the bytes, no rounding pass. Float32 stays
+    # the residual stream and whatever a trace keeps (ffn.hidden).
+    bits = all(getattr(w, "bf16_bits", False) for w in (w_qkv, w_o, w_in, w_out)) and H % 32 == 0
+    xb = ws.bits_of(x) if bits else None  # the last layer's output in bfloat16, when it made one
     # 1. project: one fused product gives Q | K | V for every token
-    qkv = linear(p.w_qkv, R)(x, ws.get("qkv", (R, 3 * H), dt), bias=p.b_qkv, workers=workers)
+    if bits and route == "tiles":
+        qkv = ws.get("qkv_bf16", (R, 3 * H), np.uint16)
+        ctx = ws.get("ctx_bf16", (Rp, H), np.uint16)  # rows past R: read by the last tile, never used
+    else:
+        qkv, ctx = ws.get("qkv", (R, 3 * H), dt), ws.get("ctx", (R, H), dt)
+    w_qkv(x if xb is None else xb, qkv, bias=p.b_qkv, workers=workers)
     # 2-5. score, scale, softmax, weighted sum: by the dispatcher's route
-    ctx = attention.attend(route, qkv, ws.get("ctx", (R, H), dt), batch, cfg.num_heads, scale, ws, workers)
+    attention.attend(route, qkv, ctx[:R], batch, cfg.num_heads, scale, ws, workers)
     # heads concatenated, projected, added to the input, normalised
     # (x never lives in "a" when it is written: x is the embeddings or the last layer's "f")
-    a = linear(p.w_o, R)(ctx, ws.get("a", (R, H), dt), workers=workers)
-    x = _add_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps, "attn.out", "attn.norm", want, emit)
-    # feed-forward; the hidden layer stays in bfloat16 between two bfloat16 products (GELU fused,
-    # half the bytes, no rounding pass) unless a trace keeps it
-    w_in, w_out, I = linear(p.w_in, R), linear(p.w_out, R), cfg.intermediate_size
-    if (getattr(w_in, "bf16_bits", False) and getattr(w_out, "bf16_bits", False) and not want("ffn.hidden")
-            and cfg.hidden_act in (None, "gelu")):
-        h = ws.get("h_bf16", (rows_padded(R), I), np.uint16)  # rows past R: read by the last tile, never used
-        w_in(x, h[:R], bias=p.b_in, act=cfg.hidden_act, workers=workers)
+    a = w_o(ctx, ws.get("a", (R, H), dt), workers=workers)
+    xb = ws.get("x_bf16", (Rp, H), np.uint16) if bits else None
+    x = _add_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps, "attn.out", "attn.norm", want, emit, xb)
+    # feed-forward; the hidden layer stays in bfloat16 between the two products unless a trace keeps it
+    if bits and not want("ffn.hidden") and cfg.hidden_act in (None, "gelu"):
+        h = ws.get("h_bf16", (Rp, I), np.uint16)
+        w_in(xb, h[:R], bias=p.b_in, act=cfg.hidden_act, workers=workers)
     else:
-        h = w_in(x, ws.get("h", (R, I), dt), bias=p.b_in, act=cfg.hidden_act, workers=workers)
+        h = w_in(x if xb is None else xb, ws.get("h", (R, I), dt), bias=p.b_in, act=cfg.hidden_act, workers=workers)
         if want("ffn.hidden"):
             emit("ffn.hidden", h)
     f = w_out(h, ws.get("f", (R, H), dt), workers=workers)
-    return _add_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps, "ffn.out", "out", want, emit)
+    x = _add_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps, "ffn.out", "out", want, emit, xb)
+    ws.keep_bits(x, xb)  # for the next layer's first product (None when there are no bits)
+    return x
 
 
-def _add_norm(y, x, b, g, beta, eps, y_name, out_name, want, emit):
+def _add_norm(y, x, b, g, beta, eps, y_name, out_name, want, emit, bits=None):
     """LayerNorm(y + b + x), in place in y; the bias goes into the fused kernel unless the trace
-    keeps y (named ``y_name``) with its bias; the result is emitted as ``out_name`` if kept."""
+    keeps y (named ``y_name``) with its bias; the result is emitted as ``out_name`` if kept.
+    ``bits`` [≥ rows, width] uint16: also receives the result rounded to bfloat16."""
     if want(y_name):
         y += b
         emit(y_name, y)
         b = None
-    x = add_layer_norm(y, x, b, g, beta, eps)
+    if bits is None:
+        x = add_layer_norm(y, x, b, g, beta, eps)
+    else:
+        x = add_layer_norm_bf16(y, x, b, g, beta, eps, bits[:len(y)])
     if want(out_name):
         emit(out_name, x)
     return x

@@ -16,6 +16,16 @@ class Workspace:
 
     def __init__(self):
         self._bufs: dict[str, np.ndarray] = {}
+        self._bits: tuple | None = None  # (array, its bfloat16 bits): see bits_of
+
+    def bits_of(self, x: np.ndarray) -> np.ndarray | None:
+        """The bfloat16 copy recorded for x (this very array object) by ``keep_bits``, or None."""
+        return self._bits[1] if self._bits is not None and self._bits[0] is x else None
+
+    def keep_bits(self, x: np.ndarray | None, bits: np.ndarray | None = None) -> None:
+        """Record ``bits`` as x rounded to bfloat16 (a layer's output, for the next layer's first
+        product); ``keep_bits(None)`` forgets it."""
+        self._bits = None if x is None else (x, bits)
 
     def get(self, name: str, shape: tuple, dtype) -> np.ndarray:
         n = math.prod(shape)

@@ -102,6 +102,21 @@ def test_encoder_in_bfloat16_within_cosine_bound_of_float32(encoder, unit):
 
 
 @needs_lib
+def test_bfloat16_activations_handed_over_as_bits_change_nothing(encoder, unit, monkeypatch):
+    """Products that hand each other bfloat16 bits (Q | K | V, the heads' outputs, the LayerNorms'
+    results, the hidden layer) round the very float32 values the next kernel would have rounded
+    (nearest even both ways): the same hidden states to the bit, packed and padded."""
+    texts = _parity_inputs()[:16]
+    b = encoder._pad(encoder.tokenize(texts))
+    for pack in (True, False):
+        with_bits = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack)
+        monkeypatch.setattr(L.BFloat16Panels, "bf16_bits", False)
+        without = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(with_bits, without)
+
+
+@needs_lib
 def test_bfloat16_at_two_threads_gives_the_same_vectors(encoder):
     texts = ["red running shoes " * k for k in range(1, 40)]
     one = encoder.encode(texts, precision="bfloat16")
