@@ -95,7 +95,8 @@ def select(want: str | None = None) -> str:
     ``qkv.kernels.STATUS``; returns the unit. Packed weights do not depend on it."""
     global ISA, WHY
     ISA, WHY = choose(want)
-    kernels.STATUS = f"{_BASE_STATUS}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
+    kernels.STATUS = (f"{_BASE_STATUS}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
+                      + f"; 4-bit products: {'amx (x in three exact bfloat16 parts)' if ISA == 'amx' else 'float32'}")
     return ISA
 
 

@@ -8,6 +8,13 @@ instead of 4), many rows expand the matrix once into float32 panels in a scratch
 blocked float32 product. No quantization of the activations, so the result equals x times the
 dequantized matrix up to float32 rounding: the parity of the model holds.
 
+Where ``qkv.kernels_bf16`` chose AMX tiles (CPUID, XCR0, the arch_prctl permission; ``QKV_ISA``
+forces a unit), the products run on the tiles instead (``qkv/_kernels_q4_amx.c``): x split into
+three bfloat16 parts whose sum is x exactly (Henry, Tang & Heinecke, ARITH 2019), each times the
+exact bfloat16 q − 8 of a block, the block's scale applied in float32: exact products, float32
+sums, an error bound of the float32 kernel's order (stated in the C file). ``unit()`` names the
+one in use; ``QKV_ISA=float32`` (or avx512bf16, or no AMX) runs the float32 kernel.
+
 Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
 kernels are off, and held equal to the compiled one by tests/test_kernels_q4.py.
 """
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import kernels
+from qkv import kernels, kernels_bf16
 
 BLOCK = 32  # weights per block, along the input dimension
 PANEL = 32  # outputs per panel, as the float32 products
@@ -69,16 +76,34 @@ def unpack_q4(panels: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(1, 2, 0, 3).reshape(nb * BLOCK, np_ * PANEL))
 
 
+UNITS = ("amx", "float32")
+
+
+def unit(isa: str | None = None) -> str:
+    """The unit 4-bit products run on: "amx" (tiles, exact bfloat16 splits of x) where the
+    bfloat16 unit in use (``qkv.kernels_bf16.ISA``) is AMX, else "float32". ``isa`` forces one:
+    "amx" runs on the tiles where the CPU has them and Linux grants them, else float32."""
+    if kernels._lib is None:
+        return "float32"
+    if isa is None:
+        return "amx" if kernels_bf16.ISA == "amx" else "float32"
+    if isa not in UNITS:
+        raise ValueError(f"4-bit products run on one of {', '.join(UNITS)}, not {isa!r}")
+    return "amx" if isa == "amx" and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx() else "float32"
+
+
 def q4_work(k: int, n: int) -> int:
     """Floats of scratch ``q4_matmul`` needs for many rows of a [K, N] matrix (its float32 panels)."""
     return k * n
 
 
 def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-              gelu: bool = False, work: np.ndarray | None = None) -> np.ndarray:
+              gelu: bool = False, work: np.ndarray | None = None, isa: str | None = None) -> np.ndarray:
     """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W as Q4 panels.
-    ``work``: float32 scratch of ``q4_work(K, N)`` elements, 64-byte aligned, for R ≥ EXPAND_FROM
-    (allocated when missing). One thread. The twin expands W and runs the steps in NumPy."""
+    ``isa``: "amx" or "float32" (default ``unit()``; see there). ``work``: float32 scratch of
+    ``q4_work(K, N)`` elements, 64-byte aligned, for the float32 kernel at R ≥ EXPAND_FROM
+    (allocated when missing; the tiles keep their own). One thread. The twin expands W and runs
+    the steps in NumPy."""
     R, K = x.shape
     n_p, nb, width = panels.shape if panels.ndim == 3 else (0, 0, 0)
     N = n_p * PANEL
@@ -89,6 +114,9 @@ def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: n
         if gelu and bias is None:
             bias = np.zeros(N, np.float32)
         lib = kernels._lib
+        if unit(isa) == "amx" and lib.qkv_q4_amx(
+                x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu), out.ctypes.data) == 0:
+            return out
         if R >= EXPAND_FROM:
             if (work is None or work.size < K * N or work.dtype != np.float32 or not work.flags.c_contiguous
                     or work.ctypes.data % kernels.ALIGN):

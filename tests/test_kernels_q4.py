@@ -1,15 +1,29 @@
-"""The products on 4-bit blocks (qkv/_kernels_q4.c) against a float64 product over the same
-weights dequantized, at every block edge, and against their NumPy twin."""
+"""The products on 4-bit blocks (qkv/_kernels_q4.c, and on AMX tiles qkv/_kernels_q4_amx.c)
+against a float64 product over the same weights dequantized, at every block edge, and against
+their NumPy twin; and the choice between the two kernels.
+
+The tile kernel's bound (derived in its C file): products exact (x in three bfloat16 parts whose
+sum is x), 96 of them summed per block in float32, one FMA per block into the running sum, so
+|ŷ − y| ≤ γ_(96 + K/32 + 1)·(1 + 2^-7)·Σ|x||w| + γ_1·|b| against float64 over the dequantized W.
+Each unit this CPU offers is run (``isa=``); AMX is skipped, saying why, where it is not.
+"""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from scipy.special import erf
 
-from qkv import kernels, kernels_q4
+from qkv import kernels, kernels_bf16, kernels_q4
 from qkv.kernels_q4 import Q4Rows, pack_q4, q4_matmul, q4_rows, unpack_q4
 from qkv.model.weights.e5s1 import dequantize, quantize
 
 needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
+HAS_AMX = kernels.available() and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx()
+UNITS = [pytest.param("float32"),
+         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {kernels_bf16.offered()}"))]
 
 
 def _weights(rng, n_out, k_in):
@@ -46,12 +60,13 @@ def test_dequantize_is_q_minus_8_times_d():
 
 
 @needs_lib
+@pytest.mark.parametrize("isa", UNITS)
 @pytest.mark.parametrize("rows", [1, 2, 7, 11, 12, 13, 24, 25, 47, 48, 49, 121])
 @pytest.mark.parametrize("k_in, n_out", [(32, 32), (64, 96), (384, 64), (96, 416)])
 @pytest.mark.parametrize("bias, gelu", [(False, False), (True, False), (True, True), (False, True)])
-def test_product_equals_float64_over_dequantized_weights(rows, k_in, n_out, bias, gelu):
+def test_product_equals_float64_over_dequantized_weights(rows, k_in, n_out, bias, gelu, isa):
     """Row counts around the 12-row tile and the expand threshold (48), blocks of K and panels of N
-    from one to thirteen; compiled, then the NumPy twin."""
+    from one to thirteen; compiled on each unit, then the NumPy twin."""
     rng = np.random.default_rng(rows * 1000 + k_in + n_out)
     blocks = _weights(rng, n_out, k_in)
     x = rng.standard_normal((rows, k_in)).astype(np.float32)
@@ -60,7 +75,7 @@ def test_product_equals_float64_over_dequantized_weights(rows, k_in, n_out, bias
     tol = 2e-6 * max(1.0, np.abs(ref).max()) * np.sqrt(k_in / 32)
     panels = pack_q4(blocks)
     out = kernels.aligned_empty((rows, n_out))
-    q4_matmul(x, panels, b, out, gelu=gelu)
+    q4_matmul(x, panels, b, out, gelu=gelu, isa=isa)
     assert np.abs(out - ref).max() <= tol
     lib, kernels._lib = kernels._lib, None
     try:
@@ -82,7 +97,7 @@ def test_both_ways_through_give_the_same_floats_as_the_float32_product():
     bias = rng.standard_normal(128).astype(np.float32)
     for rows in (5, 60):
         x = rng.standard_normal((rows, 384)).astype(np.float32)
-        a = q4_matmul(x, panels, bias, kernels.aligned_empty((rows, 128)))
+        a = q4_matmul(x, panels, bias, kernels.aligned_empty((rows, 128)), isa="float32")
         b = kernels.gemm(x, w32, bias, kernels.aligned_empty((rows, 128)))
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 
@@ -111,3 +126,113 @@ def test_embedding_rows_are_expanded_only_when_looked_up(compiled, monkeypatch):
     with pytest.raises(IndexError):
         q4_rows(blocks, np.array([50]))
 
+
+
+# ------------------------------------------------------------------------------ on AMX tiles
+U32 = 2.0 ** -24
+
+
+def _gamma(n: int) -> float:
+    return n * U32 / (1 - n * U32)
+
+
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"needs AMX tiles; this CPU offers {kernels_bf16.offered()}")
+
+
+@needs_amx
+@pytest.mark.parametrize("rows", [1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 64, 255, 256, 257, 300])
+@pytest.mark.parametrize("k_in, n_out", [(32, 32), (64, 96), (384, 1152), (1536, 384), (96, 544)])
+def test_tiles_within_the_exact_split_bound_at_every_block_edge(rows, k_in, n_out):
+    """Rows across the 16-row tile, the 32-row block, the one-pass limit (32) and the 256-row
+    chunk; N across the 256-output column block; K from one block to 48. Scale by powers of ten
+    so the three parts of x span their whole range."""
+    rng = np.random.default_rng(rows * 7 + k_in + n_out)
+    blocks = _weights(rng, n_out, k_in)
+    x = (rng.standard_normal((rows, k_in)) * 10.0 ** rng.integers(-3, 4, (rows, k_in))).astype(np.float32)
+    b = rng.standard_normal(n_out).astype(np.float32)
+    w = dequantize(blocks, np.float64).T
+    exact = x.astype(np.float64) @ w + b
+    bound = _gamma(96 + k_in // 32 + 1) * (1 + 2 ** -7) * (np.abs(x.astype(np.float64)) @ np.abs(w)) + _gamma(1) * np.abs(b)
+    y = np.full((rows, n_out), np.nan, np.float32)
+    q4_matmul(x, pack_q4(blocks), b, y, isa="amx")
+    err = np.abs(y - exact)
+    assert np.all(err <= bound), f"max error {err.max():.3g}, {(err / bound).max():.3g}× the bound"
+    g = np.full((rows, n_out), np.nan, np.float32)  # GELU(x·W + b): slope ≤ 1.13, erf within 1.5e-7
+    q4_matmul(x, pack_q4(blocks), b, g, gelu=True, isa="amx")
+    gelu = exact * 0.5 * (1 + erf(exact / np.sqrt(2)))
+    assert np.all(np.abs(g - gelu) <= 1.13 * bound + 2e-7 * np.abs(gelu) + 1e-7)
+
+
+@needs_amx
+def test_tiles_are_exact_where_float32_sums_are():
+    """x of 18 significant bits (all three parts in use), q − 8 ∈ {−1, 0, 1}, d a power of two,
+    K = 64: every partial sum fits 24 bits, so the tiles must give exactly the float64 result —
+    a wrong or lost part, or a product rounded, would show."""
+    rng = np.random.default_rng(11)
+    blocks = _weights(rng, 64, 64)
+    blocks["d"] = 0.25
+    nib = rng.integers(7, 10, blocks["qs"].shape)
+    blocks["qs"] = (nib | (rng.integers(7, 10, blocks["qs"].shape) << 4)).astype(np.uint8)
+    m = rng.integers(2 ** 17, 2 ** 18, (20, 64)) * rng.choice([-1, 1], (20, 64))
+    x = (m * 2.0 ** -10).astype(np.float32)
+    assert np.array_equal(x.astype(np.float64), m * 2.0 ** -10)
+    y = q4_matmul(x, pack_q4(blocks), None, np.empty((20, 64), np.float32), isa="amx")
+    np.testing.assert_array_equal(y, x.astype(np.float64) @ dequantize(blocks, np.float64).T)
+    two = x - kernels_bf16.round_bf16(x)  # dropping the third part would lose these bits:
+    assert np.abs(two - kernels_bf16.round_bf16(two)).max() > 0
+
+
+@needs_amx
+@pytest.mark.parametrize("rows", [9, 20, 70])
+def test_tiles_write_only_their_rows(rows):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    big = np.full((rows + 40, 96), 7.0, np.float32)
+    q4_matmul(x, pack_q4(_weights(rng, 96, 64)), None, big[:rows], isa="amx")
+    assert np.all(big[rows:] == 7.0) and np.isfinite(big[:rows]).all()
+
+
+# --------------------------------------------------------------------------------- dispatch
+@pytest.fixture
+def restore_unit():
+    before = kernels_bf16.ISA
+    yield
+    kernels_bf16.select(before)
+
+
+@needs_lib
+@pytest.mark.parametrize("want", ["amx", "avx512bf16", "float32"])
+def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit):
+    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it), the float32 kernel
+    everywhere else (AVX-512 BF16 alone, e.g. Zen 4, runs float32); STATUS names it."""
+    got = kernels_bf16.select(want)
+    assert kernels_q4.unit() == ("amx" if got == "amx" else "float32")
+    assert f"4-bit products: {kernels_q4.unit()}" in kernels.STATUS
+    from qkv.cli.info import info_dict
+
+    assert info_dict()["4bit_unit"] == kernels_q4.unit()
+
+
+@needs_lib
+def test_a_refused_tile_permission_runs_the_float32_kernel(monkeypatch, restore_unit):
+    monkeypatch.setattr(kernels_bf16, "request_amx", lambda: False)
+    monkeypatch.setattr(kernels_bf16, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had AMX
+    kernels_bf16.select("amx")
+    assert kernels_q4.unit() == "float32" and kernels_q4.unit("amx") == "float32"
+    rng = np.random.default_rng(4)
+    blocks = _weights(rng, 32, 64)
+    x = rng.standard_normal((5, 64)).astype(np.float32)
+    y = q4_matmul(x, pack_q4(blocks), None, np.empty((5, 32), np.float32), isa="amx")
+    np.testing.assert_allclose(y, x.astype(np.float64) @ dequantize(blocks, np.float64).T, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="one of"):
+        kernels_q4.unit("tpu")
+
+
+@needs_lib
+@pytest.mark.parametrize("isa", ["float32", "amx"])
+def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa):
+    env = dict(os.environ, QKV_ISA=isa)
+    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_q4; print(kernels_q4.unit()); "
+                          "print(kernels.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
+    unit, status = out.splitlines()
+    assert unit == ("amx" if isa == "amx" and HAS_AMX else "float32") and f"4-bit products: {unit}" in status

@@ -11,7 +11,7 @@ from qkv.cli._common import console, print_json
 
 
 def info_dict() -> dict:
-    from qkv import kernels, kernels_bf16
+    from qkv import kernels, kernels_bf16, kernels_q4
     from qkv.attributes.features import PRECISION as ATTRS
     from qkv.model.linear import effective_precision
     from qkv.search.build import BUILD_PRECISION
@@ -19,7 +19,7 @@ def info_dict() -> dict:
     from qkv.summarize.core import PRECISION as SUMMARIES
 
     return {"kernels": kernels.STATUS, "bfloat16_unit": kernels_bf16.ISA, "passed_over": kernels_bf16.WHY,
-            "units_offered": kernels_bf16.offered(),
+            "units_offered": kernels_bf16.offered(), "4bit_unit": kernels_q4.unit(),
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),
@@ -38,5 +38,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"compiled kernels: {d['kernels']}")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
+        console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]"
+                      + (" (x in three bfloat16 parts: exact products)" if d["4bit_unit"] == "amx" else ""))
         for k, v in d["precision"].items():
             console.print(f"  {k}: {v}")

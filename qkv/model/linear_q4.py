@@ -5,7 +5,9 @@ A reader of a 4-bit format (``qkv.model.weights.e5s1``) puts these straight into
 float16 scale; a weight is (q − 8)·d), rearranged once at load into column panels
 (``qkv.kernels_q4.pack_q4``; layout in ``qkv/_kernels_q4.c``) and expanded inside the product: the
 activations stay float32, so the result is x times the dequantized matrix up to float32 rounding.
-0.625 bytes a weight in memory (float32: 4).
+Where the AMX tiles are in use (``kernels_q4.unit()``) the same panels are multiplied on them, x
+split into three bfloat16 parts (exact products; ``qkv/_kernels_q4_amx.c``). 0.625 bytes a weight
+in memory (float32: 4).
 """
 
 from __future__ import annotations
@@ -49,11 +51,12 @@ class Q4Panels(Linear):
         b = bias if fused else None
         gelu = act == "gelu"
         threads = 1 if workers is None else workers.threads
-        cuts = row_cuts(x.shape[0], threads)
+        tiles = kernels_q4.unit() == "amx"  # whole 32-row tile blocks per thread; the tiles keep their scratch
+        cuts = row_cuts(x.shape[0], threads, step=32 if tiles else 12)
 
         def run(g: int) -> None:
             lo, hi = cuts[g], cuts[g + 1]
-            work = self._work() if hi - lo >= kernels_q4.EXPAND_FROM else None
+            work = self._work() if hi - lo >= kernels_q4.EXPAND_FROM and not tiles else None
             kernels_q4.q4_matmul(x[lo:hi], self.panels, b, out[lo:hi], gelu=gelu, work=work)
 
         if workers is None or len(cuts) == 2:

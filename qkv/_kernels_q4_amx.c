@@ -1,0 +1,269 @@
+/* Products on 4-bit weights (the Q4 panels of _kernels_q4.c) on AMX tiles, with EXACT products:
+ * the activations are split into three bfloat16 parts, no activation is quantised.
+ *
+ * Why it is exact (Henry, Tang & Heinecke, "Leveraging the bfloat16 Artificial Intelligence
+ * Datatype For Higher-Precision Computations", ARITH 2019): a normal float32 x (24 significant
+ * bits) is x1 + x2 + x3 with x1 = bf16(x), x2 = bf16(x − x1), x3 = bf16(x − x1 − x2), each
+ * rounded to nearest (8 bits each; the two differences are exact in float32, and the last part
+ * needs at most 8 bits, so x3 = x − x1 − x2 exactly). A Q4_0 weight is (q − 8)·d; the integer
+ * q − 8 ∈ [−8, 7] is exact in bfloat16, and x_s·(q − 8) (8 × 4 bits) is exact in float32. A Q4
+ * block is 32 inputs: exactly one tile's depth (16 pair rows × 2). So per block of 32 inputs and
+ * 16 outputs, C = x1·Q + x2·Q + x3·Q are three TDPBF16PS on the same B tile (exact products,
+ * float32 sums), then acc += C ⊙ d (the block's per-output scale, a vector FMA after a tile
+ * store), bias last (then GELU).
+ *
+ * Error bound (what tests/test_kernels_q4.py holds the kernel to): every product is exact; C
+ * sums 96 of them (3 parts × 32 inputs) in float32, C·d + acc is one rounded FMA per block, so
+ * for any order the unit takes inside a tile (Higham, Accuracy and Stability, §3.1)
+ *     |ŷ − y| ≤ γ_(96 + K/32 + 1) · (1 + 2^-7) · Σ_k |x_k|·|w_k|   (+ γ_1·|b| for the bias),
+ * γ_n = n·2^-24 / (1 − n·2^-24), against the float64 product of x and the dequantized W; the
+ * (1 + 2^-7) covers |x1| + |x2| + |x3| ≤ (1 + 2^-7)|x|. One caveat: the tile unit and the
+ * conversion treat subnormal inputs as zero and flush subnormal outputs, so parts below 2^-126
+ * are lost (an absolute error < 2^-120 per product: nothing for the activations of an encoder).
+ * The float32 kernel of _kernels_q4.c obeys γ_(K)·Σ|x||w|: the same order of error.
+ *
+ * The tiles: C0..C3 a 32 × 32 block of the block's sums (2 × 2 tiles of 16 × 16 float32), A0,
+ * A1 two 16-row slices of one part of x, B0, B1 the block's 16 pair rows for outputs 0-15 and
+ * 16-31. B tiles are made from the nibbles: 32 bytes (inputs k, k + 1) zero-extended to words,
+ * interleaved into (k, k + 1) pairs (VPERMW), masked or shifted to the low / high nibble, and
+ * looked up in a 16-entry table of bf16(q − 8) (VPERMW again). A few rows (≤ ONE_PASS) make each
+ * block's B tiles into an L1 buffer as they use them; more rows make the whole matrix once per
+ * call (K·N bf16 in a per-thread scratch, 2 bytes a weight, dropped with the thread) and walk it
+ * in column blocks, rows in blocks of 32 as _kernels_bf16.c's gemm_amx does (its tile config
+ * helper, with the compiler barrier, is repeated here: that file is static and not ours).
+ *
+ * The caller (qkv.kernels_q4) runs this only where qkv.kernels_bf16 chose the "amx" unit (CPUID,
+ * XCR0 and the arch_prctl tile permission); otherwise the float32 kernel of _kernels_q4.c.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PANEL 32
+#define QBLOCK 32
+#define QBLOCK_BYTES (PANEL * 4 + QBLOCK * PANEL / 2) /* 640: _kernels_q4.c's layout */
+#define ONE_PASS 32                                    /* up to this many rows, B tiles made per block */
+#define ROW_CHUNK 256                                  /* rows split into parts at a time (bounds the scratch) */
+#define COL_BLOCK 256                                  /* outputs per column block (many rows) */
+
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* _kernels.c */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define T_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
+
+/* xs[s][r][k] (s = 0, 1, 2: the three parts), rows R..Rp zero. K is a multiple of 32. */
+T_BF16 static void split3(const float *x, int64_t R, int64_t K, uint16_t *xs, int64_t Rp)
+{
+    const int64_t plane = Rp * K;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t k = 0; k < K; k += 32) {
+            __m512 a = _mm512_loadu_ps(x + r * K + k), b = _mm512_loadu_ps(x + r * K + k + 16);
+            for (int s = 0; s < 3; s++) {
+                const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a); /* RNE; a in the low half */
+                _mm512_storeu_si512((void *)(xs + s * plane + r * K + k), h);
+                if (s == 2) break;
+                /* back to float32 (exact: bfloat16 is the top half of a float32), the rest exact */
+                const __m512 ha = _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+                const __m512 hb = _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+                a = _mm512_sub_ps(a, ha);
+                b = _mm512_sub_ps(b, hb);
+            }
+        }
+    }
+    for (int s = 0; s < 3; s++)
+        if (Rp > R) memset(xs + s * plane + R * K, 0, (size_t)((Rp - R) * K) * sizeof(uint16_t));
+}
+
+/* The two B tiles (outputs 0-15, then 16-31; 16 pair rows × 32 bf16 each, 2 kB) of one Q4 block. */
+T_BF16 static inline void make_b(const uint8_t *blk, uint16_t *b)
+{
+    /* word i of the zero-extended 32 bytes: byte i of input k (i < 16) or of input k + 1 */
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                           23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    /* bf16 bits of q − 8 for q = 0..15: −8 … −1 (0xc100 …), 0, 1 … 7 */
+    const __m512i table = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0x0000,
+                                           (short)0xbf80, (short)0xc000, (short)0xc040, (short)0xc080,
+                                           (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100);
+    const __m512i low = _mm512_set1_epi16(15);
+    const uint8_t *q = blk + PANEL * 4;
+    for (int i = 0; i < 16; i++) {
+        const __m512i w = _mm512_permutexvar_epi16(
+            pairs, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(q + 32 * i))));
+        _mm512_store_si512((void *)(b + 32 * i), _mm512_permutexvar_epi16(_mm512_and_si512(w, low), table));
+        _mm512_store_si512((void *)(b + 512 + 32 * i), _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table));
+    }
+}
+
+struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+/* Tiles 0-3 (C) and 4-5 (A) of m rows, 6-7 (B) of 16; 64 bytes a row. The barrier keeps GCC from
+ * dropping the stores to the config (it does not see that LDTILECFG reads them). */
+T_AMX static void config_tiles(int m)
+{
+    struct tile_config cfg __attribute__((aligned(64)));
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.rows[t] = t >= 6 ? 16 : (uint8_t)m, cfg.colsb[t] = 64;
+    __asm__ volatile("" : : "r"(&cfg) : "memory");
+    _tile_loadconfig(&cfg);
+}
+
+/* acc[r] (+)= c[r] ⊙ d for r < rows, 32 outputs. */
+T_BF16 static inline void scale_add(float *acc, const float *c, const float *d, int rows, int first)
+{
+    const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d + 16);
+    for (int r = 0; r < rows; r++) {
+        const __m512 c0 = _mm512_load_ps(c + r * PANEL), c1 = _mm512_load_ps(c + r * PANEL + 16);
+        if (first) {
+            _mm512_store_ps(acc + r * PANEL, _mm512_mul_ps(c0, d0));
+            _mm512_store_ps(acc + r * PANEL + 16, _mm512_mul_ps(c1, d1));
+        } else {
+            _mm512_store_ps(acc + r * PANEL, _mm512_fmadd_ps(c0, d0, _mm512_load_ps(acc + r * PANEL)));
+            _mm512_store_ps(acc + r * PANEL + 16, _mm512_fmadd_ps(c1, d1, _mm512_load_ps(acc + r * PANEL + 16)));
+        }
+    }
+}
+
+static const float ZEROS[PANEL] = {0};
+
+/* y[r, 0:32] = acc[r] + bias (or GELU(acc[r] + bias)) for r < rows. */
+T_BF16 static void finish(float *acc, int rows, float *y, int64_t ldy, const float *bias, int gelu)
+{
+    if (gelu) {
+        qkv_bias_gelu(acc, bias ? bias : ZEROS, rows, PANEL);
+        bias = NULL;
+    }
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) {
+        _mm512_storeu_ps(y + r * ldy, _mm512_add_ps(_mm512_load_ps(acc + r * PANEL), b0));
+        _mm512_storeu_ps(y + r * ldy + 16, _mm512_add_ps(_mm512_load_ps(acc + r * PANEL + 16), b1));
+    }
+}
+
+/* One 32-output panel for rows [0, rows) of the parts (rows ≤ 32; two row tiles when > 16):
+ * block by block, B tiles from bt(kb) (2 kB each block), the block's C scaled into acc. */
+T_AMX static inline void panel_rows(const uint16_t *xs, int64_t plane, int64_t K, const uint8_t *panel,
+                                    const uint16_t *bt, int make, uint16_t *bbuf, int rows, float *acc,
+                                    float *c)
+{
+    const int64_t lda = K * 2;
+    const int two = rows > 16;
+    for (int64_t kb = 0; kb < K / QBLOCK; kb++) {
+        const uint8_t *blk = panel + kb * QBLOCK_BYTES;
+        const uint16_t *b = bt + kb * 1024;
+        if (make) {
+            make_b(blk, bbuf);
+            b = bbuf;
+        }
+        _tile_loadd(6, b, 64);
+        _tile_loadd(7, b + 512, 64);
+        _tile_zero(0);
+        _tile_zero(1);
+        if (two) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+        for (int s = 0; s < 3; s++) {
+            const uint16_t *a = xs + s * plane + kb * QBLOCK;
+            _tile_loadd(4, a, lda);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            if (two) {
+                _tile_loadd(5, a + 16 * K, lda);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+        }
+        _tile_stored(0, c, PANEL * 4);
+        _tile_stored(1, c + 16, PANEL * 4);
+        if (two) {
+            _tile_stored(2, c + 16 * PANEL, PANEL * 4);
+            _tile_stored(3, c + 16 * PANEL + 16, PANEL * 4);
+        }
+        scale_add(acc, c, (const float *)blk, rows, kb == 0);
+    }
+}
+
+/* Per-thread scratch kept between calls (a fresh one costs a page fault per 4 kB each call). */
+static __thread uint16_t *xs_buf = NULL, *w_buf = NULL;
+static __thread size_t xs_have = 0, w_have = 0;
+
+static uint16_t *grow(uint16_t **buf, size_t *have, size_t need)
+{
+    if (need > *have) {
+        free(*buf);
+        *have = (need + 4095) / 4096 * 4096;
+        *buf = aligned_alloc(64, *have);
+        if (!*buf) *have = 0;
+    }
+    return *buf;
+}
+
+/* y [R, N] = x [R, K] · W + bias (bias may be NULL), then GELU if gelu; W as Q4 panels (K, N
+ * multiples of 32). Returns 0, or -1 when it could not run (no memory): the caller then runs the
+ * float32 kernel. The caller has checked that this process may use the tiles. */
+T_AMX int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                         const float *bias, int gelu, float *y)
+{
+    if (K % QBLOCK || N % PANEL || K <= 0) return -1;
+    if (R <= 0) return 0;
+    const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES;
+    const int64_t chunk = R < ROW_CHUNK ? (R + 31) / 32 * 32 : ROW_CHUNK;
+    uint16_t *xs = grow(&xs_buf, &xs_have, (size_t)(3 * chunk * K) * sizeof(uint16_t));
+    if (!xs) return -1;
+    const int many = R > ONE_PASS;
+    uint16_t *w = NULL;
+    if (many && !(w = grow(&w_buf, &w_have, (size_t)(K * N) * sizeof(uint16_t)))) return -1;
+    float c[32 * PANEL] __attribute__((aligned(64)));
+    float acc[32 * PANEL] __attribute__((aligned(64)));
+    uint16_t bbuf[1024] __attribute__((aligned(64)));
+    config_tiles(R < 16 ? (int)R : 16);
+    if (!many) { /* one row block: each block's B tiles made as they are used */
+        split3(x, R, K, xs, chunk);
+        for (int64_t p = 0; p < N / PANEL; p++) {
+            panel_rows(xs, chunk * K, K, panels + p * per_panel, NULL, 1, bbuf, (int)R, acc, c);
+            finish(acc, (int)R, y + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
+        }
+        _tile_release();
+        return 0;
+    }
+    for (int64_t i = 0; i < N / PANEL * nb; i++) make_b(panels + i * QBLOCK_BYTES, w + i * 1024);
+    for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+        const int64_t rows = R - r0 < chunk ? R - r0 : chunk;
+        const int64_t rp = (rows + 31) / 32 * 32;
+        split3(x + r0 * K, rows, K, xs, rp);
+        for (int64_t n0 = 0; n0 < N; n0 += COL_BLOCK) {
+            const int64_t p1 = (n0 + COL_BLOCK < N ? n0 + COL_BLOCK : N) / PANEL;
+            for (int64_t r1 = 0; r1 < rows; r1 += 32) {
+                const int rr = rows - r1 < 32 ? (int)(rows - r1) : 32;
+                for (int64_t p = n0 / PANEL; p < p1; p++) {
+                    panel_rows(xs + r1 * K, rp * K, K, panels + p * per_panel, w + p * nb * 1024, 0, NULL, rr,
+                               acc, c);
+                    finish(acc, rr, y + (r0 + r1) * N + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
+                }
+            }
+        }
+    }
+    _tile_release();
+    return 0;
+}
+
+#else /* not x86-64 with GCC/Clang: no tiles; qkv runs the float32 kernel */
+int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                   const float *bias, int gelu, float *y)
+{
+    (void)x, (void)R, (void)K, (void)panels, (void)N, (void)bias, (void)gelu, (void)y;
+    return -1;
+}
+#endif
