@@ -151,48 +151,53 @@ T_BF16 static void finish(float *acc, int rows, float *y, int64_t ldy, const flo
     }
 }
 
-/* One 32-output panel for rows [0, rows) of the parts (rows ≤ 32; two row tiles when > 16):
- * block by block, B tiles from bt(kb) (2 kB each block), the block's C scaled into acc. */
-T_AMX static inline void panel_rows(const uint16_t *xs, int64_t plane, int64_t K, const uint8_t *panel,
-                                    const uint16_t *bt, int make, uint16_t *bbuf, int rows, float *acc,
-                                    float *c)
+/* acc[r, 0:32] = Σ_kb C_kb ⊙ d_kb for one panel and m ≤ 16 rows of the parts (xs: part s at
+ * xs + s·plane, rows K apart). The C tiles alternate between (0, 1) and (2, 3) block by block,
+ * and a block's C is stored only after the next block's products are issued: a tile store waits
+ * for its products to finish, so storing at once would leave the unit idle for their latency.
+ * B tiles: from bt (kb·1024 on), or made here (bt NULL) into a ring of two 2 kB buffers. */
+T_AMX static void tile_rows(const uint16_t *xs, int64_t plane, int64_t K, const uint16_t *bt,
+                            const uint8_t *panel, int m, float *acc, float *c, uint16_t *ring)
 {
-    const int64_t lda = K * 2;
-    const int two = rows > 16;
-    for (int64_t kb = 0; kb < K / QBLOCK; kb++) {
-        const uint8_t *blk = panel + kb * QBLOCK_BYTES;
-        const uint16_t *b = bt + kb * 1024;
-        if (make) {
-            make_b(blk, bbuf);
-            b = bbuf;
+    const int64_t lda = K * 2, nb = K / QBLOCK;
+#define BLOCK(kb, C0, C1)                                                                                    \
+    do {                                                                                                     \
+        const uint16_t *b_ = bt ? bt + (kb) * 1024 : ring + ((kb) & 1) * 1024, *a_ = xs + (kb) * QBLOCK;    \
+        if (!bt) make_b(panel + (kb) * QBLOCK_BYTES, ring + ((kb) & 1) * 1024);                            \
+        _tile_loadd(6, b_, 64);                                                                              \
+        _tile_loadd(7, b_ + 512, 64);                                                                        \
+        _tile_zero(C0);                                                                                      \
+        _tile_zero(C1);                                                                                      \
+        _tile_loadd(4, a_, lda);                                                                             \
+        _tile_dpbf16ps(C0, 4, 6);                                                                            \
+        _tile_dpbf16ps(C1, 4, 7);                                                                            \
+        _tile_loadd(5, a_ + plane, lda);                                                                     \
+        _tile_dpbf16ps(C0, 5, 6);                                                                            \
+        _tile_dpbf16ps(C1, 5, 7);                                                                            \
+        _tile_loadd(4, a_ + 2 * plane, lda);                                                                 \
+        _tile_dpbf16ps(C0, 4, 6);                                                                            \
+        _tile_dpbf16ps(C1, 4, 7);                                                                            \
+    } while (0)
+#define DRAIN(kb, C0, C1)                                                                                    \
+    do {                                                                                                     \
+        _tile_stored(C0, c, PANEL * 4);                                                                      \
+        _tile_stored(C1, c + 16, PANEL * 4);                                                                 \
+        scale_add(acc, c, (const float *)(panel + (kb) * QBLOCK_BYTES), m, (kb) == 0);                      \
+    } while (0)
+    BLOCK(0, 0, 1);
+    for (int64_t kb = 1; kb < nb; kb++) {
+        if (kb & 1) {
+            BLOCK(kb, 2, 3);
+            DRAIN(kb - 1, 0, 1);
+        } else {
+            BLOCK(kb, 0, 1);
+            DRAIN(kb - 1, 2, 3);
         }
-        _tile_loadd(6, b, 64);
-        _tile_loadd(7, b + 512, 64);
-        _tile_zero(0);
-        _tile_zero(1);
-        if (two) {
-            _tile_zero(2);
-            _tile_zero(3);
-        }
-        for (int s = 0; s < 3; s++) {
-            const uint16_t *a = xs + s * plane + kb * QBLOCK;
-            _tile_loadd(4, a, lda);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            if (two) {
-                _tile_loadd(5, a + 16 * K, lda);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-        _tile_stored(0, c, PANEL * 4);
-        _tile_stored(1, c + 16, PANEL * 4);
-        if (two) {
-            _tile_stored(2, c + 16 * PANEL, PANEL * 4);
-            _tile_stored(3, c + 16 * PANEL + 16, PANEL * 4);
-        }
-        scale_add(acc, c, (const float *)blk, rows, kb == 0);
     }
+    if ((nb - 1) & 1) DRAIN(nb - 1, 2, 3);
+    else DRAIN(nb - 1, 0, 1);
+#undef BLOCK
+#undef DRAIN
 }
 
 /* Per-thread scratch kept between calls (a fresh one costs a page fault per 4 kB each call). */
@@ -212,28 +217,36 @@ static uint16_t *grow(uint16_t **buf, size_t *have, size_t need)
 
 /* y [R, N] = x [R, K] · W + bias (bias may be NULL), then GELU if gelu; W as Q4 panels (K, N
  * multiples of 32). Returns 0, or -1 when it could not run (no memory): the caller then runs the
- * float32 kernel. The caller has checked that this process may use the tiles. */
+ * float32 kernel. The caller has checked that this process may use the tiles.
+ * Up to 16 rows, each block's B tiles are made as they are used; up to ONE_PASS rows, a panel's
+ * once for both row tiles; more, the whole matrix once, walked in column blocks. */
 T_AMX int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
                          const float *bias, int gelu, float *y)
 {
     if (K % QBLOCK || N % PANEL || K <= 0) return -1;
     if (R <= 0) return 0;
     const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES;
-    const int64_t chunk = R < ROW_CHUNK ? (R + 31) / 32 * 32 : ROW_CHUNK;
+    const int64_t chunk = R < ROW_CHUNK ? (R + 15) / 16 * 16 : ROW_CHUNK;
     uint16_t *xs = grow(&xs_buf, &xs_have, (size_t)(3 * chunk * K) * sizeof(uint16_t));
     if (!xs) return -1;
     const int many = R > ONE_PASS;
     uint16_t *w = NULL;
-    if (many && !(w = grow(&w_buf, &w_have, (size_t)(K * N) * sizeof(uint16_t)))) return -1;
-    float c[32 * PANEL] __attribute__((aligned(64)));
-    float acc[32 * PANEL] __attribute__((aligned(64)));
-    uint16_t bbuf[1024] __attribute__((aligned(64)));
+    if (R > 16 && !(w = grow(&w_buf, &w_have, (size_t)(many ? K * N : K * PANEL) * sizeof(uint16_t)))) return -1;
+    float c[16 * PANEL] __attribute__((aligned(64)));
+    float acc[16 * PANEL] __attribute__((aligned(64)));
+    uint16_t ring[2048] __attribute__((aligned(64)));
     config_tiles(R < 16 ? (int)R : 16);
-    if (!many) { /* one row block: each block's B tiles made as they are used */
+    if (!many) { /* one pass over the panels */
         split3(x, R, K, xs, chunk);
         for (int64_t p = 0; p < N / PANEL; p++) {
-            panel_rows(xs, chunk * K, K, panels + p * per_panel, NULL, 1, bbuf, (int)R, acc, c);
-            finish(acc, (int)R, y + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
+            const uint8_t *panel = panels + p * per_panel;
+            if (w)
+                for (int64_t kb = 0; kb < nb; kb++) make_b(panel + kb * QBLOCK_BYTES, w + kb * 1024);
+            for (int64_t r = 0; r < R; r += 16) {
+                const int m = R - r < 16 ? (int)(R - r) : 16;
+                tile_rows(xs + r * K, chunk * K, K, w, panel, m, acc, c, ring);
+                finish(acc, m, y + r * N + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
+            }
         }
         _tile_release();
         return 0;
@@ -241,16 +254,15 @@ T_AMX int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *pa
     for (int64_t i = 0; i < N / PANEL * nb; i++) make_b(panels + i * QBLOCK_BYTES, w + i * 1024);
     for (int64_t r0 = 0; r0 < R; r0 += chunk) {
         const int64_t rows = R - r0 < chunk ? R - r0 : chunk;
-        const int64_t rp = (rows + 31) / 32 * 32;
+        const int64_t rp = (rows + 15) / 16 * 16;
         split3(x + r0 * K, rows, K, xs, rp);
         for (int64_t n0 = 0; n0 < N; n0 += COL_BLOCK) {
             const int64_t p1 = (n0 + COL_BLOCK < N ? n0 + COL_BLOCK : N) / PANEL;
-            for (int64_t r1 = 0; r1 < rows; r1 += 32) {
-                const int rr = rows - r1 < 32 ? (int)(rows - r1) : 32;
+            for (int64_t r1 = 0; r1 < rows; r1 += 16) {
+                const int m = rows - r1 < 16 ? (int)(rows - r1) : 16;
                 for (int64_t p = n0 / PANEL; p < p1; p++) {
-                    panel_rows(xs + r1 * K, rp * K, K, panels + p * per_panel, w + p * nb * 1024, 0, NULL, rr,
-                               acc, c);
-                    finish(acc, rr, y + (r0 + r1) * N + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
+                    tile_rows(xs + r1 * K, rp * K, K, w + p * nb * 1024, panels + p * per_panel, m, acc, c, ring);
+                    finish(acc, m, y + (r0 + r1) * N + p * PANEL, N, bias ? bias + p * PANEL : NULL, gelu);
                 }
             }
         }

@@ -20,6 +20,7 @@ from qkv.attention import merge_heads, scale_scores, scores, softmax, split_head
 from qkv.kernels import add_layer_norm, bias_gelu, layer_norm
 from qkv.kernels_bf16 import add_layer_norm_bf16, rows_padded
 from qkv.model import attend as attention
+from qkv.model.layer_q4 import fused_layer
 from qkv.model.linear import dense
 
 # Names the reference layer gives (the trace's names without "layers.{i}."); those inside
@@ -94,6 +95,10 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     attention. ``linear(w, rows)`` gives the packed product for a weight (precision is the packed
     weight's business); ``want(name)`` / ``emit(name, rows)``: the row-wise names a trace keeps.
     Returns the output rows (in a workspace array: copy before the next call reuses it)."""
+    if want is None:  # nothing kept: one compiled call where the layer allows it (qkv.model.layer_q4)
+        y = fused_layer(p, cfg, x, batch, route, ws, scale)
+        if y is not None:
+            return y
     R, H = x.shape
     dt = x.dtype
     want = want or (lambda name: False)

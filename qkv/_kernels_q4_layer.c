@@ -1,0 +1,67 @@
+/* One encoder layer for one short text on 4-bit weights, in a single call (qkv.model.layer_q4).
+ *
+ * A lone search query is ~14 tokens: each of its layer's steps is a few microseconds of work, and
+ * calling them one by one from Python (four products, attention, two add-and-norms, the scratch
+ * arrays) cost about as much as the products themselves (measured: ~0.2 ms of a ~0.6 ms layer).
+ * This runs the fast layer's steps in the same order with the same kernels:
+ *
+ *   qkv = x·Wqkv + b                    qkv_q4_amx (tiles) or qkv_q4_matmul (float32)
+ *   ctx = softmax(scale·Q·Kᵀ)·V         qkv_attention_heads (_kernels.c), every head, no padding
+ *   a   = LayerNorm(ctx·Wo + bo + x)    product, then qkv_add_layernorm
+ *   h   = GELU(a·Win + bin)             BERT's exact GELU, fused in the product
+ *   out = LayerNorm(h·Wout + bout + a)
+ *
+ * so its result is the fast layer's (tests/model/test_layer_q4.py holds it to the reference
+ * layer). work: qkv_q4_layer_work(n, H, heads, I) floats.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                   const float *bias, int gelu, float *y);                               /* _kernels_q4_amx.c */
+void qkv_q4_matmul(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                   const float *bias, int gelu, float *y);                               /* _kernels_q4.c */
+int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv);                           /* _kernels.c */
+void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t heads, int64_t hq,
+                         int64_t hk, int64_t hv, int64_t ho, int64_t ldq, int64_t ldk, int64_t ldv,
+                         int64_t ldo, int64_t nq, int64_t nk, int64_t d, int64_t dv, float scale,
+                         float *out, float *work);
+void qkv_add_layernorm(float *x, const float *res, const float *bias, const float *g, const float *b,
+                       int64_t rows, int64_t width, float eps);
+
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; } /* 64-byte steps between the parts */
+
+int64_t qkv_q4_layer_work(int64_t n, int64_t H, int64_t heads, int64_t I)
+{
+    return up16(n * 3 * H) + up16(n * H) + up16(n * H) + up16(n * I) + up16(qkv_attention_work(n, H / heads, H / heads));
+}
+
+static void product(int amx, const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                    const float *bias, int gelu, float *y)
+{
+    if (!amx || qkv_q4_amx(x, R, K, panels, N, bias, gelu, y) != 0) qkv_q4_matmul(x, R, K, panels, N, bias, gelu, y);
+}
+
+/* out [n, H] = the layer of x [n, H] (out may not be x). n ≤ 47 (qkv_q4_matmul's few-rows ways);
+ * head size H / heads must be 16 or a multiple of 32 (qkv_attention_heads). Returns 0, or -1 when
+ * it cannot run that (the caller then runs the layer step by step). */
+int64_t qkv_q4_layer(const float *x, int64_t n, int64_t H, int64_t heads, int64_t I, float scale, float eps,
+                     const uint8_t *w_qkv, const float *b_qkv, const uint8_t *w_o, const float *b_o,
+                     const float *ln1_g, const float *ln1_b, const uint8_t *w_in, const float *b_in,
+                     const uint8_t *w_out, const float *b_out, const float *ln2_g, const float *ln2_b,
+                     float *out, float *work, int64_t amx)
+{
+    const int64_t d = heads > 0 ? H / heads : 0;
+    if (n <= 0 || n > 47 || d * heads != H || !(d == 16 || (d > 0 && d % 32 == 0)) || H % 32 || I % 32) return -1;
+    float *qkv = work, *ctx = qkv + up16(n * 3 * H), *a = ctx + up16(n * H), *h = a + up16(n * H),
+          *att = h + up16(n * I);
+    product((int)amx, x, n, H, w_qkv, 3 * H, b_qkv, 0, qkv);
+    qkv_attention_heads(qkv, qkv + H, qkv + 2 * H, heads, d, d, d, d, 3 * H, 3 * H, 3 * H, H, n, n, d, d, scale,
+                        ctx, att);
+    product((int)amx, ctx, n, H, w_o, H, NULL, 0, a);
+    qkv_add_layernorm(a, x, b_o, ln1_g, ln1_b, n, H, eps);
+    product((int)amx, a, n, H, w_in, I, b_in, 1, h);
+    product((int)amx, h, n, I, w_out, H, NULL, 0, out);
+    qkv_add_layernorm(out, a, b_out, ln2_g, ln2_b, n, H, eps);
+    return 0;
+}
