@@ -98,6 +98,7 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     if want is None:  # nothing kept: one compiled call where the layer allows it (qkv.model.layer_q4)
         y = fused_layer(p, cfg, x, batch, route, ws, scale)
         if y is not None:
+            ws.keep_bits(None)  # no bfloat16 copy of this output
             return y
     R, H = x.shape
     dt = x.dtype
