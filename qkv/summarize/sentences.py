@@ -1,8 +1,11 @@
 """Sentence splitting for reviews in English and Chinese.
 
-A boundary is a run of terminal punctuation (. ! ? … and the full-width 。！？；) with any closing
-quotes, brackets and emoji that follow it, then whitespace, the end of the text, or (after
-full-width punctuation, which needs no space) anything at all. A period after a known abbreviation
+A boundary is a run of terminal punctuation (. ! ? … and the full-width 。！？；．｡⋯) with any
+closing quotes, brackets and emoji that follow it, then whitespace, the end of the text, or (after
+full-width punctuation, which needs no space) anything at all; an ASCII mark between Chinese
+characters ("很好.下次还来") counts as full-width. No boundary falls inside a paired quotation
+(“…” 「…」 『…』 《…》 of at most QUOTE_MAX characters on one line): "他说：“好。不错”然后…" keeps the quote
+whole, and a closing quote after the mark stays with its sentence. A period after a known abbreviation
 ("e.g.", "Mr.", "approx.") or a single capital initial is not a boundary. Every line break is a
 boundary and bullet markers (-, *, •, 1., 2)) at the start of a line are dropped. Fragments too
 short to stand alone ("Wow!", "OK.", "赞！") are merged into the sentence before them (or after, for
@@ -26,14 +29,18 @@ no nos vol ft oz lb lbs pt qt gal in cm mm kg mfg jan feb mar apr jun jul aug se
 mon tue wed thu fri sat sun u.s u.k a.m p.m
 """.split())
 
-_TERMINAL = ".!?…。！？；"
-_CJK_TERMINAL = "…。！？；"
+_TERMINAL = ".!?…。！？；．｡⋯"
+_CJK_TERMINAL = "…。！？；．｡⋯"
+# Paired quotation marks whose inside holds no boundary, and the longest quote treated so (a
+# stray opening mark must not swallow the rest of a review).
+_QUOTES = {"“": "”", "「": "」", "『": "』", "《": "》", "﹁": "﹂"}
+QUOTE_MAX = 80
 _CLOSERS = "\"'”’»)]}）】」』》"
 _BULLET = re.compile(r"[ \t]*(?:[-*•·◦▪▫●○■□➢➤►▶✓✔–—]+|\(?\d{1,2}[.)、]|\(?[a-zA-Z][)])[ \t]+")
 # A run of terminal punctuation, then closers and emoji (possibly space-separated) that belong to it.
 _EMOJI_CHARS = "\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D"
 _EMOTICON = r"[:;=]-?[)(DPp]"
-_BOUNDARY = re.compile(r"(?:[.!?…。！？；]+[\"'”’»)\]}）】」』》]*(?:[ \t]*(?:[" + _EMOJI_CHARS + r"]+|" + _EMOTICON
+_BOUNDARY = re.compile(r"(?:[.!?…。！？；．｡⋯]+[\"'”’»)\]}）】」』》]*(?:[ \t]*(?:[" + _EMOJI_CHARS + r"]+|" + _EMOTICON
                        + r"))*|(?<=\S)[ \t]*[" + _EMOJI_CHARS + r"]+(?=[ \t]+[A-Z]))")
 _EMOJI = re.compile("[" + _EMOJI_CHARS + "]")
 
@@ -71,6 +78,9 @@ def _is_break(text: str, m: re.Match) -> bool:
     nxt = text[end] if end < len(text) else ""
     if any(c in _CJK_TERMINAL for c in run):
         return True  # full-width marks need no space after them
+    after = text[end:end + 3].lstrip(" \t")[:1]
+    if _is_cjk(after) and _is_cjk(text[m.start() - 1:m.start()] or " "):
+        return True  # an ASCII mark written between Chinese characters: "很好.下次还来", "住. 不错"
     if run[0] == "." and len(run.rstrip(_CLOSERS)) == 1:
         # A single period: decimals (3.5), URLs (amazon.com) and abbreviations are not breaks.
         before = text[:m.start()]
@@ -91,6 +101,20 @@ def _is_break(text: str, m: re.Match) -> bool:
         (nxt.isupper() and text[m.start() - 1:m.start()].isalpha())
 
 
+def _quoted(text: str, ls: int, le: int) -> list[tuple[int, int]]:
+    """(open, close) positions of the paired quotations on one line (not nested, ≤ QUOTE_MAX)."""
+    out, i = [], ls
+    while i < le:
+        close = _QUOTES.get(text[i])
+        if close is not None:
+            j = text.find(close, i + 1, min(le, i + 1 + QUOTE_MAX))
+            if j >= 0:
+                out.append((i, j))
+                i = j
+        i += 1
+    return out
+
+
 def _raw_pieces(text: str) -> list[tuple[int, int]]:
     """Spans between boundaries, before trimming and merging."""
     pieces: list[tuple[int, int]] = []
@@ -98,7 +122,10 @@ def _raw_pieces(text: str) -> list[tuple[int, int]]:
         ls, le = line.start(), line.end()
         b = _BULLET.match(text, ls)
         start = b.end() if b else ls
+        quotes = _quoted(text, ls, le)
         for m in _BOUNDARY.finditer(text, start, le):
+            if any(o < m.end() <= c for o, c in quotes):
+                continue  # the mark is inside a quotation (its closer not yet reached)
             if _is_break(text, m):
                 pieces.append((start, m.end()))
                 start = m.end()
