@@ -51,9 +51,23 @@ class TitleTokens:
         return len(self.offsets)
 
 
-def tokenize_titles(enc, titles: list[str], contents=None) -> list[TitleTokens]:
+def _han_words(title: str, start: int, end: int) -> list[tuple[int, int]]:
+    """A tokenizer word that holds Han characters, cut into jieba's words (a Chinese title has no
+    spaces, so the tokenizer's word is the whole run); other words stay whole."""
+    from qkv.text import zh
+
+    text = title[start:end]
+    if not zh.has_han(text):
+        return [(start, end)]
+    cuts = [(start + s, start + e) for _, s, e in zh.spans(text)]
+    return cuts or [(start, end)]
+
+
+def tokenize_titles(enc, titles: list[str], contents=None, han_words: bool = False) -> list[TitleTokens]:
     """Tokens and words of each title, with no length limit (vectors are windowed later).
-    ``contents``: the tokenizer's ``content(titles)`` if the caller already has it."""
+    ``contents``: the tokenizer's ``content(titles)`` if the caller already has it. ``han_words``:
+    words with Han characters are cut into jieba's words (a token belongs to the word its first
+    character is in), instead of one word per run between spaces."""
     out = []
     contents = enc.tokenizer.content(titles) if contents is None else contents
     for title, e in zip(titles, contents):
@@ -63,9 +77,13 @@ def tokenize_titles(enc, titles: list[str], contents=None) -> list[TitleTokens]:
         for w in full.words():
             if w.special:
                 continue
+            parts = _han_words(title, w.start, w.end) if han_words else [(w.start, w.end)]
+            first = len(words)
+            words.extend(parts)
             for t in w.tokens:
-                pos[t] = len(words)
-            words.append((w.start, w.end))
+                s0 = full.offsets[t][0]
+                k = next((j for j, (a, b) in enumerate(parts) if a <= s0 < b), 0)
+                pos[t] = first + k
         for t, ((s, e2), sp) in enumerate(zip(full.offsets, full.special)):
             if sp or e2 <= s:
                 continue
@@ -75,6 +93,16 @@ def tokenize_titles(enc, titles: list[str], contents=None) -> list[TitleTokens]:
         out.append(TitleTokens(title, np.asarray(offsets, dtype=np.int64).reshape(-1, 2), tuple(pieces),
                                np.asarray(word_of, dtype=np.int64), tuple(words)))
     return out
+
+
+def visible(tok, title: str, content) -> np.ndarray | None:
+    """Which content tokens of a title cover some of its characters (``tokenize_titles`` keeps
+    only those): a SentencePiece model emits a bare word-start piece "▁" of no width before
+    Chinese text. None when every token does (always so for WordPiece)."""
+    w = tok.wrap(title, content)
+    keep = np.fromiter((e > s for (s, e), sp in zip(w.offsets, w.special) if not sp), dtype=bool,
+                       count=len(content.ids))
+    return None if keep.all() else keep
 
 
 def _windows(n: int, width: int) -> list[tuple[int, int]]:
@@ -151,6 +179,10 @@ def token_vectors(enc, titles: list[str], layers: tuple[int, ...], batch_size: i
                 out[i][rows[take]] = feats[r, pre + np.nonzero(take)[0]]
                 best[i][s:t] = np.maximum(best[i][s:t], edge)
             count.add(len(idx))
+    for i, (title, e) in enumerate(zip(titles, contents)):  # the tokens tokenize_titles keeps, no others
+        keep = visible(tok, title, e)
+        if keep is not None:
+            out[i] = out[i][keep]
     return out
 
 
@@ -269,11 +301,22 @@ class Gazetteer:
         return out
 
 
+def _char_features(pl: list[str], i: int) -> tuple[str, ...]:
+    """Character features of token i (lower-cased token texts ``pl``): its first and last
+    characters and the character bigrams across its two edges. A SentencePiece piece often holds
+    several Chinese characters ("商务"), so the characters a value starts or ends with, and the
+    pair across a piece boundary, are not otherwise seen."""
+    x = pl[i]
+    return ("c0=" + x[0], "c9=" + x[-1], "bp=" + (pl[i - 1][-1] if i > 0 else "^") + x[0],
+            "bn=" + x[-1] + (pl[i + 1][0] if i + 1 < len(pl) else "$"))
+
+
 def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None,
-                    exclude=frozenset(), vocab: dict[str, int] | None = None) -> list[list]:
+                    exclude=frozenset(), vocab: dict[str, int] | None = None, chars: bool = False) -> list[list]:
     """String features of each token (all binary). The word-level ones are made once per word.
     With ``vocab``: each token's feature ids instead (the features in ``vocab``, each once), the
-    word-level ones looked up once per word — what extraction needs, without the strings."""
+    word-level ones looked up once per word — what extraction needs, without the strings.
+    ``chars``: add ``_char_features``."""
     n = len(tt)
     if n == 0:
         return []
@@ -302,7 +345,7 @@ def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None
     pl = [low(s, e) for s, e in offs]
     word_of = tt.word_of.tolist()
     if vocab is not None:
-        return _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of)
+        return _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of, chars)
     cat = ["cat=" + category] if category else []
     feats: list[list[str]] = []
     for i, (s, e) in enumerate(offs):
@@ -312,6 +355,8 @@ def sparse_features(tt: TitleTokens, category: str | None, gaz: Gazetteer | None
         f = ["t=" + pl[i], fw, fsh, "tsh=" + shape(t[s:e]), *fpos,
              "wstart" if s == ws else "wcont", "wend" if e == we else "wmid", *ftl,
              "pt=" + (pl[i - 1] if i > 0 else "<s>"), "nt=" + (pl[i + 1] if i + 1 < n else "</s>"), *cat]
+        if chars:
+            f += _char_features(pl, i)
         feats.append(f)
     if gaz is not None:
         for i, j, a, c in gaz.matches(tt, exclude, low):
@@ -332,7 +377,7 @@ def _gazetteer_features(i: int, j: int, a: str, c: int):
         yield i, "gB2=" + a
 
 
-def _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of) -> list[list[int]]:
+def _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, word_of, chars=False) -> list[list[int]]:
     """``sparse_features`` as vocabulary ids (see there). The base features of a token are all
     distinct (each template has its own prefix), so only the gazetteer's, which can repeat when
     several matches start at one token, need de-duplicating."""
@@ -349,6 +394,8 @@ def _feature_ids(tt, category, gaz, exclude, vocab, low, head, tail, offs, pl, w
                            get("pt=" + (pl[i - 1] if i > 0 else "<s>")),
                            get("nt=" + (pl[i + 1] if i + 1 < n else "</s>")), *fixed) if k is not None]
         row += word_ids[wi]
+        if chars:  # distinct from each other and from the base features (own prefixes)
+            row += [k for k in map(get, _char_features(pl, i)) if k is not None]
         out.append(row)
     if gaz is not None:
         extra: dict[int, set] = {}

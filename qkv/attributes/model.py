@@ -35,6 +35,13 @@ VERSION = 1
 # dev splits this is within 0.5 micro-F1 of layers 4 and 6 (docs/attributes.md), for 1/6 less
 # encoder work; layer 4 alone (4 of 6 layers) is faster still and costs AE-110K about 0.6.
 DEFAULT_LAYERS = (3, 4)
+# Per encoder, where another choice measured better (docs/attributes.md, "Chinese").
+LAYERS_FOR = {"intfloat/multilingual-e5-small": (7,)}
+
+
+def default_layers(encoder) -> tuple[int, ...]:
+    """The layers a new model uses with ``encoder`` when none are asked for."""
+    return LAYERS_FOR.get(getattr(encoder, "name", ""), DEFAULT_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,8 @@ class AttributeModel:
     # ------------------------------------------------------------------ features
     @staticmethod
     def _featurize(enc, titles, categories, gaz, layers, cache_dir, excludes=None, progress=None,
-                   use_dense=True):
-        tts = tokenize_titles(enc, titles)
+                   use_dense=True, han_words=False, chars=False):
+        tts = tokenize_titles(enc, titles, han_words=han_words)
         nonempty = [i for i, t in enumerate(tts) if len(t)]
         if use_dense:
             vecs = cached_token_vectors(enc, [titles[i] for i in nonempty], tuple(layers), cache_dir,
@@ -126,7 +133,7 @@ class AttributeModel:
         else:
             dense = {i: np.zeros((len(tts[i]), 0), np.float32) for i in nonempty}
         sparse = {i: sparse_features(tts[i], categories[i] if categories else None, gaz,
-                                     excludes[i] if excludes else frozenset()) for i in nonempty}
+                                     excludes[i] if excludes else frozenset(), chars=chars) for i in nonempty}
         return tts, nonempty, dense, sparse
 
     def _batch(self, nonempty, tts, dense, sparse, labels=None) -> Batch:
@@ -187,14 +194,15 @@ class AttributeModel:
             return cls._train(examples, encoder, **options)
 
     @classmethod
-    def _train(cls, examples: list[Example], encoder, *, layers=DEFAULT_LAYERS, mode: str = "crf",
+    def _train(cls, examples: list[Example], encoder, *, layers=None, mode: str = "crf",
               use_dense: bool = True, use_sparse: bool = True, use_gazetteer: bool = True,
               l2: float = 1.0, l2_sparse: float = 0.1, max_iter: int = 100, min_count: int = 1,
-              dense_dim: int | None = 256,
+              dense_dim: int | None = 256, han_words: bool = True, char_features: bool = False,
               cache_dir: str | Path | None = None, progress=None) -> tuple["AttributeModel", TrainReport]:
         """Learn a tagger from labelled titles. ``progress(stage, done, total)`` (``qkv.progress``)
         is called as the work goes on: stage "encode" counts title windows, "fit" optimiser iterations."""
         t0 = time.perf_counter()
+        layers = tuple(default_layers(encoder) if layers is None else layers)
         examples = list(examples)
         if not examples:
             raise InputError("no training examples")
@@ -210,7 +218,8 @@ class AttributeModel:
         gaz = Gazetteer.build(examples) if use_gazetteer else None
         excludes = [frozenset((v.lower(), a) for a, vs in ex.values.items() for v in vs) for ex in examples]
         tts, nonempty, dense, sparse = cls._featurize(encoder, titles, cats if has_cat else None, gaz, layers,
-                                                      cache_dir, excludes, progress, use_dense)
+                                                      cache_dir, excludes, progress, use_dense, han_words,
+                                                      char_features)
         stats = AlignStats()
         labels = {i: bio_labels_for(examples[i], tts[i], attr_index, stats, order) for i in range(len(examples))}
         if not nonempty:
@@ -249,6 +258,8 @@ class AttributeModel:
                     encoder.name, encoder.fingerprint(), mean.astype(np.float32), scale.astype(np.float32),
                     {c: sorted(s) for c, s in cat_attrs.items()}, proj=proj)
         model.settings["dense_dim"] = dense_dim
+        model.settings["han_words"] = han_words  # absent in older files: those keep whole runs as words
+        model.settings["char_features"] = char_features
         model.trims, model.aliases = _learn_snaps(stats)
         batch = model._batch(nonempty, tts, dense, sparse, labels)
         opt = model.crf.fit(batch, l2=l2, l2_sparse=l2_sparse, max_iter=max_iter, progress=progress)
@@ -306,14 +317,15 @@ class AttributeModel:
         return out
 
     def _extract_chunk(self, enc, titles, cats, all_spans, normalize, min_confidence, cache_dir, contents):
-        tts = tokenize_titles(enc, titles, contents)
+        tts = tokenize_titles(enc, titles, contents, han_words=self.settings.get("han_words", False))
         nonempty = [i for i, t in enumerate(tts) if len(t)]
         results: list[list[Attribute]] = [[] for _ in titles]
         if not nonempty:
             return results
         lengths = np.asarray([len(tts[i]) for i in nonempty], dtype=np.int64)
+        chars = self.settings.get("char_features", False)
         E = self._sparse_emissions([sparse_features(tts[i], cats[i] if cats else None, self.gazetteer,
-                                                    vocab=self.vocab) for i in nonempty])
+                                                    vocab=self.vocab, chars=chars) for i in nonempty])
         if self.settings.get("use_dense", True):
             vecs = cached_token_vectors(enc, [titles[i] for i in nonempty], tuple(self.settings["layers"]),
                                         cache_dir, contents=[contents[i] for i in nonempty])

@@ -146,12 +146,21 @@ def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Model file to write.")],
     dev: Annotated[int, typer.Option(help="Hold out this percent (seeded hash of the title) and score on it; 0 = none.")] = 0,
     mode: Annotated[str, typer.Option(help="crf (linear-chain CRF) or softmax (per-token, BIO-constrained decoding).")] = "crf",
-    layers: Annotated[str, typer.Option(help="Encoder layers (0-based, negative from the end) whose outputs are "
-                                               "features, comma-separated; the encoder stops after the deepest.")] = "3,4",
+    layers: Annotated[Optional[str], typer.Option(help="Encoder layers (0-based, negative from the end) whose outputs are "
+                                                        "features, comma-separated; the encoder stops after the deepest. "
+                                                        "Default: 3,4 for MiniLM, 7 for multilingual-e5-small.")] = None,
     max_iter: Annotated[int, typer.Option(help="L-BFGS iterations.")] = 100,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Word features only (no encoder vectors).")] = False,
     cache: Annotated[Optional[Path], typer.Option(help="Cache encoder vectors in this folder.")] = None,
-    encoder: Annotated[Optional[str], typer.Option(help="Encoder (default all-MiniLM-L6-v2).")] = None,
+    encoder: Annotated[Optional[str], typer.Option(help="Encoder: a short name (minilm, multilingual-e5-small), "
+                                                        "a directory or hub id (default all-MiniLM-L6-v2). Use "
+                                                        "multilingual-e5-small for Chinese titles.")] = None,
+    han_words: Annotated[bool, typer.Option("--han-words/--no-han-words",
+                                            help="Cut Chinese runs into jieba's words for the word features "
+                                                 "(on by default).")] = True,
+    char_features: Annotated[bool, typer.Option("--char-features",
+                                                help="Add each token's first and last characters and the character "
+                                                     "pairs across its edges (measured +0.8 micro-F1 on Chinese titles).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the training report as JSON.")] = False,
 ):
     """Learn an attribute model from labelled titles."""
@@ -162,7 +171,7 @@ def train(
     if mode not in ("crf", "softmax"):
         raise InputError(f"--mode must be crf or softmax, not {mode!r}")
     try:
-        layer_list = tuple(int(x) for x in layers.split(",") if x.strip())
+        layer_list = None if layers is None else tuple(int(x) for x in layers.split(",") if x.strip())
     except ValueError:
         raise InputError(f"--layers must be comma-separated integers, e.g. 3,4 (got {layers!r})") from None
     if not 0 <= dev < 100:
@@ -173,7 +182,8 @@ def train(
     with progress_bars({"encode": "encoding titles", "fit": "fitting (L-BFGS iterations)"},
                        transient=not sys.stderr.isatty()) as progress:
         model, report = AttributeModel.train(train_set, enc, layers=layer_list, mode=mode, max_iter=max_iter,
-                                             use_dense=not no_dense, cache_dir=cache, progress=progress)
+                                             use_dense=not no_dense, cache_dir=cache, progress=progress,
+                                             han_words=han_words, char_features=char_features)
     model.save(out)
     result = {"model": str(out), "bytes": out.stat().st_size, "train": report.as_dict()}
     if dev_set:
