@@ -288,12 +288,19 @@ def _centre(vecs: np.ndarray, mass: np.ndarray, mode: str, notes: list[str]) -> 
 
 
 def _joiner(parts: Sequence[str]) -> str:
+    """Sentences joined by a space, except after a full-width mark before Chinese text ("很好。物流快"):
+    a Chinese sentence that ends without one ("暖气不热") keeps a space, so it does not run into the next."""
     out = ""
     for p in parts:
         if out:
-            out += "" if _cjk(out[-1]) and _cjk(p[0]) else " "
+            out += "" if _cjk(out[-1]) and _cjk(p[0]) and _closed(out[-1]) else " "
         out += p
     return out
+
+
+def _closed(ch: str) -> bool:
+    """A CJK or full-width punctuation mark (。！？；」…), not a Han character."""
+    return "\u3000" <= ch <= "\u303f" or "\uff00" <= ch <= "\uffef" or ch in "…⋯"
 
 
 def _cjk(ch: str) -> bool:

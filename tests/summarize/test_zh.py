@@ -128,3 +128,10 @@ def test_chinese_category_summary_covers_both_sides(e5):
     assert {x.rating for x in s.sentences} == {0.0, 1.0}
     assert len({x.text for x in s.sentences}) == len(s.sentences)
     assert " " not in s.text
+
+
+def test_chinese_sentences_without_a_closing_mark_do_not_run_together():
+    from qkv.summarize.core import _joiner
+
+    assert _joiner(["房间很干净。", "服务很好！", "暖气不热", "下次不会再去了"]) == "房间很干净。服务很好！暖气不热 下次不会再去了"
+    assert _joiner(["Fast and quiet.", "很好。", "Great."]) == "Fast and quiet. 很好。 Great."
