@@ -82,3 +82,15 @@ def test_bad_files(tmp_path):
         read_reviews(tmp_path / "missing.txt")
     with pytest.raises(InputError, match="folder"):
         read_reviews(tmp_path)
+
+
+def test_escaped_quotes_inside_a_quoted_field_are_kept(tmp_path):
+    # The header has no quotes, so a sniffed dialect would guess doublequote=False and cut the
+    # field at the first "" (as 75 hotel reviews of the Chinese shopping set were).
+    p = tmp_path / "q.csv"
+    p.write_text('cat,label,review\n酒店,1,"问司机这家酒店怎么样"",老酒店,人气旺."" 服务很好"\n'
+                 '酒店,0,"He said ""great"", it was not. Room was dirty."\n', encoding="utf-8")
+    (prod,) = read_reviews(p, rating_column="label", group_column="cat")
+    assert [r.text for r in prod.reviews] == ['问司机这家酒店怎么样",老酒店,人气旺." 服务很好',
+                                             'He said "great", it was not. Room was dirty.']
+    assert [r.rating for r in prod.reviews] == [1.0, 0.0]
