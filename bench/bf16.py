@@ -121,8 +121,9 @@ def steps(quick: bool) -> dict:
         cls.__call__ = timed(prod_label)(cls.__call__)
     patches.append((attend, "attend", attend.attend))
     attend.attend = timed(lambda *a, **k: "attention (steps 2-5)")(attend.attend)
-    patches.append((layer, "add_layer_norm", layer.add_layer_norm))
-    layer.add_layer_norm = timed(lambda *a, **k: "residual + LayerNorm")(layer.add_layer_norm)
+    for name in ("add_layer_norm", "add_layer_norm_bf16"):  # float32, and with its bfloat16 copy
+        patches.append((layer, name, getattr(layer, name)))
+        setattr(layer, name, timed(lambda *a, **k: "residual + LayerNorm")(getattr(layer, name)))
     ticks = np.zeros(len(PHASES), np.int64)
     profile = lambda on: kernels._lib.qkv_bf16_profile(on, ticks.ctypes.data)  # noqa: E731
     res = {}
