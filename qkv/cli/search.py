@@ -10,7 +10,8 @@ import typer
 from qkv.cli._common import console, load_encoder, print_json, progress_bars
 
 INDEX_OPT = typer.Option("--index", "-i", help="Index directory (or the store URI it was built at, e.g. milvus://PATH.db).")
-MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or all-MiniLM-L6-v2 for a new index).")
+MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or multilingual-e5-small for a new "
+                         "index; minilm keeps the English all-MiniLM-L6-v2).")
 
 
 def _highlight(title: str, exp) -> "object":
@@ -77,7 +78,9 @@ def register(app: typer.Typer) -> None:
 
         enc = None
         if model or not (index / "manifest.json").is_file():
-            enc = load_encoder(model, threads)
+            from qkv.search.build import SEARCH_MODEL
+
+            enc = load_encoder(model or SEARCH_MODEL, threads)
         elif threads:
             enc = load_encoder(read_manifest(index).model, threads)
         with progress_bars({"embed": "embedding"}) as progress:
@@ -209,10 +212,15 @@ def register(app: typer.Typer) -> None:
 
         from qkv.search.evaluate import MODES, evaluate, load_qrels, load_queries
         from qkv.search.index import Index, build_index
+        from qkv.search.store import read_manifest
 
         if half not in ("all", "a", "b"):
             raise typer.BadParameter("half must be all, a or b")
-        enc = load_encoder(model, threads)
+        from qkv.search.build import SEARCH_MODEL
+
+        if model is None and index is not None and (index / "manifest.json").is_file():
+            model = read_manifest(index).model  # an existing index is searched with its own model
+        enc = load_encoder(model or SEARCH_MODEL, threads)
         if index is None:
             key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}|{precision or ''}".encode(),
                                   digest_size=6).hexdigest()

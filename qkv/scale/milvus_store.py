@@ -373,5 +373,5 @@ class MilvusStore(VectorStore):
         return out
 
     # ------------------------------------------------------------------ writing
-    def writer(self, reset: bool = False):
-        return MilvusWriter(self, reset)
+    def writer(self, reset: bool = False, manifest: Manifest | None = None):
+        return MilvusWriter(self, reset, manifest if reset else None)

@@ -14,7 +14,7 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.search import text as textmod
-from qkv.search.store import Manifest, Row, StoreWriter, read_manifest, write_manifest
+from qkv.search.store import Manifest, Row, StoreWriter, read_manifest, rebuilt_manifest, write_manifest
 from qkv.search.writelock import WriterLock
 
 BATCH = 1000  # rows per insert/upsert call
@@ -46,16 +46,17 @@ def create_collection(client, name: str, m: Manifest) -> None:
 class MilvusWriter(StoreWriter):
     """See the module docstring: reset → a new collection switched in at the end; else buffered."""
 
-    def __init__(self, store, reset: bool):  # store: the MilvusStore written (it imports this module)
+    def __init__(self, store, reset: bool, manifest=None):  # store: the MilvusStore written (it imports this module)
         self.store = store
         self.reset = reset
+        self.rebuilt = manifest  # a rebuild's model, fingerprint, dim … (store.rebuilt_manifest)
         self.client = store.client
 
     def __enter__(self):
         self.lock = WriterLock(self.store.path).__enter__()
         try:
             # re-read: another writer may have committed since this store was opened
-            self.manifest = read_manifest(self.store.path)
+            self.manifest = rebuilt_manifest(read_manifest(self.store.path), self.rebuilt)
             self.fields = {k: list(v) for k, v in self.manifest.extra.get("fields", {}).items()}
             self.ops: list[tuple] = []
             self.staged: dict[str, str | None] = {}  # id -> title hash (None: deleted) in this block

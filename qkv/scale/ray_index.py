@@ -87,7 +87,9 @@ class _Embedder:
             hashes.append(h)
             titles.append(t)
         dim = self.enc.dim
-        vecs = self.enc.encode(titles, batch_size=self.batch_size) if titles else np.zeros((0, dim), np.float32)
+        # titles as passages (E5: "passage: "), the prefix new_manifest records from the same encoder
+        vecs = (self.enc.encode(titles, batch_size=self.batch_size, role="passage") if titles
+                else np.zeros((0, dim), np.float32))
         return {"id": np.asarray(ids, dtype=object), "title_hash": np.asarray(hashes, dtype=object),
                 "vector": np.asarray(vecs, dtype=np.float32).reshape(len(ids), dim),
                 "fingerprint": np.asarray([self.fp] * len(ids), dtype=object)}
@@ -193,7 +195,9 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                          "(a local file or a shared mount)")
     fmt = _sniff_format(src, fmt)
     cat = read_catalog(src, id_column=id_column, title_column=title_column, fmt=fmt)
-    enc = encoder or shared_encoder(model)
+    from qkv.search.build import SEARCH_MODEL
+
+    enc = encoder or shared_encoder(model or SEARCH_MODEL)
     model_name = model or enc.name
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")
     fp = enc.fingerprint()
@@ -252,15 +256,15 @@ def _write_index(path: Path, cat, vectors: dict, enc, model_name, store, rebuild
     if store and (path / "manifest.json").is_file():
         raise InputError(f"{path} already exists; --store creates a new Milvus-backed index, choose a new --index")
     backend = "milvus" if store else "embedded"
-    st = open_target(path, lambda: new_manifest(enc, model=model_name, dtype=dtype, ann=ann, backend=backend),
-                     rebuild=True, backend=backend, **({"uri": store} if store else {}))
+    made = new_manifest(enc, model=model_name, dtype=dtype, ann=ann, backend=backend)
+    st = open_target(path, lambda: made, rebuild=True, backend=backend, **({"uri": store} if store else {}))
 
     def from_shards(rows):
         for a in range(0, len(rows), 4096):
             yield np.stack([vectors[f"{r['id']}\t{title_hash(r['title'])}"] for r in rows[a:a + 4096]])
 
     try:
-        with st.writer(reset=True) as w:
+        with st.writer(reset=True, manifest=made) as w:
             write_rows(w, cat.rows, from_shards, reuse=False)
     finally:
         st.close()

@@ -28,6 +28,10 @@ from qkv.text import zh
 # Titles are embedded in bfloat16 where the CPU has a bfloat16 unit (float32 elsewhere): faster,
 # dev NDCG@10 within 0.002 of float32 (docs/search.md).
 BUILD_PRECISION = "bfloat16"
+# The model of a new index: multilingual-e5-small reads Chinese and ~100 languages and measured at
+# least as well as all-MiniLM-L6-v2 on the English Home Depot dev set (docs/search.md); ``model=``
+# / ``--model minilm`` keeps the English model.
+SEARCH_MODEL = "multilingual-e5-small"
 
 
 @dataclass
@@ -51,6 +55,20 @@ def check_model(manifest: Manifest, encoder, where) -> None:
                           f"search it with --model {manifest.model}, or rebuild it with --rebuild")
 
 
+def role_prefixes(encoder) -> dict[str, str]:
+    """The text the model expects before a query and before a document (E5: "query: " /
+    "passage: "; empty for models trained without): recorded in the manifest, so that titles and
+    queries are embedded by the convention the index was built with."""
+    return {"query_prefix": encoder.config.query_prefix, "passage_prefix": encoder.config.passage_prefix}
+
+
+def prefixed(manifest: Manifest, texts: Sequence[str], role: str) -> list[str]:
+    """``texts`` with the manifest's prefix for ``role`` ("query" or "passage") before each. An index
+    written before the prefixes were recorded had none (its model, MiniLM, uses none)."""
+    prefix = manifest.extra.get(f"{role}_prefix", "")
+    return [prefix + t for t in texts] if prefix else list(texts)
+
+
 def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", ann: str = "auto",
                  backend: str = "embedded", precision: str = "float32") -> Manifest:
     """The manifest of a new index whose vectors ``encoder`` makes in ``precision`` (the one that
@@ -59,7 +77,7 @@ def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", a
                     ann=ann, backend=backend,
                     extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling,
                            textmod.MANIFEST_KEY: zh.SCHEME,  # how Chinese titles become keyword terms
-                           "precision": precision})
+                           "precision": precision, **role_prefixes(encoder)})
 
 
 def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",
@@ -132,11 +150,13 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
         if precision is None:  # an update embeds as the index was built (before it was recorded: float32)
             precision = manifest.extra.get("precision", "float32")
     else:
-        encoder = encoder or shared_encoder()
+        encoder = encoder or shared_encoder(SEARCH_MODEL)
     precision = effective_precision(precision or BUILD_PRECISION, encoder)
-    store = open_target(path, lambda: new_manifest(encoder, dtype=dtype, ann=ann, backend=backend,
-                                                   precision=precision),
-                        rebuild=rebuild, backend=backend, **store_options)
+    made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision)
+    store = open_target(path, lambda: made, rebuild=rebuild, backend=backend, **store_options)
+    # titles get the prefix the index records (an update: the index's own; a new index or a
+    # rebuild: the encoder's, which the rebuilt manifest records)
+    passages = made if rebuild else store.manifest
     report = BuildReport(str(path), cat.summary())
 
     def embed(todo: list[Row]) -> Iterator[np.ndarray]:
@@ -146,7 +166,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             size = max(batch_size, min(chunk, -(-len(todo) // (4 * workers))))  # several chunks per worker
             parts = [todo[a:a + size] for a in range(0, len(todo), size)]
             with _EncoderPool(encoder, workers) as pool:
-                for vecs in pool.encode([[r["title"] for r in p] for p in parts], batch_size, precision):
+                for vecs in pool.encode([prefixed(passages, [r["title"] for r in p], "passage") for p in parts],
+                                        batch_size, precision):
                     count.add(len(vecs))
                     report.embed_seconds += time.perf_counter() - te
                     yield vecs
@@ -154,14 +175,15 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
             return
         for a in range(0, len(todo), chunk):
             # the encoder's own counts, as titles of the whole build
-            vecs = encoder.encode([r["title"] for r in todo[a:a + chunk]], batch_size=batch_size,
+            vecs = encoder.encode(prefixed(passages, [r["title"] for r in todo[a:a + chunk]], "passage"),
+                                  batch_size=batch_size,
                                   progress=relay(progress, "embed", a, len(todo)), precision=precision)
             report.embed_seconds += time.perf_counter() - te
             yield vecs
             te = time.perf_counter()
 
     try:
-        with store.writer(reset=rebuild) as w:
+        with store.writer(reset=rebuild, manifest=made if rebuild else None) as w:
             report.embedded, report.unchanged = write_rows(w, cat.rows, embed, reuse=not rebuild)
     finally:
         store.close()

@@ -151,14 +151,12 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     if gain_offset is None:
         grades = [g for q in qids for g in qrels[q].values()]
         gain_offset = 1.0 if min(grades) >= 1 and max(grades) > 1 else 0.0
-    from qkv.search.index import query_precision
-
     plans = [index.plan_query(queries[q], translate) for q in qids]  # (keyword query, translation)
     # the precision search itself encodes a query in (batched here for speed: the same rounding)
-    vecs = index.encoder.encode([queries[q] for q in qids], batch_size=64, precision=query_precision())
+    vecs = index.query_vectors([queries[q] for q in qids])  # with the index's query prefix (E5: "query: ")
     tr_at = [i for i, (_, tr) in enumerate(plans) if tr is not None and tr.text]
     if tr_at:  # the dense query of a translated query mixes in its English (Index.mix_vectors)
-        tv = index.encoder.encode([plans[i][1].text for i in tr_at], batch_size=64, precision=query_precision())
+        tv = index.query_vectors([plans[i][1].text for i in tr_at])
         vecs = np.array(vecs, np.float32, copy=True)
         vecs[tr_at] = index.mix_vectors(vecs[tr_at], tv)
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}

@@ -179,10 +179,24 @@ class Index:
         return tr
 
     def plan_query(self, query: str, translate: bool = True, store: VectorStore | None = None):
-        """(keyword query, ``Translation`` or None): a query with Han characters is translated, and
-        its keyword side searches the original (a bilingual catalog's Chinese titles) and the English;
-        with a glossary, another query's keyword side also holds the glossary's Chinese terms for
-        its words (``Translator.glossary_terms_in``)."""
+        """How ``query`` is searched: ``(keyword_query, translation)``.
+
+        * ``translation``: None when the query holds no Han character (or ``translate`` is off);
+          else a ``qkv.search.translate.Translation`` — ``.text`` is what it was searched as
+          (``SearchResult.searched_as``), ``.pieces`` each word's English and its source,
+          ``.to_json()`` both for an API.
+        * ``keyword_query``: the text the keyword side searches — the query itself, or the
+          original followed by its English (a bilingual catalog's Chinese titles match the first,
+          English titles the second). Pass it to ``store.keyword_search`` / ``keyword_terms`` /
+          ``matched_counts``: e.g. an explanation's BM25 terms are
+          ``store.keyword_terms(keyword_query, ids)``, its grid ``explain_titles(query, titles, terms)``.
+          With a glossary, an English query's keyword side also holds the glossary's Chinese
+          terms for its words (``Translator.glossary_terms_in``).
+        * The dense side is not planned here: ``mix_vectors(*query_vectors([query, translation.text]))``
+          (or ``encode_query(query)`` without a translation), as ``retrieve`` does.
+
+        ``store``: the generation to translate against (default the current one); deterministic
+        for a given store and glossary."""
         from qkv.text import zh
 
         if not translate:
@@ -196,10 +210,11 @@ class Index:
         return (f"{query} {tr.text}" if tr.text else query), tr
 
     @staticmethod
-    def mix_vectors(original: np.ndarray, translated: np.ndarray) -> np.ndarray:
-        """A translated query's dense vector: ORIGINAL_WEIGHT·original + the rest·translation,
-        renormalised (rows of matrices too)."""
-        v = ORIGINAL_WEIGHT * np.asarray(original, np.float32) + (1 - ORIGINAL_WEIGHT) * np.asarray(translated, np.float32)
+    def mix_vectors(original: np.ndarray, translated: np.ndarray, weight: float | None = None) -> np.ndarray:
+        """A translated query's dense vector: w·original + (1 − w)·translation, renormalised (rows
+        of matrices too); w = ``weight``, default ORIGINAL_WEIGHT."""
+        w = ORIGINAL_WEIGHT if weight is None else weight
+        v = w * np.asarray(original, np.float32) + (1 - w) * np.asarray(translated, np.float32)
         n = np.linalg.norm(v, axis=-1, keepdims=True)
         return (v / np.where(n > 0, n, 1)).astype(np.float32)
 
@@ -218,13 +233,13 @@ class Index:
             raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion_!r}")
         return query.strip()
 
-    def encode_query(self, query: str, exact: bool = False) -> np.ndarray:
+    def encode_query(self, query: str, exact: bool = False, store: VectorStore | None = None) -> np.ndarray:
         """The query's vector, in ``query_precision()``: the fastest pass for a lone query.
         ``exact`` keeps float32, which ``search(explain=True)`` uses so that its parts add up to
         the float32 score. Pooled from ``query_token_vectors`` (as ``Encoder.encode`` pools), so
         the match grids of the results reuse this very pass. Every search runs its own pass (a
         search costs what the engine costs); only explanations read the kept ones."""
-        _, Q = self.query_token_vectors(query, exact, fresh=True)
+        _, Q = self.query_token_vectors(query, exact, fresh=True, store=store)
         from qkv.model.pooling import pool
 
         cfg = self.encoder.config
@@ -266,6 +281,20 @@ class Index:
         self._query_vectors.put(key, out)
         return out
 
+    def query_vectors(self, queries: list[str], exact: bool = False, store: VectorStore | None = None,
+                      batch_size: int = 64) -> np.ndarray:
+        """The queries' vectors as the index's titles were embedded: with the query prefix its
+        manifest records (E5: "query: ", titles "passage: "; none for MiniLM), by its model (the
+        encoder is checked against the manifest's fingerprint when the index opens), in
+        ``query_precision()`` (``exact``: float32, which explanations need so that their parts add
+        up to the very score returned). Many queries at once (evaluation); a search's lone query
+        goes through ``encode_query``, the same vector."""
+        from qkv.search.build import prefixed
+
+        st = self.store if store is None else store
+        return self.encoder.encode(prefixed(st.manifest, queries, "query"), batch_size=batch_size, truncate=True,
+                                   precision="float32" if exact else query_precision())
+
     def retrieve(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
                  fusion_: str = "score", alpha: float = fusion.ALPHA, candidates: int = CANDIDATES,
                  vector: np.ndarray | None = None, exact: bool = False,
@@ -290,7 +319,7 @@ class Index:
             t["translate"] = time.perf_counter() - t0
             if vector is None and mode != "keyword" and tr.text:
                 t0 = time.perf_counter()
-                vector = self.mix_vectors(self.encode_query(query, exact), self.encode_query(tr.text, exact))
+                vector = self.mix_vectors(self.encode_query(query, exact, st), self.encode_query(tr.text, exact, st))
                 enc_s = time.perf_counter() - t0
         out = self._ranked(st, query, kw_query, k, mode, flt, fusion_, alpha, candidates, vector, exact, t)
         t["encode"] += enc_s
@@ -304,7 +333,7 @@ class Index:
         kw: list = []
         if mode in ("dense", "hybrid"):
             t0 = time.perf_counter()
-            vector = self.encode_query(query, exact) if vector is None else vector
+            vector = self.encode_query(query, exact, st) if vector is None else vector
             t1 = time.perf_counter()
             dense = st.dense_search(vector, depth, flt)
             t["encode"], t["ann"] = t1 - t0, time.perf_counter() - t1
@@ -324,7 +353,7 @@ class Index:
         looked up by id, and the fusion is array arithmetic instead of dicts of 400 candidates.
         Slots are whatever handles the store uses (row numbers, or the ids themselves)."""
         t0 = time.perf_counter()
-        vector = self.encode_query(query, exact) if vector is None else vector
+        vector = self.encode_query(query, exact, st) if vector is None else vector
         vector = np.asarray(vector, np.float32)
         t1 = time.perf_counter()
         d_slots, d_cos = st.dense_slots(vector, depth, flt)

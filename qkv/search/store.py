@@ -56,7 +56,7 @@ import importlib
 import json
 import os
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager, Iterable, Mapping, Sequence
 
@@ -94,6 +94,19 @@ class Hit:
 
     id: str
     score: float
+
+
+# What a manifest says about the vectors' making: a rebuild takes these from the new encoder's.
+MODEL_EXTRA = ("normalized", "pooling", "precision", "query_prefix", "passage_prefix")
+
+
+def rebuilt_manifest(current: "Manifest", new: "Manifest | None") -> "Manifest":
+    """``current`` with the model, fingerprint, dim and MODEL_EXTRA of ``new`` (a rebuild's)."""
+    if new is None:
+        return current
+    extra = {k: v for k, v in current.extra.items() if k not in MODEL_EXTRA}
+    extra.update({k: new.extra[k] for k in MODEL_EXTRA if k in new.extra})
+    return replace(current, model=new.model, fingerprint=new.fingerprint, dim=new.dim, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -268,9 +281,11 @@ class VectorStore(ABC):
 
     # -- writing
     @abstractmethod
-    def writer(self, reset: bool = False) -> ContextManager[StoreWriter]:
+    def writer(self, reset: bool = False, manifest: "Manifest | None" = None) -> ContextManager[StoreWriter]:
         """The single-writer session (see the module docstring); ``reset=True`` starts from an
-        empty catalog (a rebuild) that replaces the current one only when the block succeeds."""
+        empty catalog (a rebuild) that replaces the current one only when the block succeeds.
+        ``manifest`` (with ``reset``): what the rebuilt vectors are (``rebuilt_manifest``: model,
+        fingerprint, dim, precision, role prefixes), so a rebuild with another model records it."""
 
     # -- reading
     @abstractmethod

@@ -151,3 +151,33 @@ def test_the_shipped_cc_cedict_translates_everyday_and_trade_words():
     assert "bathroom" in tr.dictionary["浴室"]
     assert tr.translate("浴室柜").text == "bathroom cabinet"
     assert "drill" in tr.translate("DEWALT 无线电钻").text
+
+
+def test_a_compound_s_composition_beats_a_dictionary_sense_the_catalog_lacks():
+    # 铜管 is a dictionary word ("brass instrument"); its parts say "copper pipe", which the catalog sells
+    titles = ["Copper Pipe 1/2 in. x 10 ft.", "Copper Pipe Fitting Elbow", "Type L Copper Pipe",
+              "PVC Pipe 2 in.", "Brass Instrument Stand"]
+    d = {"铜管": ["brass instrument"], "铜": ["copper"], "管": ["pipe", "tube"]}
+    t = Translator(TitleVocabulary(titles), dictionary=d).translate("1/2英寸 铜管")
+    assert t.text == "1/2 in copper pipe"
+    assert [(p.zh, p.source) for p in t.pieces[-2:]] == [("铜", "sub-words"), ("管", "sub-words")]
+    # where the catalog holds the compound's own sense, the dictionary word stays whole
+    band = ["Brass Instrument Stand", "Brass Instrument Case", "Brass Instrument Mute", "Copper Pipe"]
+    t = Translator(TitleVocabulary(band), dictionary=d).translate("铜管")
+    assert [(p.zh, p.en, p.source) for p in t.pieces] == [("铜管", "brass instrument", "dictionary")]
+
+
+def test_a_unit_inside_a_compound_is_no_unit():
+    # 卷尺 (tape measure) holds 尺, which alone is the unit "ft"; the compound is not "roll ft"
+    titles = ["25 ft. Tape Measure", "16 ft. Tape Measure", "Roll of Tape", "2 x 4 x 8 ft. Lumber"]
+    d = {"卷尺": ["tape measure"], "卷": ["roll"], "尺": ["ruler"]}
+    t = Translator(TitleVocabulary(titles), dictionary=d).translate("25英尺 卷尺")
+    assert t.text == "25 ft tape measure"
+
+
+def test_a_glossary_term_is_never_taken_apart():
+    # the composition 跑 + 鞋 ("run shoe") is what the catalog holds, but the seller said otherwise
+    titles = ["Run Shoe Lace", "Run Shoe Rack", "Trail Sneakers"]
+    d = {"跑鞋": ["running shoe"], "跑": ["run"], "鞋": ["shoe"]}
+    t = Translator(TitleVocabulary(titles), glossary={"跑鞋": "trail sneakers"}, dictionary=d).translate("跑鞋")
+    assert t.pieces == (Piece("跑鞋", "trail sneakers", "glossary"),)

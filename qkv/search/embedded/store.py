@@ -205,7 +205,7 @@ class EmbeddedStore(VectorStore):
         return self.rows.all_ids()
 
     # ------------------------------------------------------------------ writing
-    def writer(self, reset: bool = False):
+    def writer(self, reset: bool = False, manifest: Manifest | None = None):
         if not reset:
             self._reading()
-        return Writer(self, reset)
+        return Writer(self, reset, manifest if reset else None)

@@ -21,15 +21,16 @@ from qkv.errors import InputError
 from qkv.search import text as textmod
 from qkv.search.embedded import generations, postings, vectors
 from qkv.search.embedded.rows import select_in
-from qkv.search.store import StoreWriter, read_manifest
+from qkv.search.store import StoreWriter, read_manifest, rebuilt_manifest
 from qkv.search.writelock import WriterLock
 from qkv.text import zh
 
 
 class Writer(StoreWriter):
-    def __init__(self, store, reset: bool):  # store: the EmbeddedStore written (it imports this module)
+    def __init__(self, store, reset: bool, manifest=None):  # store: the EmbeddedStore written (it imports this module)
         self.store = store
         self.reset = reset
+        self.rebuilt = manifest  # a rebuild's model, fingerprint, dim … (store.rebuilt_manifest)
         self.build_threads = vectors.build_threads()  # read now: a bad QKV_BUILD_THREADS fails before any work
 
     def __enter__(self):
@@ -37,7 +38,7 @@ class Writer(StoreWriter):
         self.lock = WriterLock(root).__enter__()
         try:
             current = read_manifest(root)  # re-read under the lock: another writer may have finished
-            self.manifest = current
+            current = self.manifest = rebuilt_manifest(current, self.rebuilt)
             # the Chinese term scheme: a rebuild takes today's, an update keeps the index's own
             self.han = zh.SCHEME if self.reset else textmod.han_scheme(current.extra)
             self.base_gen = current.extra["generation"]
