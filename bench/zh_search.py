@@ -79,7 +79,11 @@ def main() -> None:
     ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the dictionary's)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/qkv-cache/zh-search"))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)), help="w values swept (comma-separated)")
+    ap.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="α values swept besides the model's own")
     a = ap.parse_args()
+    weights = [float(x) for x in a.weights.split(",") if x]
+    alphas = [float(x) for x in a.alphas.split(",") if x]
     if not (a.data / "queries.dev.zh.jsonl").is_file():
         sys.exit(f"no Home Depot Chinese queries at {a.data}; pass --data")
     print(f"start {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {load()}")
@@ -138,16 +142,17 @@ def main() -> None:
 
     na = halves.count("a")
     print(f"half a {na} queries, half b {len(recs) - na}; cells: NDCG@10 (a), NDCG@10/Recall@100 (b)")
-    show("English (en originals)", run("en", [r["en"] for r in recs], v_en, fusion.ALPHA))
-    show("Chinese as typed", run("zh", [r["text"] for r in recs], v_zh, fusion.ALPHA))
+    alpha0 = fusion.alpha_for(idx.manifest.model)  # the index's model's weight, as Index.search uses
+    show("English (en originals)", run("en", [r["en"] for r in recs], v_en, alpha0))
+    show("Chinese as typed", run("zh", [r["text"] for r in recs], v_zh, alpha0))
     kw_plan = [q for q, _ in plans]
-    for w in WEIGHTS:
-        for alpha in ALPHAS:
+    for w in sorted(set(weights) | {ORIGINAL_WEIGHT}):
+        for alpha in sorted(set(alphas) | {alpha0}):
             show(f"translated, w {w}, alpha {alpha}", run("tr", kw_plan, mix(w), alpha, dense_kind=w), w=w, alpha=alpha)
     best = max((r for r in rows if "w" in r), key=lambda r: r["metrics"]["hybrid"]["a"][0])
     en, zh_typed = rows[0]["metrics"], rows[1]["metrics"]
-    shipped = next(r for r in rows if r.get("w") == ORIGINAL_WEIGHT and r.get("alpha") == fusion.ALPHA)
-    print(f"\nbest on half a: w {best['w']}, alpha {best['alpha']} (shipped: w {ORIGINAL_WEIGHT}, alpha {fusion.ALPHA})")
+    shipped = next(r for r in rows if r.get("w") == ORIGINAL_WEIGHT and r.get("alpha") == alpha0)
+    print(f"\nbest on half a: w {best['w']}, alpha {best['alpha']} (shipped: w {ORIGINAL_WEIGHT}, alpha {alpha0})")
     for part, label in (("b", "half b"), ("all", "all")):
         n = len(recs) - na if part == "b" else len(recs)
         print(f"\n{label} ({n} queries), shipped settings; NDCG@10 / Recall@100")

@@ -142,7 +142,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
 
     candidates = CANDIDATES if candidates is None else candidates
 
-    alpha = fusion_mod.ALPHA if alpha is None else alpha
+    alpha = fusion_mod.alpha_for(index.manifest.model) if alpha is None else alpha
     qids = [q for q in queries if q in qrels and in_half(q, half)]
     if limit:
         qids = qids[:limit]

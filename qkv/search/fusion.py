@@ -21,6 +21,15 @@ import numpy as np
 
 RRF_K = 60
 ALPHA = 0.5  # weight of the dense cosine in score fusion (tuned on dev half a; see docs/search.md)
+# … per model, where it differs: multilingual-e5-small's cosines sit in a narrow band (titles
+# ~0.75–0.9 against a query), so its cosine needs more weight to break BM25's ties (half a sweep
+# in docs/search.md, "Which model").
+ALPHA_BY_MODEL = {"intfloat/multilingual-e5-small": 0.8}
+
+
+def alpha_for(model: str | None) -> float:
+    """The score-fusion weight of the dense cosine for an index of ``model``."""
+    return ALPHA_BY_MODEL.get(model or "", ALPHA)
 COVERAGE_POWER = 2.0  # BM25 × (query terms matched)^p before fusion (tuned on dev half a)
 
 

@@ -7,6 +7,9 @@
     hits = idx.search("跑鞋", mode="dense", where="price < 50", explain=True)
     hits[0].searched_as                                           # 'running shoes': Chinese is translated
 
+Titles and queries are embedded with the prefixes the index's manifest records (E5: "passage: " /
+"query: "; none for MiniLM): ``query_vectors`` applies them, so callers never do.
+
 A query holding Han characters is also translated (``qkv.search.translate``, against the catalog's
 own vocabulary): the keyword side searches the original and its English together; the dense side
 searches normalize(w·v(original) + (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by
@@ -32,8 +35,11 @@ FUSIONS = ("score", "rrf")
 CANDIDATES = 200  # depth each side contributes to hybrid fusion (at least k); 200 tuned on dev half a
 MAX_QUERY_CHARS = 2000
 # Translated queries: weight of the original's vector in the dense query, the rest the English
-# translation's. Tuned on half a of the Chinese Home Depot dev queries with all-MiniLM-L6-v2, an
-# English model (docs/search.md); a multilingual model reads the original better: retune for it.
+# translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,
+# docs/search.md): with multilingual-e5-small, hybrid NDCG@10 at w 0 / 0.25 / 0.5 was 0.2108 /
+# 0.2098 / 0.2080 (its α 0.8), and at α 0.5, w 0 … 1: 0.2029 / 0.2027 / 0.2005 / 0.1987 / 0.1992.
+# Flat up to 0.25 against an English catalog; 0.25 keeps the original's own vector, which is what
+# meets a bilingual catalog's Chinese titles.
 ORIGINAL_WEIGHT = 0.25
 # The token vectors of recent queries' passes (kept so the match grids of their results reuse the
 # search's own pass) and of titles already explained (~30 KB each for a 384-wide model: ~1,000)
@@ -462,7 +468,8 @@ class Index:
         ``explain`` adds the token grid and BM25 terms of each result; a Chinese query is also
         searched in English (``translate``; each result's ``searched_as`` says as what)."""
         st = self.store  # one generation for the whole search, even if ``refresh`` swaps it meanwhile
-        ranked = self._retrieve(st, query, k, mode, where, fusion, fusion_module.ALPHA, CANDIDATES, None, explain,
+        ranked = self._retrieve(st, query, k, mode, where, fusion, fusion_module.alpha_for(st.manifest.model),
+                                CANDIDATES, None, explain,
                                 translate)
         tr = self.last_translation
         searched_as = tr.text if tr is not None else None
