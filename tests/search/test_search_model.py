@@ -129,3 +129,18 @@ def test_an_update_embeds_new_titles_with_the_index_s_own_prefix(small_csv, tmp_
     with Index.open(path) as idx:
         v = idx.store.get_vectors(["N1"])[0]
     assert np.allclose(v, e5.encode(["Stainless Steel Kitchen Sink"], role="passage")[0], atol=1e-5)
+
+
+def test_hybrid_search_weighs_the_cosine_by_the_index_s_model(e5_index, sample_index):
+    from qkv.search import fusion
+
+    assert fusion.alpha_for(E5) == 0.8 and fusion.alpha_for(MINILM) == fusion.ALPHA == 0.5
+    q = "waterproof hiking boots"
+    with Index.open(e5_index) as idx:
+        got = [(r.id, round(r.score, 5)) for r in idx.search(q, k=5)]
+        want = [(pid, round(s, 5)) for pid, s, _ in idx.retrieve(q, k=5, alpha=0.8)]
+        other = [(pid, round(s, 5)) for pid, s, _ in idx.retrieve(q, k=5, alpha=0.5)]
+    assert got == want and got != other
+    with Index.open(sample_index) as idx:  # a MiniLM index keeps 0.5
+        got = [(r.id, round(r.score, 5)) for r in idx.search(q, k=5)]
+        assert got == [(pid, round(s, 5)) for pid, s, _ in idx.retrieve(q, k=5, alpha=0.5)]
