@@ -23,6 +23,10 @@
  * |y - ŷ| ≤ γ_(K+1)·Σ|x̂||ŵ| with γ_n = n·2^-24/(1 - n·2^-24) (Higham, Accuracy and Stability,
  * §3.1, for any order of summation), and against the exact product of the unrounded ones an
  * extra (2u_b + u_b²)·Σ|x||w|.
+ *
+ * Why one file of ~700 lines: the products, attention on tiles and the bfloat16 LayerNorm share the
+ * panel layout, the tile configuration and the per-function target attributes above; split apart,
+ * each part would repeat them and could drift from the layout qkv.kernels_bf16 packs.
  */
 #include <math.h>
 #include <stdint.h>
