@@ -170,15 +170,9 @@ def worker(job: dict) -> dict:
         texts = make_titles(qkv.load("minilm").tokenizer, job["queries"], target=9, seed=7)
         items = enc.tokenize(enc.with_role(texts, role))
         seqs = [(np.asarray([t.ids]), np.ones((1, len(t.ids)), dtype=bool)) for t in items]
-        for ids, mask in seqs[:5]:
-            one(ids, mask)
-        wall, cpu = [], []
-        for ids, mask in seqs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            one(ids, mask)
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-        return {"wall": wall, "cpu": cpu, "tokens": float(np.mean([len(t) for t in items]))}
+        from engine import time_each
+
+        return {**time_each(one, seqs), "tokens": float(np.mean([len(t) for t in items]))}
     if what == "batches":
         per, target, n_batches = BATCHES[job["workload"]]
         make = make_titles if job["workload"] == "titles" else make_reviews

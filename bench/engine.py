@@ -423,6 +423,20 @@ def worker_bf16_steps(job: dict) -> dict:
     return {"peak": bench_bf16.tile_peak(job.get("quick", True)), "steps": bench_bf16.steps(job.get("quick", True))}
 
 
+def time_each(one, seqs, warm: int = 5) -> dict:
+    """Wall and process-CPU seconds of one(*seq) for each seq, after the first ``warm`` as warm-up
+    (the lone-query tables: this section's and the multilingual one's)."""
+    for seq in seqs[:warm]:
+        one(*seq)
+    wall, cpu = [], []
+    for seq in seqs:
+        t0, c0 = time.perf_counter(), time.process_time()
+        one(*seq)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return {"wall": wall, "cpu": cpu}
+
+
 QUERY_ENGINES = ("qkv-blas", "qkv-float32", "qkv-float16", "transformers", "onnxruntime")
 
 
@@ -470,15 +484,7 @@ def worker_query(job: dict) -> dict:
             sess.run(None, feed)
     else:
         raise ValueError(f"unknown engine {engine!r}")
-    for ids, mask in seqs[:5]:
-        one(ids, mask)
-    wall, cpu = [], []
-    for ids, mask in seqs:
-        t0, c0 = time.perf_counter(), time.process_time()
-        one(ids, mask)
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return {"wall": wall, "cpu": cpu, "tokens": float(np.mean([len(t.ids) for t in enc.tokenize(texts)])), **extra}
+    return {**time_each(one, seqs), "tokens": float(np.mean([len(t.ids) for t in enc.tokenize(texts)])), **extra}
 
 
 def _attn_inputs(length: int, seed: int = 0):

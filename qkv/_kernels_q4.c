@@ -69,6 +69,20 @@ static inline __attribute__((always_inline)) void expand_row(const uint8_t *q, v
     *w1 = hi * d1 + m1;
 }
 
+/* y[r, 0:32] = acc[r] (+ bias) for r < rr: the end of both row tiles below. */
+static inline __attribute__((always_inline)) void store_rows(v16f acc[][2], const int rr, const float *bias,
+                                                             float *y, int64_t ldy)
+{
+    for (int r = 0; r < rr; r++) {
+        if (bias) {
+            acc[r][0] += ld(bias);
+            acc[r][1] += ld(bias + 16);
+        }
+        st(y + r * ldy, acc[r][0]);
+        st(y + r * ldy + 16, acc[r][1]);
+    }
+}
+
 /* y[r, 0:32] = Σ_k x[r, k]·W[k, 0:32] (+ bias) for r < rr, W one Q4 panel of K / 32 blocks. */
 static inline __attribute__((always_inline)) void q4_tile(const float *x, int64_t ldx, int64_t K,
                                                           const uint8_t *panel, const float *bias,
@@ -94,14 +108,7 @@ static inline __attribute__((always_inline)) void q4_tile(const float *x, int64_
             }
         }
     }
-    for (int r = 0; r < rr; r++) {
-        if (bias) {
-            acc[r][0] += ld(bias);
-            acc[r][1] += ld(bias + 16);
-        }
-        st(y + r * ldy, acc[r][0]);
-        st(y + r * ldy + 16, acc[r][1]);
-    }
+    store_rows(acc, rr, bias, y, ldy);
 }
 
 static void q4_block(const float *x, int64_t ldx, int64_t K, const uint8_t *panel, const float *bias,
@@ -143,14 +150,7 @@ static inline __attribute__((always_inline)) void buf_tile(const float *x, int64
             acc[r][1] += xr * w1;
         }
     }
-    for (int r = 0; r < rr; r++) {
-        if (bias) {
-            acc[r][0] += ld(bias);
-            acc[r][1] += ld(bias + 16);
-        }
-        st(y + r * ldy, acc[r][0]);
-        st(y + r * ldy + 16, acc[r][1]);
-    }
+    store_rows(acc, rr, bias, y, ldy);
 }
 
 static void buf_block(const float *x, int64_t ldx, const float *buf, float *y, int64_t ldy,
