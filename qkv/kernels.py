@@ -61,6 +61,7 @@ _SIGNATURES = {
     "qkv_q4_rows": (_p, _i64, _p, _i64, _p),
     # _kernels_q4_amx.c: the same products on AMX tiles, x split into three bfloat16 parts
     "qkv_q4_amx": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
+    "qkv_q4_amx_vbmi": (_i64,),
     # _kernels_q4_layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
     "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
@@ -71,7 +72,7 @@ _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_b
             "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
             "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64, "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64,
             "qkv_attention_bf16_work": _i64, "qkv_amx_peak": _i64,
-            "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64,
+            "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
             "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64}  # the rest return nothing
 
 

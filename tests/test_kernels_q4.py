@@ -182,6 +182,37 @@ def test_tiles_are_exact_where_float32_sums_are():
     assert np.abs(two - kernels_bf16.round_bf16(two)).max() > 0
 
 
+@pytest.fixture
+def restore_vbmi():
+    before = kernels._lib.qkv_q4_amx_vbmi(-1)
+    yield
+    kernels._lib.qkv_q4_amx_vbmi(before)
+
+
+@needs_amx
+@pytest.mark.parametrize("vbmi", [0, 1])
+@pytest.mark.parametrize("k_in, n_out", [(32, 32), (64, 64), (96, 96), (384, 1152), (1536, 384)])
+def test_a_lone_query_schedule_gives_the_bits_of_the_general_one(k_in, n_out, vbmi, restore_vbmi):
+    """Up to 16 rows run their own schedule (few_rows: halves of a panel, C tiles turned over four
+    at a time, B made a block ahead), with B made by VPERMB or by the permute way; the sums are
+    the same in the same order, so each row must be bit for bit what the 17-row path gives it.
+    K from one block (fewer halves than the drain lags) up; 1..16 rows."""
+    if vbmi and not kernels._lib.qkv_q4_amx_vbmi(-1):
+        pytest.skip("this CPU has no AVX-512 VBMI")
+    rng = np.random.default_rng(k_in + n_out + vbmi)
+    panels = pack_q4(_weights(rng, n_out, k_in))
+    x = (rng.standard_normal((17, k_in)) * 10.0 ** rng.integers(-3, 4, (17, k_in))).astype(np.float32)
+    b = rng.standard_normal(n_out).astype(np.float32)
+    kernels._lib.qkv_q4_amx_vbmi(0)  # the reference: two row tiles (tile_rows), B by the permute way
+    ref = {g: q4_matmul(x, panels, b, np.empty((17, n_out), np.float32), g, isa="amx") for g in (False, True)}
+    assert kernels._lib.qkv_q4_amx_vbmi(vbmi) == vbmi
+    for rows in (1, 2, 5, 13, 15, 16):
+        for gelu in (False, True):
+            want = ref[gelu]
+            got = q4_matmul(x[:rows], panels, b, np.full((rows, n_out), np.nan, np.float32), gelu, isa="amx")
+            np.testing.assert_array_equal(got, want[:rows])
+
+
 @needs_amx
 @pytest.mark.parametrize("rows", [9, 20, 70])
 def test_tiles_write_only_their_rows(rows):
