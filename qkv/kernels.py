@@ -65,6 +65,7 @@ _SIGNATURES = {
     # _kernels_q4_layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
     "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
+    "qkv_q4_stack": (_p, _i64, _i64, _p, _i64, _i64, _i64, _f32, _f32, _p, _p, _i64),
 }
 
 
@@ -73,7 +74,7 @@ _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_b
             "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64, "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64,
             "qkv_attention_bf16_work": _i64, "qkv_amx_peak": _i64,
             "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
-            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64}  # the rest return nothing
+            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing
 
 
 def _load():

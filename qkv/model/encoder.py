@@ -29,6 +29,7 @@ from qkv.model.attend import choose as choose_attention
 from qkv.model.config import ModelConfig
 from qkv.model.hub import resolve
 from qkv.model.layer import INSIDE, fast_layer, reference_layer
+from qkv.model.layer_q4 import fused_stack
 from qkv.model.linear import PRECISIONS, PackedWeights
 from qkv.model.pooling import normalize as normalize_rows
 from qkv.model.pooling import pool
@@ -213,6 +214,12 @@ class Encoder:
             emit("embeddings", x)
         packs, workers = self._packed, self._workers()
         linear = lambda weight, rows: packs.linear(weight, precision, rows)  # noqa: E731
+        if keep is None:  # a lone short text on 4-bit layers: all of them in one compiled call
+            y = fused_stack(layers, cfg, x, batch, choose_attention(batch, traced=False, precision=precision,
+                                                                   head_dim=cfg.head_dim), ws, self._scale)
+            if y is not None:
+                ws.keep_bits(None)
+                x, layers = y, []
         for i, p in enumerate(layers):
             name = f"layers.{i}.{{}}".format
             route = choose_attention(batch, traced=i in inside, precision=precision, head_dim=cfg.head_dim)
