@@ -253,7 +253,7 @@ T_AMX static void tile_rows(const uint16_t *xs, int64_t plane, int64_t K, const 
  *  - the products go by halves (16 outputs: one C tile, A in tile 5, B in tile 6), the C tiles
  *    turning over 0..3, so a half's C is stored three halves after its products were issued
  *    (tile_rows' pairs of tiles leave it one block: the store waited on the products);
- *  - each block's B tiles are made one block ahead into a ring of four (a tile load of rows just
+ *  - each block's B tiles are made two blocks ahead into a ring of four (a tile load of rows just
  *    stored waits until the stores have left the core);
  *  - the panels run as one stream of halves (panel p's block kb is block p·nb + kb of the
  *    panels' memory): the next panel's first B and products start before this one is finished. */
@@ -302,8 +302,9 @@ T_AMX static void few_rows(const uint16_t *xs, int64_t plane, int64_t K, const u
         }                                                                                                    \
     } while (0)
     MAKE(0);
+    MAKE(1);
     for (int64_t h = 0, kb = 0; h < halves; h++) {
-        if (!(h & 1)) MAKE((h >> 1) + 1);
+        if (!(h & 1)) MAKE((h >> 1) + 2);
         switch (h & 3) { /* tile numbers are immediates: one case per C tile */
         case 0: HALF(h, kb, 0); break;
         case 1: HALF(h, kb, 1); break;
