@@ -413,6 +413,28 @@ int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
     return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;
 }
 
+/* exp_f32 on 16 lanes (GCC vector extensions, so any target), the same operations lane by lane. */
+typedef int32_t v16i __attribute__((vector_size(64)));
+static inline v16f exp_v16(v16f x)
+{
+    const v16f log2e = (v16f){0} + 1.44269504088896341f, ln2_hi = (v16f){0} + 0.693359375f,
+               ln2_lo = (v16f){0} + -2.12194440e-4f, round = (v16f){0} + 12582912.0f, low = (v16f){0} - 87.3f;
+    const v16i under = x < low; /* -1 where x < -87.3 */
+    const v16f xc = (v16f)(((v16i)x & ~under) | ((v16i)low & under));
+    const v16f n = (xc * log2e + round) - round;
+    const v16f r = xc - n * ln2_hi - n * ln2_lo;
+    v16f p = (v16f){0} + 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const v16i bits = (__builtin_convertvector(n, v16i) + 127) << 23;
+    return (v16f)((v16i)(p * (v16f)bits) & ~under);
+}
+
 /* s[r, 0:nkeys) = q_r·kᵀ over keys [j0, j0 + nkeys) of kt [d][ldk]; rows ≥ rows repeat the last. */
 static inline void scores_block(const float *q, int64_t ld, int rows, const float *kt, int64_t ldk,
                                 int64_t j0, int64_t nkeys, int64_t d, float *s)
@@ -508,7 +530,12 @@ void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t
             for (int64_t j0 = 0; j0 < nk; j0 += KCHUNK) {
                 const int64_t nkeys = nk - j0 < KCHUNK ? nk - j0 : KCHUNK;
                 scores_block(qh + i0 * ldq, ldq, rows, kt, npad, j0, round_keys(nkeys), d, s);
-                for (int r = 0; r < QROWS; r++) {
+                /* the exponentials in whole vectors of 16 (GCC left a short text's 13 keys to a
+                 * scalar loop): the lanes past nkeys take exp(0) and are not summed
+                 * (their scores exist, scores_block rounds keys to 32; P·V never reads them). Rows
+                 * past `rows` (repeats of the last one) are skipped: their sums are never used. */
+                const int64_t n16 = (nkeys + 15) / 16 * 16;
+                for (int r = 0; r < rows; r++) {
                     float *row = s + r * KCHUNK;
                     float mx = m[r];
                     if (shift) {
@@ -521,9 +548,17 @@ void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t
                             m[r] = mx;
                         }
                     }
+                    v16f acc = {0};
+                    const v16f mxv = (v16f){0} + mx, lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+                    for (int64_t j = 0; j < n16; j += 16) {
+                        const v16i real = lane + (float)j < (v16f){0} + (float)nkeys;
+                        const v16f sj = (v16f)(((v16i)load_f32(row + j) & real) | ((v16i)mxv & ~real));
+                        const v16f e = exp_v16((sj - mxv) * scale);
+                        store_f32(row + j, e);
+                        acc += (v16f)((v16i)e & real);
+                    }
                     float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                    for (int64_t j = 0; j < nkeys; j++) { float e = exp_f32((row[j] - mx) * scale); row[j] = e; sum += e; }
+                    for (int k = 0; k < 16; k++) sum += acc[k];
                     l[r] += sum;
                 }
                 const float *vc = vh + j0 * ldv;
