@@ -1,17 +1,22 @@
 """bfloat16 on the matrix units (issue 16): the tile unit's peak, the products against it, and
 where a bfloat16 forward pass spends its time, step by step. One thread, CPU time (the machine is
-shared: CPU time is what other jobs inflate least), in this process.
+shared: CPU time is what other jobs inflate least), in this process; ``--threads 1,2`` adds the
+tile peak and the bfloat16 pass at two threads.
 
-    .venv/bin/python bench/bf16.py [--quick] [--sections peak,products,steps]
+    .venv/bin/python bench/bf16.py [--quick] [--sections peak,products,steps] [--threads 1,2]
 
-1. peak      TDPBF16PS on tiles already loaded (qkv_amx_peak): the unit's ceiling on this core.
+1. peak      TDPBF16PS on tiles already loaded (qkv_amx_peak): the unit's ceiling on this core;
+             with --threads, the same on every thread at once (each its own tiles): whether the
+             units are the cores' own (total × threads) or shared.
 2. products  qkv.kernels_bf16.gemm_bf16 on every unit this CPU offers, beside qkv's float32
              blocked product, on all-MiniLM-L6-v2's four product shapes over 2048 rows (a reviews
              batch); GFLOP/s and the share of the tile peak. The x→bfloat16 pass is included.
 3. steps     a forward pass over the engine benchmark's titles and reviews workloads in float32
              and in bfloat16, each step timed (products by shape with their GFLOP/s against the
              tile peak, attention, LayerNorm, the rest), and inside the bfloat16 kernels: rounding
-             x, tiles, attention's packing / scores / softmax / P·V, GELU.
+             x, tiles, attention's packing / scores / softmax / P·V, GELU. With --threads, the
+             bfloat16 pass on that many threads: each step's CPU over all threads, the wall, and
+             each thread's busy time.
 Nothing here reads ../shared. Results: /tmp/qkv-cache/bf16/results-<time>.json.
 """
 
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -56,6 +62,35 @@ def tile_peak(quick: bool) -> float | None:
     return best
 
 
+def tile_peak_threads(threads: int, quick: bool) -> dict | None:
+    """The tile peak on ``threads`` threads at once (each its own tiles; the calls release the
+    GIL): per thread GFLOP/s by its own CPU time, and all together by wall time. Best of 3."""
+    from qkv import kernels, kernels_bf16
+
+    if kernels_bf16.ISA != "amx":
+        return None
+    reps = 200_000 if quick else 1_000_000
+    best = {"per_thread_cpu": 0.0, "total_wall": 0.0}
+    for _ in range(3):
+        rates = []
+
+        def one():
+            t = time.thread_time()
+            flops = kernels._lib.qkv_amx_peak(reps)
+            rates.append((flops, time.thread_time() - t))
+
+        ths = [threading.Thread(target=one) for _ in range(threads)]
+        w = time.perf_counter()
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        w = time.perf_counter() - w
+        best["per_thread_cpu"] = max(best["per_thread_cpu"], min(f / c for f, c in rates) / 1e9)
+        best["total_wall"] = max(best["total_wall"], sum(f for f, _ in rates) / w / 1e9)
+    return best
+
+
 def products(rows: int, reps: int) -> dict:
     from qkv import kernels, kernels_bf16
 
@@ -81,12 +116,17 @@ PHASES = ("round x to bfloat16", "tiles + epilogue", "pack Q, Kᵀ, V", "scores 
           "P·V (tiles) + output")  # qkv_bf16_profile's counters, in order
 
 
-def steps(quick: bool) -> dict:
+def steps(quick: bool, threads: int = 1) -> dict:
     """CPU ms per batch of each step of a forward pass, by wrapping the packed products and the
     attention kernels (the wrappers cost ~1 µs a call, a few hundred calls a batch). Inside the
     bfloat16 products and attention the C kernels count TSC ticks per phase (qkv_bf16_profile):
     each wrapped step's CPU time is split in those proportions. GELU, fused into the first
-    feed-forward product, is timed apart: that product with and without it, on the same rows."""
+    feed-forward product, is timed apart: that product with and without it, on the same rows.
+
+    ``threads`` > 1: the bfloat16 pass only, on that many threads as the encoder runs it; each
+    step's CPU time summed over the threads (each thread's own clock), the pass's wall and
+    process CPU time, and each thread's busy time (a run of texts, or its share of a step): what
+    a second thread adds and where it waits. No TSC phases (their counters are not per thread)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import engine as bench_engine
 
@@ -95,9 +135,10 @@ def steps(quick: bool) -> dict:
     from qkv.model import attend, layer, linear
     from qkv.model.workspace import Workspace
 
-    enc = qkv.load(threads=1)
+    enc = qkv.load(threads=threads)
     T: dict = defaultdict(float)
     F: dict = defaultdict(float)  # FLOPs of each product label
+    lock = threading.RLock()  # prod_label takes it inside timed's
 
     def timed(label_of):
         def wrap(fn):
@@ -106,14 +147,34 @@ def steps(quick: bool) -> dict:
                 try:
                     return fn(*a, **k)
                 finally:
-                    T[label_of(*a, **k)] += time.thread_time() - t
+                    dt = time.thread_time() - t
+                    with lock:
+                        T[label_of(*a, **k)] += dt
             return inner
         return wrap
 
     def prod_label(self, x, out, **k):
         label = f"product {self.shape[0]}×{self.shape[1]}" + (" +GELU" if k.get("act") else "")
-        F[label] += 2.0 * out.shape[0] * self.shape[0] * self.shape[1]
+        with lock:
+            F[label] += 2.0 * out.shape[0] * self.shape[0] * self.shape[1]
         return label
+
+    busy: dict = defaultdict(float)  # thread name → CPU seconds in its outermost forward calls
+    depth = threading.local()
+
+    def forward_busy(fn):
+        def inner(*a, **k):
+            outer = not getattr(depth, "n", 0)
+            depth.n = getattr(depth, "n", 0) + 1
+            t = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                depth.n -= 1
+                if outer:
+                    with lock:
+                        busy[threading.current_thread().name] += time.thread_time() - t
+        return inner
 
     patches = []
     for cls in (linear.Float32Panels, linear.BFloat16Panels):
@@ -124,33 +185,45 @@ def steps(quick: bool) -> dict:
     for name in ("add_layer_norm", "add_layer_norm_bf16"):  # float32, and with its bfloat16 copy
         patches.append((layer, name, getattr(layer, name)))
         setattr(layer, name, timed(lambda *a, **k: "residual + LayerNorm")(getattr(layer, name)))
+    if threads > 1:  # each run of texts (or the whole batch) is one call of forward(threads=1)
+        from qkv.model.encoder import Encoder
+
+        patches.append((Encoder, "forward", Encoder.forward))
+        Encoder.forward = forward_busy(Encoder.forward)
     ticks = np.zeros(len(PHASES), np.int64)
-    profile = lambda on: kernels._lib.qkv_bf16_profile(on, ticks.ctypes.data)  # noqa: E731
+    profile = lambda on: kernels._lib.qkv_bf16_profile(on if threads == 1 else 0, ticks.ctypes.data)  # noqa: E731
     res = {}
     try:
         for wl in bench_engine.TARGET_WORKLOADS:
             batches = bench_engine.workload_batches(enc, wl)
             if quick:
                 batches = batches[:2]
-            for prec in ("float32", "bfloat16"):
+            for prec in ("float32", "bfloat16") if threads == 1 else ("bfloat16",):
                 ws = Workspace()
                 enc.forward(*batches[0][1:], workspace=ws, precision=prec)  # packs the weights
                 T.clear()
                 F.clear()
+                busy.clear()
                 profile(1)
-                t = time.thread_time()
+                t, w = (time.thread_time() if threads == 1 else time.process_time()), time.perf_counter()
                 for _, ids, mask in batches:
                     enc.forward(ids, mask, workspace=ws, precision=prec)
-                total = (time.thread_time() - t) / len(batches)
+                total = ((time.thread_time() if threads == 1 else time.process_time()) - t) / len(batches)
+                wall = (time.perf_counter() - w) / len(batches)
                 profile(0)
                 nb = len(batches)
                 parts = {k: v / nb for k, v in sorted(T.items())}
                 parts["rest (embeddings, packing rows, Python)"] = total - sum(parts.values())
                 flops = sum(bench_engine.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / nb
-                row = {"total_ms": total * 1e3, "parts_ms": {k: v * 1e3 for k, v in parts.items()},
+                row = {"total_ms": total * 1e3, "wall_ms": wall * 1e3, "threads": threads,
+                       "parts_ms": {k: v * 1e3 for k, v in parts.items()},
                        "gflops_per_cpu_s": flops / total / 1e9,
                        "products_gflops": {k: F[k] / T[k] / 1e9 for k in F if T[k] > 0},
                        "unit": kernels_bf16.ISA if prec == "bfloat16" else "float32"}
+                if threads > 1:
+                    row["busy_ms"] = {n: v / nb * 1e3 for n, v in sorted(busy.items())}
+                    res[f"{wl}|{prec}|{threads}"] = row
+                    continue
                 if prec == "bfloat16" and ticks.sum():
                     prod_ms = sum(v for k, v in parts.items() if k.startswith("product")) * 1e3
                     att_ms = parts.get("attention (steps 2-5)", 0.0) * 1e3
@@ -191,24 +264,34 @@ def print_steps(console, res: dict, peak: float | None) -> None:
         a, b = res.get(f"{wl}|float32"), res.get(f"{wl}|bfloat16")
         if not (a and b):
             continue
-        tb = Table(title=f"Where a forward pass goes — {wl}, CPU ms per batch, one thread "
+        tb = Table(title=f"Where a forward pass goes — {wl}, CPU ms per batch, one thread unless said "
                          f"(bfloat16 on {b['unit']}; tile peak {peak:.0f} GFLOP/s)" if peak else "")
         tb.add_column("step")
         tb.add_column("float32", justify="right")
         tb.add_column("bfloat16", justify="right")
         tb.add_column("share of bfloat16", justify="right")
         tb.add_column("bfloat16 GFLOP/s" + (" (% of tile peak)" if peak else ""), justify="right")
+        more = [res[k] for k in sorted(res) if k.startswith(f"{wl}|bfloat16|")]  # other thread counts
+        for m in more:
+            tb.add_column(f"bfloat16, {m['threads']} threads (CPU, all threads)", justify="right")
         for k in sorted(set(a["parts_ms"]) | set(b["parts_ms"]), key=lambda k: -b["parts_ms"].get(k, 0)):
             x, y = a["parts_ms"].get(k, 0.0), b["parts_ms"].get(k, 0.0)
             g = b.get("products_gflops", {}).get(k)
             gtxt = "" if g is None else f"{g:.0f}" + (f" ({100 * g / peak:.0f}%)" if peak else "")
-            tb.add_row(k, f"{x:.1f}", f"{y:.1f}", f"{100 * y / b['total_ms']:.0f}%", gtxt)
+            tb.add_row(k, f"{x:.1f}", f"{y:.1f}", f"{100 * y / b['total_ms']:.0f}%", gtxt,
+                       *(f"{m['parts_ms'].get(k, 0.0):.1f}" for m in more))
         for k, v in b.get("inside_ms", {}).items():
-            tb.add_row(f"  [dim]{k}[/dim]", "", f"[dim]{v:.1f}[/dim]", f"[dim]{100 * v / b['total_ms']:.0f}%[/dim]", "")
-        tb.add_row("[bold]total[/bold]", f"{a['total_ms']:.1f}", f"{b['total_ms']:.1f}",
-                   f"{a['total_ms'] / b['total_ms']:.2f}× faster", "")
+            tb.add_row(f"  [dim]{k}[/dim]", "", f"[dim]{v:.1f}[/dim]", f"[dim]{100 * v / b['total_ms']:.0f}%[/dim]", "",
+                       *("" for _ in more))
+        tb.add_row("[bold]total (CPU)[/bold]", f"{a['total_ms']:.1f}", f"{b['total_ms']:.1f}",
+                   f"{a['total_ms'] / b['total_ms']:.2f}× faster", "", *(f"{m['total_ms']:.1f}" for m in more))
+        if more:
+            tb.add_row("wall per batch", f"{a.get('wall_ms', 0):.1f}", f"{b.get('wall_ms', 0):.1f}", "", "",
+                       *(f"{m['wall_ms']:.1f} ({b['wall_ms'] / m['wall_ms']:.2f}× one thread)" for m in more))
+            tb.add_row("busy per thread (CPU in its forward calls)", "", "", "", "",
+                       *(" / ".join(f"{v:.1f}" for v in m.get("busy_ms", {}).values()) for m in more))
         tb.add_row("matmul GFLOP/s per CPU-s (whole pass)", f"{a['gflops_per_cpu_s']:.0f}",
-                   f"{b['gflops_per_cpu_s']:.0f}", "", "")
+                   f"{b['gflops_per_cpu_s']:.0f}", "", "", *(f"{m['gflops_per_cpu_s']:.0f}" for m in more))
         console.print(tb)
     console.print("   [dim]indented rows split a step above (TSC ticks per phase in the C kernels; the tile "
                   "unit runs asynchronously, so a phase may absorb waiting on the one before); GELU is "
@@ -220,6 +303,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="peak,products,steps")
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--threads", default="1", help="steps: also the bfloat16 pass at these counts, e.g. 1,2")
     args, _ = ap.parse_known_args(argv)  # bench/run.py may pass other areas' options
     os.environ.setdefault("QKV_THREADS", "1")
     from rich.console import Console
@@ -237,6 +321,12 @@ def main(argv=None) -> int:
     results["tile_peak_gflops"] = peak
     if peak:
         console.print(f"1. AMX tile unit peak (TDPBF16PS on loaded tiles): [bold]{peak:.0f}[/bold] GFLOP/s per core")
+    counts = sorted({int(t) for t in args.threads.split(",")} - {1})
+    for t in counts if peak else ():
+        pt = tile_peak_threads(t, args.quick)
+        results[f"tile_peak_{t}_threads"] = pt
+        console.print(f"   on {t} threads at once: {pt['per_thread_cpu']:.0f} GFLOP/s per thread (its CPU time), "
+                      f"{pt['total_wall']:.0f} all together (wall) = {pt['total_wall'] / peak:.2f}× one thread")
     if "products" in sections:
         res = products(args.rows, 2 if args.quick else 8)
         results["products_gflops"] = res
@@ -252,6 +342,8 @@ def main(argv=None) -> int:
         console.print(tb)
     if "steps" in sections:
         res = steps(args.quick)
+        for t in counts:
+            res.update(steps(args.quick, threads=t))
         results["steps"] = res
         print_steps(console, res, peak)
     results["load_end"] = os.getloadavg()

@@ -37,11 +37,16 @@ from qkv.model.threads import blas_threads, resolve_threads
 from qkv.model.tokenizer import Tokenizer, Tokens
 from qkv.model.trace import Selector, Trace
 from qkv.model.weights import Parameters, find_format, read_parameters
-from qkv.model.workers import Workers
+from qkv.model.workers import Workers, text_cuts
 from qkv.model.workspace import Workspace
 from qkv.progress import Count
 
 __all__ = ["Encoder", "Workspace", "load"]
+
+# Precisions whose untraced batches of several texts go to the threads as runs of whole texts
+# (``Encoder.forward``); the others split each step. Measured: docs/engine.md, "two threads".
+TEXT_RUNS = ("bfloat16",)
+_ONE = Workers(1)  # one thread: no pool, shared by every encoder and every run of texts
 
 
 @dataclass
@@ -169,7 +174,8 @@ class Encoder:
 
     def forward(self, ids: np.ndarray, mask: np.ndarray, keep: Selector | None = None,
                 store: dict | None = None, *, upto: int | None = None,
-                workspace: Workspace | None = None, precision: str = "float32", pack: bool = True) -> np.ndarray:
+                workspace: Workspace | None = None, precision: str = "float32", pack: bool = True,
+                threads: int | None = None) -> np.ndarray:
         """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
         Intermediates named in ``keep`` are copied into ``store``. ``upto``: run only the first
         ``upto`` layers (callers that read middle layers need not pay for the rest). ``workspace``:
@@ -180,7 +186,13 @@ class Encoder:
         no meaning: unless ``pack=False`` (or a trace looks inside attention, or the compiled
         kernels are not in use), they are not computed at all: the real tokens of every text are
         packed into one [tokens, hidden] matrix for the row-wise steps (projections, LayerNorm, the
-        feed-forward block), and attention runs on each text's own rows."""
+        feed-forward block), and attention runs on each text's own rows.
+
+        ``threads`` (default the encoder's): with more than one, an untraced batch of several texts
+        in a precision of ``TEXT_RUNS`` is cut into runs of whole texts (``text_cuts``), each
+        thread taking its run through every layer with its own scratch arrays: no thread waits
+        on another until the end. Otherwise each product's rows and the texts' attention are
+        split between the threads, step by step. Either way the same floats as one thread."""
         cfg, w = self.config, self.weights
         ws = Workspace() if workspace is None else workspace
         if precision not in PRECISIONS:
@@ -194,6 +206,11 @@ class Encoder:
         inside = {i for i in range(len(layers)) if keep and any(f"layers.{i}.{n}" in keep for n in INSIDE)}
 
         lens = compiled_lengths(mask, self.dtype)
+        threads = self.threads if threads is None else max(1, int(threads))
+        if threads > 1 and keep is None and lens is not None and precision in TEXT_RUNS:
+            cuts = text_cuts(lens, threads)
+            if len(cuts) > 2:
+                return self._forward_runs(ids, mask, cuts, upto, ws, precision, pack, self._workers(threads))
         packed = pack and lens is not None and not inside and not mask.all()
         batch = Batch(B, L, mask, lens, np.flatnonzero(mask.ravel()) if packed else None)
 
@@ -212,7 +229,7 @@ class Encoder:
         x = layer_norm(x, w.emb_ln_g, w.emb_ln_b, cfg.layer_norm_eps)
         if keep and "embeddings" in keep:
             emit("embeddings", x)
-        packs, workers = self._packed, self._workers()
+        packs, workers = self._packed, self._workers(threads)
         linear = lambda weight, rows: packs.linear(weight, precision, rows)  # noqa: E731
         if keep is None:  # a lone short text on 4-bit layers: all of them in one compiled call
             y = fused_stack(layers, cfg, x, batch, choose_attention(batch, traced=False, precision=precision,
@@ -239,6 +256,26 @@ class Encoder:
         out[batch.flat] = x
         return out.reshape(B, L, H)
 
+    def _forward_runs(self, ids, mask, cuts, upto, ws: Workspace, precision: str, pack: bool,
+                      workers: Workers) -> np.ndarray:
+        """``forward`` with texts cuts[g] … cuts[g + 1] - 1 on thread g, one thread each, start to end.
+        Why (docs/engine.md, "two threads"): split step by step, the bfloat16 pass waited at every
+        product and ran LayerNorm and the embeddings on one thread; cut by texts it does not wait."""
+        rows = [int(mask[a:b].sum()) for a, b in zip(cuts, cuts[1:])]
+        for p in self.weights.layers[:upto]:  # pack every weight here, not in two threads at once
+            for w in (p.w_qkv, p.w_o, p.w_in, p.w_out):
+                for r in rows:
+                    self._packed.linear(w, precision, r)
+        out = np.empty((*ids.shape, self.config.hidden_size), self.dtype)
+
+        def run(g: int) -> None:
+            a, b = cuts[g], cuts[g + 1]
+            out[a:b] = self.forward(ids[a:b], mask[a:b], upto=upto, workspace=ws.part(g), precision=precision,
+                                    pack=pack, threads=1)
+
+        workers.run(run, len(cuts) - 1)
+        return out
+
     def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Word + position + type embeddings [B·L, H], before their LayerNorm."""
         cfg, w = self.config, self.weights
@@ -252,10 +289,14 @@ class Encoder:
         x += w.token_type[0]
         return x.reshape(B * L, cfg.hidden_size)
 
-    def _workers(self) -> Workers:
-        """The encoder's worker threads (``threads`` may be changed between calls)."""
-        if self._pool is None or self._pool.threads != self.threads:
-            self._pool = Workers(self.threads)
+    def _workers(self, threads: int | None = None) -> Workers:
+        """The encoder's worker threads (``threads`` may be changed between calls); a count other
+        than the encoder's (``forward(threads=)``) gets its own, started when first asked for."""
+        threads = self.threads if threads is None else threads
+        if threads == 1:
+            return _ONE
+        if self._pool is None or self._pool.threads != threads:
+            self._pool = Workers(threads)
         return self._pool
 
     def _batches(self, items: list[Tokens], batch_size: int, max_batch_tokens: int = 16384):

@@ -17,6 +17,11 @@ class Workspace:
     def __init__(self):
         self._bufs: dict[str, np.ndarray] = {}
         self._bits: tuple | None = None  # (array, its bfloat16 bits): see bits_of
+        self._parts: dict[int, Workspace] = {}
+
+    def part(self, g: int) -> "Workspace":
+        """The workspace of run ``g`` of a batch cut between threads (kept, like the arrays)."""
+        return self._parts.setdefault(g, Workspace())
 
     def bits_of(self, x: np.ndarray) -> np.ndarray | None:
         """The bfloat16 copy recorded for x (this very array object) by ``keep_bits``, or None."""

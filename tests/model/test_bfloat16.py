@@ -136,3 +136,42 @@ def test_traced_runs_stay_float32(encoder):
     tr = encoder.trace(["red running shoes"], keep=["layers.5.out"])
     b = encoder._pad(encoder.tokenize(["red running shoes"]))
     np.testing.assert_array_equal(tr["layers.5.out"], encoder.forward(b.ids, b.mask, precision="float32"))
+
+
+@needs_lib
+@pytest.mark.parametrize("threads", [2, 3])
+def test_bfloat16_batches_cut_by_texts_between_threads_give_the_same_hidden_states(encoder, unit, threads,
+                                                                                   monkeypatch):
+    """At two threads and more a bfloat16 batch of several texts goes to the threads as runs of
+    whole texts (Encoder._forward_runs), each through every layer: the same floats as one thread,
+    packed and padded, for odd batch sizes and lengths, and for the first layers only."""
+    from qkv.model.encoder import Encoder
+
+    runs = []
+    real = Encoder._forward_runs
+    monkeypatch.setattr(Encoder, "_forward_runs", lambda self, ids, mask, cuts, *a: runs.append(cuts)
+                        or real(self, ids, mask, cuts, *a))
+    texts = ["red running shoes " * k for k in (1, 17, 3, 40, 2)] + ["水杯 保温 " * 9, "a", "usb-c cable, 2 m"]
+    b = encoder._pad(encoder.tokenize(texts))
+    for pack in (True, False):
+        for upto in (None, 2):
+            one = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=1)
+            many = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=threads)
+            np.testing.assert_array_equal(one, many)
+    assert len(runs) == 4 and all(len(c) - 1 == threads and c[0] == 0 and c[-1] == len(texts) for c in runs)
+
+
+@needs_lib
+def test_traced_float32_and_tiny_batches_are_not_cut_by_texts(encoder, monkeypatch):
+    from qkv.model.encoder import Encoder
+    from qkv.model.trace import Selector
+
+    monkeypatch.setattr(Encoder, "_forward_runs", lambda *a: pytest.fail("cut by texts"))
+    b = encoder._pad(encoder.tokenize(["red running shoes " * k for k in range(1, 9)]))
+    store: dict = {}
+    keep = Selector(["layers.1.out"], encoder.config.num_layers)
+    encoder.forward(b.ids, b.mask, keep, store, precision="bfloat16", threads=2)  # a trace keeps rows
+    assert store["layers.1.out"].shape[:2] == b.ids.shape
+    encoder.forward(b.ids, b.mask, precision="float32", threads=2)  # float32 splits each step
+    q = encoder._pad(encoder.tokenize(["red shoes", "blue"]))
+    encoder.forward(q.ids, q.mask, precision="bfloat16", threads=2)  # too few tokens to share out
