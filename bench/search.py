@@ -13,9 +13,11 @@ Such mixes stay on the real embeddings' manifold (unlike isotropic jitter, which
 look worse than it is); ``--validate`` measures HNSW recall on real vectors against real + mixes at
 the same size, to check the stand-in. Keyword search always sees the real generated titles.
 
-Build throughput: the encoder's rate is measured on ``--encode-sample`` fresh titles; the 10k index
-is built end to end by ``build_index`` (encoder included); larger ones are timed without the encoder
-(SQLite + FTS5 + keyword tables, vector file, faiss) and reported as n / (n / encoder rate + rest).
+Build throughput: the encoder's rate is measured on ``--encode-sample`` fresh titles, in each of
+``--precisions`` (default float32 and bfloat16, same run); the 10k index is built end to end by
+``build_index`` (encoder included) in each; larger ones are timed once without the encoder (SQLite
++ FTS5 + keyword tables, vector file, faiss) and reported per precision as
+n / (n / that precision's encoder rate + rest), with the non-encoder share of each.
 Latency: ``--queries`` generated shopper queries per size, one thread, k = 10, split into query
 encoding, ANN, keyword, fusion (exact cosines of keyword-only hits, BM25 shares) and fetching rows.
 ANN recall@10 against exact search over the same vectors, for several efSearch values.
@@ -321,6 +323,9 @@ def main(argv=None) -> int:
     ap.add_argument("--real", type=int, default=20_000,
                     help="titles with real embeddings, cached (the rest: mixes); docs/search.md used 100000")
     ap.add_argument("--encode-sample", type=int, default=2000)
+    ap.add_argument("--precisions", default="float32,bfloat16",
+                    help="encoder precisions whose builds are reported side by side (issue 16: bfloat16 "
+                         "against float32; the same rest, each precision's own encoder rate, same run)")
     ap.add_argument("--ef-search", default="64,96,128,192,256",
                     help="efSearch values for the recall sweep ('' skips the sweep)")
     ap.add_argument("--modes", default="dense,keyword,hybrid", help="search modes timed for latency")
@@ -353,13 +358,20 @@ def main(argv=None) -> int:
     enc = qkv.load(threads=1)
     root = Path(args.dir or tempfile.mkdtemp(prefix="qkv-bench-search-"))
     root.mkdir(parents=True, exist_ok=True)
+    from qkv.model.linear import effective_precision
+
     fresh = titles(args.encode_sample, seed=99)  # not in any cache
-    t0, c0 = time.perf_counter(), time.process_time()
-    enc.encode(fresh, batch_size=64)
-    raw_rate = len(fresh) / (time.perf_counter() - t0)
-    cpu_rate = len(fresh) / (time.process_time() - c0)  # titles per CPU-second: what an idle core would do
-    console.print(f"encoder alone: {raw_rate:,.0f} titles/s wall, {cpu_rate:,.0f} per CPU-second on {len(fresh):,} "
-                  f"generated titles (1 BLAS thread); load average {os.getloadavg()[0]:.1f}")
+    rates = {}  # asked precision → (its label, titles/s wall, titles per CPU-second)
+    for prec in args.precisions.split(","):
+        ran = effective_precision(prec, enc)  # bfloat16 only where a unit runs it
+        enc.encode(fresh[:64], batch_size=64, precision=prec)  # packs the weights
+        t0, c0 = time.perf_counter(), time.process_time()
+        enc.encode(fresh, batch_size=64, precision=prec)
+        raw_rate = len(fresh) / (time.perf_counter() - t0)
+        cpu_rate = len(fresh) / (time.process_time() - c0)  # titles per CPU-second: what an idle core would do
+        rates[prec] = (ran if ran == prec else f"{prec} (ran {ran})", raw_rate, cpu_rate)
+        console.print(f"encoder alone, {rates[prec][0]}: {raw_rate:,.0f} titles/s wall, {cpu_rate:,.0f} per CPU-second "
+                      f"on {len(fresh):,} generated titles (one thread); load average {os.getloadavg()[0]:.1f}")
     qs = queries(args.queries)
     qv = enc.encode(qs, batch_size=64)
     build_rows, lat_rows, res_rows, ef_rows = [], [], [], []
@@ -370,16 +382,19 @@ def main(argv=None) -> int:
         if (path / "manifest.json").is_file() and args.dir:
             console.print(f"{n:,}: reusing the index in {path}")
             EmbeddedStore.open(path).close()  # an index of an older format is refused here: rebuild it
-            build_rows.append((n, float("nan"), float("nan"), float("nan"), float("nan"), dir_mb(path), "reused (not timed)"))
-        elif n <= 10_000:  # end to end, encoder included
-            shutil.rmtree(path, ignore_errors=True)
-            c0 = time.process_time()
-            rep = build_index(Catalog(rows, "id", "title", {"price": "number"}), path, enc, batch_size=64)
-            cpu = time.process_time() - c0
-            rest = rep.seconds - rep.embed_seconds
-            build_rows.append((n, n / rep.seconds, (n / rep.seconds) / raw_rate, rest / rep.seconds,
-                               max(cpu - n / cpu_rate, 0.0) / cpu, dir_mb(path),
-                               f"measured end to end (encoder {n / rep.embed_seconds:,.0f}/s inside)"))
+            build_rows.append((n, "—", float("nan"), float("nan"), float("nan"), float("nan"), dir_mb(path),
+                               "reused (not timed)"))
+        elif n <= 10_000:  # end to end, encoder included (the last precision's index stays for latency)
+            for prec, (label, p_raw, p_cpu) in rates.items():
+                shutil.rmtree(path, ignore_errors=True)
+                c0 = time.process_time()
+                rep = build_index(Catalog(rows, "id", "title", {"price": "number"}), path, enc, batch_size=64,
+                                  precision=prec)
+                cpu = time.process_time() - c0
+                rest = rep.seconds - rep.embed_seconds
+                build_rows.append((n, label, n / rep.seconds, (n / rep.seconds) / p_raw, rest / rep.seconds,
+                                   max(cpu - n / p_cpu, 0.0) / cpu, dir_mb(path),
+                                   f"measured end to end (encoder {n / rep.embed_seconds:,.0f}/s inside)"))
         else:
             shutil.rmtree(path, ignore_errors=True)
             vecs, real = vectors_for(enc, n, args.real, console)
@@ -394,13 +409,14 @@ def main(argv=None) -> int:
                 for a in range(0, n, 65536):
                     w.upsert(rows[a:a + 65536], vecs[a:a + 65536], [title_hash(r["title"]) for r in rows[a:a + 65536]])
             rest, rest_cpu = time.perf_counter() - t1, time.process_time() - c1
-            embed = n / raw_rate
-            rate = n / (embed + rest)
-            how = (f"encoder rate × n + rest measured (rest: {rest:,.0f} s wall, {rest_cpu:,.0f} s CPU"
-                   + f", graph on {build_threads()} faiss thread(s))"
-                   + (f"; vectors: {real:,} real + mixes" if real < n else ""))
-            build_rows.append((n, rate, rate / raw_rate, rest / (embed + rest),
-                               rest_cpu / (n / cpu_rate + rest_cpu), dir_mb(path), how))
+            for prec, (label, p_raw, p_cpu) in rates.items():  # one rest, each precision's encoder rate
+                embed = n / p_raw
+                rate = n / (embed + rest)
+                how = (f"encoder {p_raw:,.0f}/s × n + rest measured (rest: {rest:,.0f} s wall, {rest_cpu:,.0f} s CPU"
+                       + f", graph on {build_threads()} faiss thread(s))"
+                       + (f"; vectors: {real:,} real + mixes" if real < n else ""))
+                build_rows.append((n, label, rate, rate / p_raw, rest / (embed + rest),
+                                   rest_cpu / (n / p_cpu + rest_cpu), dir_mb(path), how))
             del vecs
         # ---- latency
         before = rss_mb()
@@ -430,7 +446,7 @@ def main(argv=None) -> int:
             del vecs
             import faiss
 
-            ann = store.ann
+            ann = store.dense.ann
             if isinstance(ann, faiss.IndexHNSW):
                 for ef in [int(e) for e in args.ef_search.split(",") if e]:
                     ann.hnsw.efSearch = ef
@@ -443,13 +459,20 @@ def main(argv=None) -> int:
         if not args.dir:
             shutil.rmtree(path, ignore_errors=True)
 
-    t = Table(title=f"index build (1 BLAS thread; encoder alone {raw_rate:,.0f} titles/s wall, {cpu_rate:,.0f} per CPU-s)")
-    for c in ("products", "titles/s", "÷ encoder alone", "non-encoder share (wall)", "non-encoder share (CPU)",
-              "disk MB", "how"):
+    t = Table(title="index build (encoder on one thread; alone: " + ", ".join(
+        f"{label} {r:,.0f} titles/s wall, {c:,.0f} per CPU-s" for label, r, c in rates.values()) + ")")
+    for c in ("products", "encoder", "titles/s", "÷ encoder alone", "non-encoder share (wall)",
+              "non-encoder share (CPU)", "disk MB", "how"):
         t.add_column(c, justify="right")
-    for n, rate, ratio, share, cshare, mb, how in build_rows:
-        t.add_row(f"{n:,}", f"{rate:,.0f}", f"{ratio:.3f}", f"{share:.1%}", f"{cshare:.1%}", f"{mb:,.1f}", how)
+    for n, label, rate, ratio, share, cshare, mb, how in build_rows:
+        t.add_row(f"{n:,}", label, f"{rate:,.0f}", f"{ratio:.3f}", f"{share:.1%}", f"{cshare:.1%}", f"{mb:,.1f}", how)
     console.print(t)
+    for n in sorted({r[0] for r in build_rows}):
+        by = {r[1]: r for r in build_rows if r[0] == n}
+        a, b = by.get("float32"), by.get("bfloat16")
+        if a and b and a[2] == a[2]:
+            console.print(f"{n:,} products: the bfloat16 build {b[2] / a[2]:.2f}× the float32 build's titles/s "
+                          f"({n / b[2] / 60:,.1f} against {n / a[2] / 60:,.1f} min)")
     t = Table(title=f"query latency, ms p50 / p99 over {len(qs)} queries, k=10, one thread")
     for c in ("products", "mode", "total", "total CPU time", "total − encode", "encode", "ANN", "keyword", "fuse",
               "fetch"):
