@@ -420,7 +420,11 @@ def worker_bf16_steps(job: dict) -> dict:
     measured peak to hold the products against, in this one process."""
     import bf16 as bench_bf16
 
-    return {"peak": bench_bf16.tile_peak(job.get("quick", True)), "steps": bench_bf16.steps(job.get("quick", True))}
+    quick, t = job.get("quick", True), job.get("threads", 1)
+    if t > 1:  # the bfloat16 pass on t threads, and the tile peak on all of them at once
+        return {"peak_threads": bench_bf16.tile_peak_threads(t, quick), "threads": t,
+                "steps": bench_bf16.steps(quick, threads=t)}
+    return {"peak": bench_bf16.tile_peak(quick), "steps": bench_bf16.steps(quick)}
 
 
 def time_each(one, seqs, warm: int = 5) -> dict:
@@ -678,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
                                                              "threads": t, "reps": reps_enc}, t, None))
     if "encoder" in sections:  # issue 16's per-step breakdown of qkv bfloat16, one thread, its own process
         jobs.append(("bf16-steps", {"kind": "bf16-steps", "quick": args.quick}, 1, None))
+        for t in threads_list:  # the same at more threads: what a second thread adds, and where it waits
+            if t > 1:
+                jobs.append((f"bf16-steps-{t}", {"kind": "bf16-steps", "quick": args.quick, "threads": t}, t, None))
     if "attention" in sections:
         for L in lengths:
             for impl in ("qkv-plain", "qkv-chunked", "torch-sdpa"):
@@ -919,9 +926,20 @@ def main(argv: list[str] | None = None) -> int:
         import bf16 as bench_bf16
 
         br = raw["bf16-steps"][0]
+        steps = dict(br["steps"])
         console.print("3e. Where qkv's time goes (issue 16), CPU ms per batch, one thread, one process; products' "
-                      "GFLOP/s against the tile unit's peak measured in the same process")
-        bench_bf16.print_steps(console, br["steps"], br.get("peak"))
+                      "GFLOP/s against the tile unit's peak measured in the same process"
+                      + ("; the bfloat16 pass at more threads in a process of its own" if len(threads_list) > 1 else ""))
+        for t in threads_list:
+            more = (raw.get(f"bf16-steps-{t}") or [None])[0] if t > 1 else None
+            if more:
+                steps.update(more["steps"])
+                pt = more.get("peak_threads")
+                if pt and br.get("peak"):
+                    console.print(f"   tile peak on {t} threads at once: {pt['per_thread_cpu']:.0f} GFLOP/s per thread "
+                                  f"(its CPU time), {pt['total_wall']:.0f} together (wall) = "
+                                  f"{pt['total_wall'] / br['peak']:.2f}× one thread's")
+        bench_bf16.print_steps(console, steps, br.get("peak"))
 
     # ---- attention
     if "attention" in sections:

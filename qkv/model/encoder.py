@@ -30,7 +30,7 @@ from qkv.model.config import ModelConfig
 from qkv.model.hub import resolve
 from qkv.model.layer import INSIDE, fast_layer, reference_layer
 from qkv.model.layer_q4 import fused_stack
-from qkv.model.linear import PRECISIONS, PackedWeights
+from qkv.model.linear import PRECISIONS, PackedWeights, effective_precision
 from qkv.model.pooling import normalize as normalize_rows
 from qkv.model.pooling import pool
 from qkv.model.threads import blas_threads, resolve_threads
@@ -43,8 +43,10 @@ from qkv.progress import Count
 
 __all__ = ["Encoder", "Workspace", "load"]
 
-# Precisions whose untraced batches of several texts go to the threads as runs of whole texts
-# (``Encoder.forward``); the others split each step. Measured: docs/engine.md, "two threads".
+# Precisions (as they run: ``effective_precision``) whose untraced batches of several texts go to the
+# threads as runs of whole texts (``Encoder.forward``); the others split each step (float32 gains
+# 1.8-1.9x from a second thread that way, and its BLAS attention route would be called from two
+# threads at once). Measured: docs/engine.md, "Two threads".
 TEXT_RUNS = ("bfloat16",)
 _ONE = Workers(1)  # one thread: no pool, shared by every encoder and every run of texts
 
@@ -189,7 +191,7 @@ class Encoder:
         feed-forward block), and attention runs on each text's own rows.
 
         ``threads`` (default the encoder's): with more than one, an untraced batch of several texts
-        in a precision of ``TEXT_RUNS`` is cut into runs of whole texts (``text_cuts``), each
+        in a precision of ``TEXT_RUNS`` (bfloat16, where a unit runs it) is cut into runs of whole texts (``text_cuts``), each
         thread taking its run through every layer with its own scratch arrays: no thread waits
         on another until the end. Otherwise each product's rows and the texts' attention are
         split between the threads, step by step. Either way the same floats as one thread."""
@@ -207,7 +209,7 @@ class Encoder:
 
         lens = compiled_lengths(mask, self.dtype)
         threads = self.threads if threads is None else max(1, int(threads))
-        if threads > 1 and keep is None and lens is not None and precision in TEXT_RUNS:
+        if threads > 1 and keep is None and lens is not None and effective_precision(precision, self) in TEXT_RUNS:
             cuts = text_cuts(lens, threads)
             if len(cuts) > 2:
                 return self._forward_runs(ids, mask, cuts, upto, ws, precision, pack, self._workers(threads))
