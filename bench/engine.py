@@ -935,10 +935,11 @@ def main(argv: list[str] | None = None) -> int:
             if more:
                 steps.update(more["steps"])
                 pt = more.get("peak_threads")
-                if pt and br.get("peak"):
+                if pt and pt.get("one_thread"):
                     console.print(f"   tile peak on {t} threads at once: {pt['per_thread_cpu']:.0f} GFLOP/s per thread "
                                   f"(its CPU time), {pt['total_wall']:.0f} together (wall) = "
-                                  f"{pt['total_wall'] / br['peak']:.2f}× one thread's")
+                                  f"{pt['total_wall'] / pt['one_thread']:.2f}× one thread's {pt['one_thread']:.0f} "
+                                  "(interleaved, same process)")
         bench_bf16.print_steps(console, steps, br.get("peak"))
 
     # ---- attention
