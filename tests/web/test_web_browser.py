@@ -154,14 +154,19 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     assert grid.locator(".cell").count() == 6 * grid.locator(".collab").count()
     # the search asked for the first three results' explanations only; the sixth is explained
     # when opened, and its title gets its marks then
-    assert [b["explain"] for u, b in sent if u == "search"][-1] == 3
+    # in the "grid" detail: no word-level grids, pairs or context, and still the first result's
+    # grid above was drawn from the search's own answer (no request when it was opened)
+    assert [(b["explain"], b["explain_detail"]) for u, b in sent if u == "search"][-1] == (3, "grid")
     assert not [u for u, _ in sent if u == "search/explain"]
+    drawn = sum(float(v) for v in grid.locator(".cell").evaluate_all("cs => cs.map(c => c.dataset.v)"))
+    cos = float(first.locator(".match .hint").inner_text().split("cos = ")[1].split(";")[0])
+    assert abs(drawn - cos) < 2e-3  # the exact parts, drawn from the slim answer, still sum to the cosine
     sixth = items.nth(5)
     assert sixth.locator(".title mark, .title span.dense").count() == 0
     sixth.get_by_role("button", name="Why this match?").click()
     sixth.locator(".match .heatmap").wait_for()
     assert sixth.locator(".match .heatmap .rowlab").count() == 6
-    assert [b["ids"] for u, b in sent if u == "search/explain"] == [[sixth.get_attribute("data-id")]]
+    assert [(b["ids"], b["detail"]) for u, b in sent if u == "search/explain"] == [([sixth.get_attribute("data-id")], "grid")]
     assert sixth.locator(".title span[title], .title mark").count() > 0
     screenshot(page, "search")
     assert page.console_errors == []

@@ -56,6 +56,49 @@ def test_explanations_on_request_equal_those_in_the_search(client):
         assert abs(sum(map(sum, e["explanation"]["grid"])) - e["explanation"]["cosine"]) < 1e-4
 
 
+GRID_KEYS = {"query_tokens", "title_tokens", "grid", "exact", "cosine", "parts_sum", "keyword_terms"}
+
+
+def test_the_grid_detail_is_the_full_explanations_token_grid(client):
+    """explain_detail "grid" (what the page asks for): the token grid, its sums and the BM25 terms,
+    equal to those of the full detail, without the word-level extras, and the same highlights."""
+    q = "waterproof hiking boots"
+    full = client.post("/api/search", json={"query": q, "k": 4, "explain": 3}).json()["results"]
+    r = client.post("/api/search", json={"query": q, "k": 4, "explain": 3, "explain_detail": "grid"})
+    assert r.status_code == 200, r.text
+    slim = r.json()["results"]
+    assert [x["id"] for x in slim] == [x["id"] for x in full]
+    assert ["explanation" in x for x in slim] == [True, True, True, False]
+    for s, f in zip(slim[:3], full[:3]):
+        assert set(s["explanation"]) == GRID_KEYS
+        assert {"word_grid", "pairs", "context", "title_words", "query_words"} <= set(f["explanation"])
+        assert s["explanation"] == {k: f["explanation"][k] for k in GRID_KEYS}
+        assert s["highlights"] == f["highlights"] and any(h["keyword"] for h in s["highlights"])
+    assert len(r.content) < 0.7 * len(client.post("/api/search", json={"query": q, "k": 4, "explain": 3}).content)
+    # a result explained later in the same detail gets the same
+    e = client.post("/api/search/explain", json={"query": q, "ids": [slim[1]["id"]], "detail": "grid"}).json()
+    assert e["explanations"][slim[1]["id"]]["explanation"] == slim[1]["explanation"]
+    bad = client.post("/api/search", json={"query": q, "explain": 1, "explain_detail": "words"})
+    assert bad.status_code == 422 and "explain_detail" in bad.json()["error"]
+
+
+def test_the_page_asks_for_the_detail_it_draws():
+    """The page's search asks for the "grid" detail, and draws only fields that detail carries
+    (matchGrid reads ``e.<field>``); bench/web.py reads the same constants to measure it."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    js = (root / "qkv" / "web" / "static" / "app.js").read_text(encoding="utf-8")
+    draw = js[js.index("function matchGrid"):js.index("const EXPLAIN_FIRST")]
+    assert set(re.findall(r"\be\.(\w+)", draw)) <= GRID_KEYS
+    spec = importlib.util.spec_from_file_location("qkv_bench_web", root / "bench" / "web.py")
+    bench_web = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_web)
+    assert bench_web.page_search_fields() == {"explain": 3, "explain_detail": "grid"}
+
+
 def test_explaining_an_unknown_product_is_404(client):
     r = client.post("/api/search/explain", json={"query": "boots", "ids": ["no-such-id"]})
     assert r.status_code == 404 and "no-such-id" in r.json()["error"]

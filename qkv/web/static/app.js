@@ -484,12 +484,13 @@ function matchGrid(box, x) {
 }
 
 const EXPLAIN_FIRST = 3;  // results explained with the search; the others when their grid is opened
+const EXPLAIN_DETAIL = "grid";  // what matchGrid draws (token grid, sums, BM25 terms), not the word-level extras
 let searchGen = 0;  // only the newest search draws its results (answers can arrive out of order)
 async function runSearch() {
   if (!INFO.features.search) return initSearch();
   const gen = ++searchGen;
   const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
-                 filters: readFilters(), explain: EXPLAIN_FIRST };
+                 filters: readFilters(), explain: EXPLAIN_FIRST, explain_detail: EXPLAIN_DETAIL };
   setStatus("search-status", t("working"));
   const t0 = performance.now();
   try {
@@ -512,7 +513,7 @@ async function runSearch() {
         if (open && !x.explanation) {  // computed on the server when first opened
           btn.disabled = true;
           try {
-            const e = (await api("search/explain", { query: body.query, ids: [x.id] })).explanations[x.id];
+            const e = (await api("search/explain", { query: body.query, ids: [x.id], detail: EXPLAIN_DETAIL })).explanations[x.id];
             Object.assign(x, e);
             title.replaceChildren(...markedTitle(x.title, x.highlights));
           } catch (err) { showError("search-status", err); return; } finally { btn.disabled = false; }
