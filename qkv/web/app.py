@@ -42,7 +42,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
                generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
-               glossary: str | Path | None = None) -> FastAPI:
+               glossary: str | Path | None = None, balancer=None) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -53,12 +53,28 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
     attributes) in child processes of their own (``qkv serve`` does; tests run them in threads).
     ``glossary``: a seller's CSV (Chinese term, English term) that overrides the dictionary when
-    Chinese queries are translated (``qkv.search.translate``)."""
+    Chinese queries are translated (``qkv.search.translate``). ``balancer``: this worker's
+    ``qkv.web.balance.Balancer`` under ``qkv serve --workers N`` (keeps the workers' search waits
+    alike by closing a connection of the heavier one)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
                      limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)
+    if balancer is not None:
+        searches = state.pools["search"]
+
+        def publish(kind: str, waiting: int, running: int) -> None:
+            if kind == "search":
+                balancer.publish(waiting + running, searches.job_seconds, searches.spec.threads)
+
+        state.pools.observe(publish)
+
+    async def heartbeat():
+        """Tell the other workers this one is alive and serving (``qkv.web.balance``)."""
+        while True:
+            balancer.beat()
+            await asyncio.sleep(0.5)
 
     async def watch_generations():
         """Pick up index generations published while serving (``qkv index --upsert`` on the served
@@ -91,9 +107,14 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
             if state._encoder is not None:
                 meter.model.labels(state._encoder.name, state.fingerprint()).set(1)
         watcher = asyncio.create_task(watch_generations()) if generation_poll and state.index_dir else None
+        beating = asyncio.create_task(heartbeat()) if balancer is not None else None
         try:
             yield
         finally:
+            if beating is not None:
+                beating.cancel()
+                with suppress(asyncio.CancelledError):
+                    await beating
             if watcher is not None:
                 watcher.cancel()
                 with suppress(asyncio.CancelledError):
@@ -175,6 +196,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
 
     # ------------------------------------------------------------------ middleware (outermost last)
     app.add_middleware(BodySizeLimit, max_bytes=state.limits.max_body_bytes)
+    if balancer is not None:
+        from qkv.web.balance import Rebalance
+
+        app.add_middleware(Rebalance, balancer=balancer)
     if api_key:
         app.add_middleware(ApiKey, key=api_key)
     if cors_origins:

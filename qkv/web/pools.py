@@ -172,6 +172,11 @@ class Pool:
                 pass
 
     @property
+    def job_seconds(self) -> float:
+        """Recent job seconds (an exponential average)."""
+        return self._avg
+
+    @property
     def waiting(self) -> int:
         return max(0, self.pending - self.running)
 
@@ -268,6 +273,7 @@ class Pools:
             merged[kind] = spec if isinstance(spec, PoolSpec) else replace(DEFAULT_POOLS[kind], **spec)
         gate = _BlasGate(blas)
         self.pools = {kind: Pool(kind, spec, gate, state, child) for kind, spec in merged.items()}
+        self._observers: list[Callable[[str, int, int], None]] = []
 
     def start(self) -> None:
         for p in self.pools.values():
@@ -277,8 +283,17 @@ class Pools:
         return self.pools[kind]
 
     def observe(self, on_change: Callable[[str, int, int], None]) -> None:
+        """Call ``on_change(kind, waiting, running)`` whenever a pool's queue changes (with any
+        observer added before)."""
+        self._observers.append(on_change)
+        observers = list(self._observers)
+
+        def changed(kind: str, waiting: int, running: int) -> None:
+            for f in observers:
+                f(kind, waiting, running)
+
         for p in self.pools.values():
-            p.on_change = on_change
+            p.on_change = changed
 
     def shutdown(self) -> None:
         for p in self.pools.values():

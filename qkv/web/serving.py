@@ -5,7 +5,8 @@ gives it (``ServeConfig``) and serves it with uvicorn on a socket of its own bou
 port with ``SO_REUSEPORT``, so the kernel spreads connections over the workers. (With one shared
 listening socket, as uvicorn's own ``--workers`` has it, whichever worker wakes first accepts a
 whole burst of keep-alive connections: measured here, 50 clients all landed on one of two
-workers.) The parent restarts a worker that dies and stops them all on Ctrl+C / SIGTERM.
+workers.) The kernel places a connection once, at random; ``qkv.web.balance`` moves keep-alive
+connections away from a worker whose searches wait longer than another's. The parent restarts a worker that dies and stops them all on Ctrl+C / SIGTERM.
 Every worker loads the model once and opens the same
 index directory read-only: the vectors and postings are memory-mapped and SQLite is opened
 ``immutable``, so the page cache holds one copy of the index for all of them, and each extra
@@ -48,12 +49,12 @@ class ServeConfig:
             raise RuntimeError(f"{ENV} is not set: start the server with `qkv serve`")
         return cls(**json.loads(raw))
 
-    def app(self, encoder=None):
+    def app(self, encoder=None, balancer=None):
         from qkv.web import create_app
 
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
-                          api_key=self.api_key, child_processes=True, glossary=self.glossary)
+                          api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer)
 
 
 def configure_access_log(enabled: bool) -> None:
@@ -89,15 +90,20 @@ def _listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
     return sock
 
 
-def _worker(cfg_json: str, host: str, port: int, metrics_dir: str) -> None:
-    """One worker process: its own app, its own SO_REUSEPORT socket on the shared port."""
+def _worker(cfg_json: str, host: str, port: int, metrics_dir: str, slot: int = 0, shared=None) -> None:
+    """One worker process: its own app, its own SO_REUSEPORT socket on the shared port; ``slot``
+    of the ``shared`` array is where it tells the others how long its searches wait
+    (``qkv.web.balance``)."""
     import uvicorn
+
+    from qkv.web.balance import Balancer
 
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     cfg = ServeConfig(**json.loads(cfg_json))
     configure_access_log(cfg.access_log)
     sock = _listening_socket(host, port, reuse_port=True)
-    server = uvicorn.Server(uvicorn.Config(cfg.app(), log_level="warning"))
+    balancer = Balancer(shared, slot) if shared is not None and len(shared) > 2 else None
+    server = uvicorn.Server(uvicorn.Config(cfg.app(balancer=balancer), log_level="warning"))
     server.run(sockets=[sock])
 
 
@@ -113,8 +119,9 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
     probe.close()
     metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
     ctx = mp.get_context("spawn")  # a fresh interpreter each: no threads or BLAS state inherited
+    shared = ctx.RawArray("d", 2 * workers)  # per worker: search wait, heartbeat (qkv.web.balance)
     args = (cfg.to_env(), host, port, metrics_dir)
-    procs = [ctx.Process(target=_worker, args=args, daemon=False) for _ in range(workers)]
+    procs = [ctx.Process(target=_worker, args=(*args, i, shared), daemon=False) for i in range(workers)]
     stopping = False
 
     def stop(signum, frame):
@@ -140,7 +147,7 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
                         multiprocess.mark_process_dead(p.pid, metrics_dir)
                     except Exception:
                         pass
-                    procs[i] = ctx.Process(target=_worker, args=args, daemon=False)
+                    procs[i] = ctx.Process(target=_worker, args=(*args, i, shared), daemon=False)
                     procs[i].start()
     finally:
         for p in procs:
