@@ -243,13 +243,17 @@ def test_metrics_parse_as_prometheus_text(client):
 
 def test_one_access_log_line_per_request(client, caplog):
     log = logging.getLogger("qkv.web.access")
-    log.addHandler(caplog.handler)  # `qkv serve` (the CLI tests) may have stopped it propagating
+    # `qkv serve` (the CLI tests) may have stopped it propagating: caught here directly, and only
+    # here (run alone, it would reach caplog's handler twice: directly and through the root)
+    log.addHandler(caplog.handler)
+    propagate, log.propagate = log.propagate, False
     try:
         with caplog.at_level(logging.INFO, logger="qkv.web.access"):
             client.post("/api/search", json={"query": "boots", "k": 2})
             client.post("/api/search", json={"query": "boots", "where": "x"})
     finally:
         log.removeHandler(caplog.handler)
+        log.propagate = propagate
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "qkv.web.access"]
     assert [(x["path"], x["status"], x["kind"]) for x in lines] == [("/api/search", 200, "search"),
                                                                     ("/api/search", 422, "search")]
