@@ -131,7 +131,8 @@ class MatchExplanation:
         if detail not in ("full", "grid"):
             raise ValueError(f'detail must be "full" or "grid", not {detail!r}')
         out = {"query_tokens": list(self.query_tokens), "title_tokens": list(self.title_tokens),
-               "grid": self.grid.round(6).tolist(), "exact": self.exact, "cosine": self.cosine,
+               # rounded in float64, as qkv.jsonable rounds, so the web answer takes it as it is
+               "grid": np.round(self.grid.astype(np.float64), 6).tolist(), "exact": self.exact, "cosine": self.cosine,
                "parts_sum": self.parts_sum,
                "keyword_terms": [{"term": t, "bm25": s} for t, s in self.keyword_terms]}
         if detail == "grid":

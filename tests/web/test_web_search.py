@@ -179,3 +179,13 @@ def test_a_broken_index_is_a_clear_503(encoder, tmp_path):
     with TestClient(create_app(encoder=encoder, index_dir=tmp_path)) as c:
         r = c.post("/api/search", json={"query": "shoes"})
         assert r.status_code == 503 and "cannot open the search index" in r.json()["error"]
+
+
+def test_the_grid_is_answered_as_jsonable_would_write_it(client):
+    """The web answer skips jsonable's walk over the grid: to_json already rounds it as jsonable does."""
+    from qkv.jsonable import jsonable
+
+    r = client.post("/api/search", json={"query": "透气跑鞋 waterproof", "k": 3, "explain": 3, "explain_detail": "grid"})
+    for x in r.json()["results"]:
+        g = x["explanation"]["grid"]
+        assert g == jsonable(g) and all(type(v) is float for row in g for v in row)
