@@ -77,6 +77,8 @@ def main() -> None:
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the dictionary's)")
+    ap.add_argument("--trade-glossary", default="home-improvement",
+                    help="built-in trade glossary (qkv.search.translate.TRADE_GLOSSARIES) or none")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/qkv-cache/zh-search"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)), help="w values swept (comma-separated)")
@@ -90,8 +92,9 @@ def main() -> None:
     recs = [json.loads(l) for l in (a.data / "queries.dev.zh.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()]
     qrels = load_qrels(a.data / "qrels" / "dev.tsv")
     recs = [r for r in recs if r["_id"] in qrels]
-    idx = Index.open(a.index, glossary=a.glossary)
+    idx = Index.open(a.index, glossary=a.glossary, trade_glossary=a.trade_glossary)
     store = idx.store
+    print(f"trade glossary: {a.trade_glossary}; seller's glossary: {a.glossary or 'none'}")
     print(f"index {a.index}: {store.count():,} products, model {idx.manifest.model}, "
           f"query prefix {idx.manifest.extra.get('query_prefix', '')!r}")
     t0 = time.perf_counter()

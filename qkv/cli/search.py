@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
         translate: Annotated[bool, typer.Option("--translate/--no-translate",
                                                 help="Also search a Chinese query in English (dictionary translation).")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
+        trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
     ):
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
@@ -130,7 +131,7 @@ def register(app: typer.Typer) -> None:
         index = index_dir(index)
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
-        with Index.open(index, enc, ef_search=ef_search, glossary=glossary) as idx:
+        with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary) as idx:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
             tr = idx.last_translation
             if as_json:
@@ -200,6 +201,7 @@ def register(app: typer.Typer) -> None:
         query_field: Annotated[str, typer.Option(help="Field of each query record to search (e.g. 'en' for the English originals of translated queries).")] = "text",
         translate: Annotated[bool, typer.Option("--translate/--no-translate", help="Also search Chinese queries in English.")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
+        trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
@@ -229,7 +231,7 @@ def register(app: typer.Typer) -> None:
             with progress_bars({"embed": "indexing corpus"}) as progress:
                 build_index(corpus, index, enc, progress=progress, precision=precision)
         q, r = load_queries(queries, query_field), load_qrels(qrels)
-        with Index.open(index, enc, glossary=glossary) as idx, progress_bars() as progress:
+        with Index.open(index, enc, glossary=glossary, trade_glossary=trade_glossary) as idx, progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
                            fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, progress=progress)
         if as_json:

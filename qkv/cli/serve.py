@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         insecure: Annotated[bool, typer.Option("--insecure", help="Bind beyond loopback without an API key (anyone who can reach the port may use it).")] = False,
         access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One JSON line per request on stderr.")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary when Chinese queries are translated (--sample: the sample's own glossary).")] = None,
+        trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
     ):
         """Serve the web page and its JSON API (OpenAPI at /docs, metrics at /metrics)."""
         try:
@@ -50,6 +51,9 @@ def register(app: typer.Typer) -> None:
             from qkv.search.translate import read_glossary
 
             read_glossary(glossary)  # a missing or malformed glossary is refused now, not at the first query
+        from qkv.search.translate import trade_glossary as load_trade
+
+        load_trade(trade_glossary)  # an unknown name too
         encoder = None
         if sample:
             from qkv.cli._common import load_encoder
@@ -86,7 +90,8 @@ def register(app: typer.Typer) -> None:
         n = workers or _cores()
         cfg = ServeConfig(index_dir=str(index) if index else None, attributes_model=str(attributes) if attributes else None,
                           model=model, threads=threads, cors_origins=list(cors or []), api_key=api_key,
-                          access_log=access_log, glossary=str(glossary) if glossary else None)
+                          access_log=access_log, glossary=str(glossary) if glossary else None,
+                          trade_glossary=trade_glossary)
         configure_access_log(access_log)
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
         console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; metrics: /metrics; "

@@ -42,7 +42,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
                generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
-               glossary: str | Path | None = None, balancer=None) -> FastAPI:
+               glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement") -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -53,11 +53,13 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
     attributes) in child processes of their own (``qkv serve`` does; tests run them in threads).
     ``glossary``: a seller's CSV (Chinese term, English term) that overrides the dictionary when
-    Chinese queries are translated (``qkv.search.translate``). ``balancer``: this worker's
+    Chinese queries are translated (``qkv.search.translate``); ``trade_glossary``: the built-in trade
+    glossary below it ("none": the dictionary alone). ``balancer``: this worker's
     ``qkv.web.balance.Balancer`` under ``qkv serve --workers N`` (keeps the workers' search waits
     alike by closing a connection of the heavier one)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
-                     limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary)
+                     limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary,
+                     trade_glossary=trade_glossary)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)

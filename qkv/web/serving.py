@@ -38,6 +38,7 @@ class ServeConfig:
     api_key: str | None = None
     access_log: bool = True
     glossary: str | None = None
+    trade_glossary: str = "home-improvement"
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -54,7 +55,8 @@ class ServeConfig:
 
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
-                          api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer)
+                          api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer,
+                          trade_glossary=self.trade_glossary)
 
 
 def configure_access_log(enabled: bool) -> None:

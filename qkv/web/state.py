@@ -27,8 +27,9 @@ class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
                  attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None,
                  pools: dict[str, PoolSpec | dict] | None = None, child_processes: bool = False,
-                 glossary: str | Path | None = None):
+                 glossary: str | Path | None = None, trade_glossary: str = "home-improvement"):
         self.model_name = model
+        self.trade_glossary = trade_glossary
         self.glossary = Path(glossary).expanduser().resolve() if glossary else None
         self.threads = threads
         self.index_dir = Path(index_dir).expanduser().resolve() if index_dir else None
@@ -92,7 +93,8 @@ class AppState:
     def _open_index(self):
         from qkv.search import Index
 
-        return Index.open(self.index_dir, encoder=self.encoder, glossary=self.glossary)
+        return Index.open(self.index_dir, encoder=self.encoder, glossary=self.glossary,
+                          trade_glossary=self.trade_glossary)
 
     def _manifest_sig(self) -> tuple | None:
         try:

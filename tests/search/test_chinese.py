@@ -164,3 +164,50 @@ def test_a_new_store_records_the_word_aware_scheme(tmp_path):
         assert st.manifest.extra[textmod.MANIFEST_KEY] == zh.SCHEME
     finally:
         st.close()
+
+
+HARDWARE_CATALOG = """id,title,price
+p1,Charlotte Pipe 1/2 in. PVC 90-Degree Elbow,2
+p2,1/2 in. PVC Tee Fitting,2
+v1,Glacier Bay 36 in. Bath Vanity in White with Marble Top,399
+h1,Milwaukee Hole Saw Kit (9-Piece),49
+c1,Bathroom Storage Cabinet in White,89
+"""
+
+
+@pytest.fixture(scope="module")
+def hardware_index(tmp_path_factory, encoder):
+    d = tmp_path_factory.mktemp("hw")
+    (d / "cat.csv").write_text(HARDWARE_CATALOG, encoding="utf-8")
+    build_index(d / "cat.csv", d / "idx", encoder)
+    return d / "idx"
+
+
+def test_the_trade_glossary_is_on_by_default_and_can_be_turned_off(hardware_index):
+    with Index.open(hardware_index) as idx:  # keyword mode: no encoder needed
+        assert idx.trade_glossary == "home-improvement"
+        res = idx.search("PVC弯头", k=2, mode="keyword")
+        assert res[0].id == "p1" and res[0].searched_as == "PVC elbow"
+        assert ("弯头", "elbow", "trade glossary") in idx.last_translation.pieces
+        assert idx.search("浴室柜", k=1, mode="keyword")[0].id == "v1"
+    with Index.open(hardware_index, trade_glossary="none") as idx:
+        idx.search("浴室柜", k=1, mode="keyword")
+        assert all(p.source != "trade glossary" for p in idx.last_translation.pieces)
+    from qkv.errors import InputError
+
+    with pytest.raises(InputError, match="no built-in trade glossary"):
+        Index.open(hardware_index, trade_glossary="garden")
+
+
+def test_cli_says_which_words_came_from_the_trade_glossary(hardware_index):
+    from typer.testing import CliRunner
+
+    from qkv.cli import app
+
+    r = CliRunner().invoke(app, ["search", "开孔器", "--index", str(hardware_index), "-k", "1", "--mode", "keyword"])
+    assert r.exit_code == 0, r.output
+    assert "searched as: hole saw" in r.output and "开孔器→hole saw (trade glossary)" in r.output
+    r = CliRunner().invoke(app, ["search", "开孔器", "--index", str(hardware_index), "-k", "1", "--mode", "keyword",
+                                 "--trade-glossary", "none", "--json"])
+    assert r.exit_code == 0, r.output
+    assert all(p["source"] != "trade glossary" for p in json.loads(r.output)["translation"])

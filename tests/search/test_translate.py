@@ -181,3 +181,69 @@ def test_a_glossary_term_is_never_taken_apart():
     d = {"跑鞋": ["running shoe"], "跑": ["run"], "鞋": ["shoe"]}
     t = Translator(TitleVocabulary(titles), glossary={"跑鞋": "trail sneakers"}, dictionary=d).translate("跑鞋")
     assert t.pieces == (Piece("跑鞋", "trail sneakers", "glossary"),)
+
+
+# ------------------------------------------------------------------ built-in trade glossaries
+TRADE = {"弯头": ["elbow"], "浴室柜": ["vanity", "bath vanity"], "开孔器": ["hole saw"], "钻": ["drill"],
+         "防腐木": ["treated lumber"], "电钻": ["cordless drill"]}
+TRADE_TITLES = TITLES + [
+    "Charlotte Pipe 1/2 in. PVC 90-Degree Elbow",
+    "Glacier Bay 36 in. Vanity in White with Marble Vanity Top",
+    "Bath Vanity Cabinet in Espresso",
+    "Milwaukee Hole Saw Kit (9-Piece)",
+]
+
+
+def test_a_trade_word_the_dictionary_lacks_is_translated_by_the_trade_glossary():
+    tr = Translator(TitleVocabulary(TRADE_TITLES), dictionary=DICT, trade=TRADE)
+    t = tr.translate("PVC弯头")
+    assert t.pieces == (Piece("PVC", "PVC", "as typed"), Piece("弯头", "elbow", "trade glossary"))
+    assert tr.translate("开孔器").text == "hole saw"
+    # 浴室柜 was "bathroom cabinet" from its sub-words; the trade says vanity, and of its two
+    # English the catalog's more frequent one is taken
+    t = tr.translate("浴室柜")
+    assert t.pieces == (Piece("浴室柜", "vanity", "trade glossary"),)
+
+
+def test_the_trade_glossary_stands_below_the_sellers_and_above_the_dictionary(tmp_path):
+    vocab = TitleVocabulary(TRADE_TITLES)
+    tr = Translator(vocab, dictionary=DICT, trade=TRADE)
+    assert tr.translate("电钻").pieces == (Piece("电钻", "cordless drill", "trade glossary"),)  # not "electric drill"
+    tr = Translator(vocab, glossary={"电钻": "power drill"}, dictionary=DICT, trade=TRADE)
+    assert tr.translate("电钻").pieces == (Piece("电钻", "power drill", "glossary"),)
+    tr = Translator(vocab, dictionary=DICT)  # without it: the dictionary, as before
+    assert tr.translate("电钻").pieces == (Piece("电钻", "electric drill", "dictionary"),)
+
+
+def test_trade_english_the_catalog_lacks_falls_back_to_the_dictionary():
+    # a catalog with no treated lumber: 防腐木's trade English is not searched for; the dictionary
+    # and sub-words take over as without a trade glossary
+    tr = Translator(TitleVocabulary(TITLES), dictionary=DICT, trade=TRADE)
+    assert all(p.source != "trade glossary" for p in tr.translate("防腐木").pieces)
+    assert tr.translate("弯头").pieces == (Piece("弯头", "", "untranslated"),)  # no elbows sold here
+
+
+def test_trade_glossary_files_hold_several_english_per_word_and_comments(tmp_path):
+    from qkv.search.translate import read_trade_glossary
+
+    f = tmp_path / "trade.csv"
+    f.write_text("# how it was made\nChinese term,English term\n弯头,elbow\n彎頭,Street  Elbow\n开孔器,hole saw\n",
+                 encoding="utf-8")
+    assert read_trade_glossary(f) == {"弯头": ["elbow", "street elbow"], "开孔器": ["hole saw"]}  # folded, merged
+    f.write_text("弯头,elbow\n开孔器\n", encoding="utf-8")
+    with pytest.raises(InputError, match="expected 'Chinese term,English term'"):
+        read_trade_glossary(f)
+
+
+def test_the_built_in_home_improvement_glossary_holds_the_trade_words():
+    from qkv.search.translate import TRADE_GLOSSARIES, trade_glossary
+
+    g = trade_glossary("home-improvement")
+    assert len(g) > 3000 and set(TRADE_GLOSSARIES) == {"home-improvement"}
+    assert "elbow" in g["弯头"] and "elbow" in g["弯管接头"]
+    assert "conduit body" in g["穿线盒"] and "hole saw" in g["开孔器"] and any("vanity" in en for en in g["浴室柜"])
+    assert "treated lumber" in g["防腐木"]
+    assert all(en == en.lower() and en.strip() for ens in g.values() for en in ens)
+    assert trade_glossary("none") == trade_glossary(None) == {}
+    with pytest.raises(InputError, match="no built-in trade glossary called 'plumbing'.*home-improvement"):
+        trade_glossary("plumbing")
