@@ -8,7 +8,8 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
 
 * English — the ``en`` originals, as ``qkv eval search`` runs them;
 * Chinese as typed — no translation (dense on the Chinese, keyword on it);
-* Chinese translated (``qkv.search.translate``, as ``Index.search``) — keyword on the original plus
+* Chinese translated (``qkv.search.translate``, as ``Index.search``: the built-in trade glossary,
+  ``--trade-glossary``, default home-improvement, then CC-CEDICT) — keyword on the original plus
   its translation (``Index.plan_query``), dense on normalize(w·v(original) + (1 − w)·v(translation))
   (``Index.mix_vectors``): ranking by that vector is ranking by w·cos(original) + (1 − w)·cos(translation);
   hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
@@ -76,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the dictionary's)")
+    ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the built-in trade glossary's and the dictionary's)")
     ap.add_argument("--trade-glossary", default="home-improvement",
                     help="built-in trade glossary (qkv.search.translate.TRADE_GLOSSARIES) or none")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/qkv-cache/zh-search"))
