@@ -137,3 +137,21 @@ def test_binding_beyond_loopback_needs_a_key_or_insecure(captured, sample_index,
         assert kw["host"] == "0.0.0.0"
     else:
         assert captured == []
+
+
+def test_serve_passes_the_trade_glossary_and_refuses_an_unknown_one(captured, sample_index):
+    from qkv.cli import app
+    from qkv.web.serving import ServeConfig
+
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "-w", "1"])
+    assert r.exit_code == 0, r.output
+    assert captured[-1][0].state.qkv.trade_glossary == "home-improvement"  # on by default
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "-w", "1", "--trade-glossary", "none"])
+    assert r.exit_code == 0, r.output
+    assert captured[-1][0].state.qkv.trade_glossary == "none"
+    cfg = ServeConfig(index_dir=str(sample_index), trade_glossary="none")  # worker processes read it from the environment
+    assert ServeConfig(**__import__("json").loads(cfg.to_env())).trade_glossary == "none"
+    n = len(captured)
+    r = CliRunner().invoke(app, ["serve", "--index", str(sample_index), "-w", "1", "--trade-glossary", "garden"])
+    assert r.exit_code != 0 and "no built-in trade glossary called 'garden'" in str(r.exception)
+    assert len(captured) == n  # refused before anything started
