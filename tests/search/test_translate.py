@@ -5,6 +5,7 @@ import pytest
 from qkv.errors import InputError
 from qkv.search.translate import (Piece, TitleVocabulary, Translator, clean_gloss, parse_cedict,
                                   read_glossary)
+from qkv.text import zh
 
 TITLES = [
     "DEWALT 20V MAX Cordless Drill Driver Kit",
@@ -244,6 +245,12 @@ def test_the_built_in_home_improvement_glossary_holds_the_trade_words():
     assert "conduit body" in g["穿线盒"] and "hole saw" in g["开孔器"] and any("vanity" in en for en in g["浴室柜"])
     assert "treated lumber" in g["防腐木"]
     assert all(en == en.lower() and en.strip() for ens in g.values() for en in ens)
+    # the second pass (issue 15): compounds shoppers write as one word, and Taiwan / Hong Kong words
+    assert len(g) > 6000
+    assert g["不锈钢水槽"] == ["stainless steel sink"] and g["燃气热水器"] == ["gas water heater"]
+    assert g["冷气"] == ["air conditioner"] and "recessed light" in g["崁灯"]
+    # a term with a Latin letter or a digit never matches (queries are cut into Han runs first)
+    assert all(zh.has_han(c) for term in g for c in term)
     assert trade_glossary("none") == trade_glossary(None) == {}
     with pytest.raises(InputError, match="no built-in trade glossary called 'plumbing'.*home-improvement"):
         trade_glossary("plumbing")
