@@ -145,13 +145,18 @@ async def wait_ready(base: str, proc: subprocess.Popen, log: Path, limit: float 
     raise SystemExit("the server did not become ready in time")
 
 
-def _descendants(pid: int) -> list[int]:
+def _direct_children(pid: int) -> list[int]:
     out = []
     try:
         for task in Path(f"/proc/{pid}/task").iterdir():
             out += [int(x) for x in (task / "children").read_text().split()]
     except OSError:
         pass
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out = _direct_children(pid)
     return out + [d for c in out for d in _descendants(c)]
 
 
@@ -182,14 +187,8 @@ def wait_settled(server_pid: int, limit: float = 180, idle: float = 0.15) -> flo
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            out += [int(x) for x in (task / "children").read_text().split()]
-    except OSError:
-        pass
     kids = []
-    for p in out:  # processes started by multiprocessing (spawn), not its resource tracker
+    for p in _direct_children(pid):  # processes started by multiprocessing (spawn), not its resource tracker
         try:
             if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
                 kids.append(p)

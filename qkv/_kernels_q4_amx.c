@@ -81,17 +81,19 @@ T_BF16 static void split3(const float *x, int64_t R, int64_t K, uint16_t *xs, in
         if (Rp > R) memset(xs + s * plane + R * K, 0, (size_t)((Rp - R) * K) * sizeof(uint16_t));
 }
 
+/* bf16 bits of q − 8 for q = 0..15 (−8 … −1: 0xc100 …, 0, 1 … 7), a word table for VPERMW. */
+#define Q4_BF16_TABLE                                                                                  \
+    _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40e0, 0x40c0, 0x40a0, 0x4080,    \
+                     0x4040, 0x4000, 0x3f80, 0x0000, (short)0xbf80, (short)0xc000, (short)0xc040,       \
+                     (short)0xc080, (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100)
+
 /* The two B tiles (outputs 0-15, then 16-31; 16 pair rows × 32 bf16 each, 2 kB) of one Q4 block. */
 T_BF16 static inline void make_b_perm(const uint8_t *blk, uint16_t *b)
 {
     /* word i of the zero-extended 32 bytes: byte i of input k (i < 16) or of input k + 1 */
     const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                            23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    /* bf16 bits of q − 8 for q = 0..15: −8 … −1 (0xc100 …), 0, 1 … 7 */
-    const __m512i table = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0x0000,
-                                           (short)0xbf80, (short)0xc000, (short)0xc040, (short)0xc080,
-                                           (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100);
+    const __m512i table = Q4_BF16_TABLE;
     const __m512i low = _mm512_set1_epi16(15);
     const uint8_t *q = blk + PANEL * 4;
     for (int i = 0; i < 16; i++) {
@@ -112,10 +114,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vbmi"))) static inline 
         0, 0, 16, 0, 1, 0, 17, 0, 2, 0, 18, 0, 3, 0, 19, 0, 4, 0, 20, 0, 5, 0, 21, 0, 6, 0, 22, 0, 7, 0, 23, 0,
         8, 0, 24, 0, 9, 0, 25, 0, 10, 0, 26, 0, 11, 0, 27, 0, 12, 0, 28, 0, 13, 0, 29, 0, 14, 0, 30, 0, 15, 0, 31, 0};
     const __m512i idx = _mm512_load_si512((const void *)pairs);
-    const __m512i table = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0x0000,
-                                           (short)0xbf80, (short)0xc000, (short)0xc040, (short)0xc080,
-                                           (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100);
+    const __m512i table = Q4_BF16_TABLE;
     const __m512i low = _mm512_set1_epi16(15);
     const uint8_t *q = blk + PANEL * 4;
     for (int i = 0; i < 16; i++) {

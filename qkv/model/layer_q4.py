@@ -46,12 +46,18 @@ def _pointers(p) -> tuple | None:
     return ptrs
 
 
+def _fusable(cfg, x: np.ndarray, batch, route: str) -> bool:
+    """Whether the compiled layer call takes this pass (see the module's docstring): kernels loaded,
+    one unpacked float32 text of at most FUSED_ROWS rows, a compiled attention route, GELU."""
+    return (kernels._lib is not None and batch.B == 1 and not batch.packed and 0 < x.shape[0] <= FUSED_ROWS
+            and x.dtype == np.float32 and route in ("batched", "per_text") and cfg.hidden_act == "gelu")
+
+
 def fused_layer(p, cfg, x: np.ndarray, batch, route: str, ws, scale: float) -> np.ndarray | None:
     """The layer's output rows for x [n, H] (a workspace array, never x itself), or None when the
     compiled call does not apply (see the module's docstring)."""
     n, H = x.shape
-    if (kernels._lib is None or batch.B != 1 or batch.packed or not 0 < n <= FUSED_ROWS or x.dtype != np.float32
-            or route not in ("batched", "per_text") or cfg.hidden_act != "gelu"):
+    if not _fusable(cfg, x, batch, route):
         return None
     ptrs = _pointers(p)
     if ptrs is None:
@@ -89,8 +95,7 @@ def fused_stack(layers, cfg, x: np.ndarray, batch, route: str, ws, scale: float)
     """The output rows of all ``layers`` one after the other for x [n, H] (a workspace array, never
     x itself), or None when the compiled call does not apply: as ``fused_layer``, for every layer."""
     n, H = x.shape
-    if (kernels._lib is None or not layers or batch.B != 1 or batch.packed or not 0 < n <= FUSED_ROWS
-            or x.dtype != np.float32 or route not in ("batched", "per_text") or cfg.hidden_act != "gelu"):
+    if not layers or not _fusable(cfg, x, batch, route):
         return None
     table = _stack_pointers(layers)
     if table is None:
