@@ -10,6 +10,7 @@ offers is run (QKV_ISA-style forcing through ``isa=``); the others are skipped w
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from qkv import kernels
 from qkv import kernels_bf16 as bf16
 
 U32, UB = 2.0 ** -24, 2.0 ** -8
+EXP2_ERR = 7.5e-5  # the softmax's 2^f polynomial, relative (exp2_soft in qkv/_kernels_bf16.c)
 UNITS = [u for u in ("amx", "avx512bf16") if u in bf16.offered()]
 needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
 
@@ -207,7 +209,11 @@ def test_attention_on_tiles_within_the_bfloat16_bound(n):
     """Bound: q, k rounded move each score by at most Δ = scale·(2u_b + u_b²)·Σ|q||k| (+ float32
     sums), so each normalised weight by a factor within [(1-u_b)e^-2Δ, (1+u_b)e^2Δ] (its own
     bfloat16 rounding included); the output moves by at most max|v|·((1+u_b)e^2Δ - 1) from the
-    weights, u_b·max|v| from v's rounding, and γ_n·max|v| from the float32 sums."""
+    weights, u_b·max|v| from v's rounding, and γ_n·max|v| from the float32 sums.
+    The kernel's exp (exp2_soft: 2^t, t = log2(e)·scale·(s - max), a degree-3 polynomial on
+    [-1/2, 1/2]) is within a relative ε of e^(scale·(s - max)): EXP2_ERR = 7.5e-5 for the
+    polynomial, plus ln2·2^-24·|t| for the one rounding of t. A weight's numerator and the row sum
+    each carry it, so the factor (1 + u_b) above becomes (1 + u_b)(1 + ε)/(1 - ε)."""
     rng = np.random.default_rng(n)
     heads, scale = 12, 1 / np.sqrt(32)
     qkv = (rng.standard_normal((n, 3 * 384)) * 1.5).astype(np.float32)
@@ -216,7 +222,10 @@ def test_attention_on_tiles_within_the_bfloat16_bound(n):
     ref, q, k, v = _attention64(qkv, heads, scale)
     delta = scale * ((2 * UB + UB ** 2) + gamma(33)) * (np.abs(q) @ np.abs(k).transpose(0, 2, 1)).max(axis=-1)
     vmax = np.abs(v).max(axis=1, keepdims=True)  # [heads, 1, d]
-    bound = vmax * ((1 + UB) * np.exp(2 * delta)[..., None] - 1 + UB + gamma(n + 2))
+    s = scale * q @ k.transpose(0, 2, 1)
+    eps = EXP2_ERR + np.log(2) * U32 * np.log2(np.e) * (s.max(axis=-1) - s.min(axis=-1))  # [heads, n]
+    bound = vmax * ((1 + UB) * (1 + eps[..., None]) / (1 - eps[..., None]) * np.exp(2 * delta)[..., None]
+                    - 1 + UB + gamma(n + 2))
     err = np.abs(ctx.astype(np.float64) - ref).reshape(n, heads, 32).transpose(1, 0, 2)
     assert np.all(err <= bound), (err / bound).max()
     assert err.max() < 0.05 * np.abs(ref).max()  # and the bound itself is not vacuous here
@@ -320,3 +329,19 @@ def test_qkv_info_names_the_unit_and_each_precision():
     assert d["bfloat16_unit"] == "float32" and "bfloat16 products: float32" in d["kernels"]
     # forced to float32, no batch work claims bfloat16
     assert d["precision"]["qkv index (titles)"] == "float32" and d["precision"]["search queries"] == "float16"
+
+
+def test_the_softmax_exp_polynomial_is_within_its_stated_error():
+    """exp2_soft's degree-3 polynomial for 2^f on [-1/2, 1/2], evaluated as the kernel does (float32
+    coefficients, Horner in float32), is within EXP2_ERR of 2^f: the figure the attention bound
+    above adds. (The coefficients are those in qkv/_kernels_bf16.c.)"""
+    c = np.float32([0.9999280571937561, 0.6932609677314758, 0.24261116981506348, 0.05517167970538139])
+    src = (Path(bf16.__file__).parent / "_kernels_bf16.c").read_text()
+    for v in c[1:]:
+        assert f"{float(v)!r}f" in src, f"coefficient {float(v)!r} is not the kernel's"
+    f = np.linspace(-0.5, 0.5, 200_001).astype(np.float32)
+    p = np.full_like(f, c[3])
+    for k in (2, 1, 0):
+        p = (p * f + c[k]).astype(np.float32)
+    assert np.abs(p.astype(np.float64) / 2.0 ** f.astype(np.float64) - 1).max() <= EXP2_ERR
+    assert EXP2_ERR < UB / 50  # far below the bfloat16 rounding of the weights that follows
