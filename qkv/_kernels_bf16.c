@@ -444,10 +444,10 @@ T_AMX int64_t qkv_amx_peak(int64_t reps)
 
 /* ------------------------------------------------------------------- attention on AMX tiles
  * Steps 2-5 of attention for one text's heads, head size 32: S = Q·Kᵀ on tiles (one tile depth:
- * d = 32), the softmax of each block of 16 query rows in float32 (scale, row maximum, exp, sum),
+ * d = 32), the softmax of each block of 32 query rows in float32 (scale, row maximum, exp, sum),
  * its weights rounded to bfloat16, O = P·V on tiles, then the division by the row sums. K goes in
  * as B tiles of pairs of dimensions ([d/2][keys][2]), V as pairs of keys ([keys/2][d][2]): the
- * same VNNI-pairs layout as the weights. Memory: one head's K and V in bfloat16 and a block of 16
+ * same VNNI-pairs layout as the weights. Memory: one head's K and V in bfloat16 and a block of 32
  * rows of scores, whatever the length up to the model's limit (ATT_MAX keys). */
 #define ATT_D 32
 #define ATT_MAX 4096
@@ -512,7 +512,7 @@ int64_t qkv_attention_bf16_work(int64_t n)
 {
     const int64_t kp = (n + 31) / 32 * 32;
     return kp * ATT_D * 2 /* Q */ + kp * ATT_D * 2 /* Kᵀ pairs */ + kp * ATT_D * 2 /* V pairs */
-           + 16 * kp * 4 /* scores */ + 16 * kp * 2 /* weights */ + 16 * ATT_D * 4 /* O */ + 4 * 64;
+           + 32 * kp * 4 /* scores */ + 32 * kp * 2 /* weights */ + 32 * ATT_D * 4 /* O */ + 4 * 64;
 }
 
 /* ctx[i, h·32:(h+1)·32] = softmax(scale·q_i·Kᵀ)·V for each head h of one text: qkv [n][ld] holds
@@ -531,9 +531,9 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
     uint16_t *qb = (uint16_t *)w;              /* [kp][32] */
     uint16_t *kb = qb + kp * ATT_D;            /* [16 pairs of d][kp keys][2] */
     uint16_t *vb = kb + kp * ATT_D;            /* [kp/2 pairs of keys][32][2] */
-    float *s = (float *)(vb + kp * ATT_D);     /* [16][kp] */
-    uint16_t *pb = (uint16_t *)(s + 16 * kp);  /* [16][kp] */
-    float *o = (float *)(pb + 16 * kp);        /* [16][32] */
+    float *s = (float *)(vb + kp * ATT_D);     /* [32][kp] */
+    uint16_t *pb = (uint16_t *)(s + 32 * kp);  /* [32][kp] */
+    float *o = (float *)(pb + 32 * kp);        /* [32][32] */
     config_tiles();
     const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
     const __m512 vscale = _mm512_set1_ps(cl2);
@@ -571,32 +571,33 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
             for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
         }
         PROF_ADD(PROF_PACK, t0);
-        for (int64_t i0 = 0; i0 < n; i0 += 16) {
-            /* scores of 16 query rows against every key, 32 keys (two tiles) at a time */
+        for (int64_t i0 = 0; i0 < n; i0 += 32) {
+            /* scores of 32 query rows (two A tiles: Q rows i0 … i0+15, i0+16 … i0+31) against every
+             * key, 16 keys (one B tile of Kᵀ, loaded once for both) at a time, on two pairs of C
+             * tiles in turn (0/1 with B tile 6, 2/3 with 7): tiles are not renamed, so one pair
+             * would wait on its own stores */
             _tile_loadd(4, qb + i0 * ATT_D, ATT_D * 2);
-            /* three independent chains (zero, load, multiply, store) on tiles 0/5, 1/6, 2/7: tiles
-             * are not renamed, so one chain would wait on itself */
-#define S_BLOCK(t, kt, j)                                   \
+            _tile_loadd(5, qb + (i0 + 16) * ATT_D, ATT_D * 2);
+#define S_PAIR(c0, c1, kt, j)                               \
     do {                                                    \
-        _tile_zero(t);                                      \
+        _tile_zero(c0);                                     \
+        _tile_zero(c1);                                     \
         _tile_loadd(kt, kb + (j) * 2, kp * 4);              \
-        _tile_dpbf16ps(t, 4, kt);                           \
-        _tile_stored(t, s + (j), kp * 4);                   \
+        _tile_dpbf16ps(c0, 4, kt);                          \
+        _tile_dpbf16ps(c1, 5, kt);                          \
+        _tile_stored(c0, s + (j), kp * 4);                  \
+        _tile_stored(c1, s + 16 * kp + (j), kp * 4);        \
     } while (0)
-            int64_t j0 = 0;
-            for (; j0 + 48 <= kp; j0 += 48) {
-                S_BLOCK(0, 5, j0);
-                S_BLOCK(1, 6, j0 + 16);
-                S_BLOCK(2, 7, j0 + 32);
+            for (int64_t j0 = 0; j0 < kp; j0 += 32) { /* kp is a multiple of 32 */
+                S_PAIR(0, 1, 6, j0);
+                S_PAIR(2, 3, 7, j0 + 16);
             }
-            if (j0 < kp) S_BLOCK(0, 5, j0);
-            if (j0 + 16 < kp) S_BLOCK(1, 6, j0 + 16);
-#undef S_BLOCK
+#undef S_PAIR
             PROF_ADD(PROF_SCORES, t0);
             /* softmax of each row over its n keys, in float32 (rows past n skipped: never stored);
              * weights rounded to bfloat16, zero past n up to kp */
-            float l[16];
-            const int rows = n - i0 < 16 ? (int)(n - i0) : 16;
+            float l[32];
+            const int rows = n - i0 < 32 ? (int)(n - i0) : 32;
             for (int r = 0; r < rows; r++) {
                 const float *sr = s + r * kp;
                 uint16_t *pr = pb + r * kp;
@@ -627,18 +628,27 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
                 l[r] = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
             }
             PROF_ADD(PROF_SOFTMAX, t0);
-            /* O = P·V over the keys, 32 at a time */
+            /* O = P·V over the keys, 32 at a time: 2 × 2 tiles (rows i0 … i0+15 and i0+16 … i0+31 of
+             * P against V's dimensions 0-15 and 16-31), four independent sums. Rows of pb past n
+             * hold whatever was there: row r of O reads row r of P only, and is not written. */
             _tile_zero(0);
             _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
             for (int64_t j = 0; j < kp; j += 32) {
                 _tile_loadd(4, pb + j, kp * 2);
+                _tile_loadd(5, pb + 16 * kp + j, kp * 2);
                 _tile_loadd(6, vb + (j / 2) * ATT_D * 2, ATT_D * 4);
                 _tile_loadd(7, vb + (j / 2) * ATT_D * 2 + 32, ATT_D * 4);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
             }
             _tile_stored(0, o, ATT_D * 4);
             _tile_stored(1, o + 16, ATT_D * 4);
+            _tile_stored(2, o + 16 * ATT_D, ATT_D * 4);
+            _tile_stored(3, o + 16 * ATT_D + 16, ATT_D * 4);
             for (int r = 0; r < rows; r++) {
                 const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
                 const __m512 a = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv);
