@@ -512,7 +512,7 @@ int64_t qkv_attention_bf16_work(int64_t n)
 {
     const int64_t kp = (n + 31) / 32 * 32;
     return kp * ATT_D * 2 /* Q */ + kp * ATT_D * 2 /* Kᵀ pairs */ + kp * ATT_D * 2 /* V pairs */
-           + 32 * kp * 4 /* scores */ + 32 * kp * 2 /* weights */ + 32 * ATT_D * 4 /* O */ + 4 * 64;
+           + 64 * kp * 4 /* scores, two blocks */ + 32 * kp * 2 /* weights */ + 32 * ATT_D * 4 /* O */ + 4 * 64;
 }
 
 /* ctx[i, h·32:(h+1)·32] = softmax(scale·q_i·Kᵀ)·V for each head h of one text: qkv [n][ld] holds
@@ -531,8 +531,8 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
     uint16_t *qb = (uint16_t *)w;              /* [kp][32] */
     uint16_t *kb = qb + kp * ATT_D;            /* [16 pairs of d][kp keys][2] */
     uint16_t *vb = kb + kp * ATT_D;            /* [kp/2 pairs of keys][32][2] */
-    float *s = (float *)(vb + kp * ATT_D);     /* [32][kp] */
-    uint16_t *pb = (uint16_t *)(s + 32 * kp);  /* [32][kp] */
+    float *s = (float *)(vb + kp * ATT_D);     /* [2][32][kp]: this block's scores and the next's */
+    uint16_t *pb = (uint16_t *)(s + 64 * kp);  /* [32][kp] */
     float *o = (float *)(pb + 32 * kp);        /* [32][32] */
     config_tiles();
     const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
@@ -571,35 +571,50 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
             for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
         }
         PROF_ADD(PROF_PACK, t0);
-        for (int64_t i0 = 0; i0 < n; i0 += 32) {
-            /* scores of 32 query rows (two A tiles: Q rows i0 … i0+15, i0+16 … i0+31) against every
-             * key, 16 keys (one B tile of Kᵀ, loaded once for both) at a time, on two pairs of C
-             * tiles in turn (0/1 with B tile 6, 2/3 with 7): tiles are not renamed, so one pair
-             * would wait on its own stores */
-            _tile_loadd(4, qb + i0 * ATT_D, ATT_D * 2);
-            _tile_loadd(5, qb + (i0 + 16) * ATT_D, ATT_D * 2);
-#define S_PAIR(c0, c1, kt, j)                               \
+        /* The scores of block i0 + 32 are made on the tile unit while the vector unit computes the
+         * softmax of block i0 (their tile instructions spread between its rows: out-of-order
+         * execution overlaps the two), in the other half of a double buffer of scores. */
+#define S_PAIR(c0, c1, kt, j, sdst)                         \
     do {                                                    \
         _tile_zero(c0);                                     \
         _tile_zero(c1);                                     \
         _tile_loadd(kt, kb + (j) * 2, kp * 4);              \
         _tile_dpbf16ps(c0, 4, kt);                          \
         _tile_dpbf16ps(c1, 5, kt);                          \
-        _tile_stored(c0, s + (j), kp * 4);                  \
-        _tile_stored(c1, s + 16 * kp + (j), kp * 4);        \
+        _tile_stored(c0, (sdst) + (j), kp * 4);             \
+        _tile_stored(c1, (sdst) + 16 * kp + (j), kp * 4);   \
     } while (0)
-            for (int64_t j0 = 0; j0 < kp; j0 += 32) { /* kp is a multiple of 32 */
-                S_PAIR(0, 1, 6, j0);
-                S_PAIR(2, 3, 7, j0 + 16);
+        const int64_t ntiles = kp / 16; /* tiles of 16 keys per row block: even (kp is a multiple of 32) */
+        /* scores of 32 query rows (two A tiles: Q rows i0 … i0+15, i0+16 … i0+31) against every key,
+         * 16 keys (one B tile of Kᵀ, loaded once for both) at a time, on two pairs of C tiles in turn
+         * (0/1 with B tile 6, 2/3 with 7): tiles are not renamed, so one pair would wait on its own
+         * stores */
+        _tile_loadd(4, qb, ATT_D * 2);
+        _tile_loadd(5, qb + 16 * ATT_D, ATT_D * 2);
+        for (int64_t t = 0; t < ntiles; t += 2) {
+            S_PAIR(0, 1, 6, t * 16, s);
+            S_PAIR(2, 3, 7, t * 16 + 16, s);
+        }
+        PROF_ADD(PROF_SCORES, t0);
+        for (int64_t i0 = 0; i0 < n; i0 += 32) {
+            float *scur = s + ((i0 >> 5) & 1) * 32 * kp, *snext = s + (((i0 >> 5) + 1) & 1) * 32 * kp;
+            const int next = i0 + 32 < n;
+            if (next) {
+                _tile_loadd(4, qb + (i0 + 32) * ATT_D, ATT_D * 2);
+                _tile_loadd(5, qb + (i0 + 48) * ATT_D, ATT_D * 2);
             }
-#undef S_PAIR
-            PROF_ADD(PROF_SCORES, t0);
+            int64_t tdone = 0; /* tiles of the next block's scores issued so far */
             /* softmax of each row over its n keys, in float32 (rows past n skipped: never stored);
              * weights rounded to bfloat16, zero past n up to kp */
             float l[32];
             const int rows = n - i0 < 32 ? (int)(n - i0) : 32;
             for (int r = 0; r < rows; r++) {
-                const float *sr = s + r * kp;
+                if (next) /* this row's share of the next block's score tiles (all by row 31) */
+                    for (const int64_t upto = ((int64_t)(r + 1) * ntiles + 31) / 32 & ~(int64_t)1; tdone < upto; tdone += 2) {
+                        S_PAIR(0, 1, 6, tdone * 16, snext);
+                        S_PAIR(2, 3, 7, tdone * 16 + 16, snext);
+                    }
+                const float *sr = scur + r * kp;
                 uint16_t *pr = pb + r * kp;
                 __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
                 int64_t j = 0;
@@ -627,6 +642,11 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
                 }
                 l[r] = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
             }
+            if (next)
+                for (; tdone < ntiles; tdone += 2) {
+                    S_PAIR(0, 1, 6, tdone * 16, snext);
+                    S_PAIR(2, 3, 7, tdone * 16 + 16, snext);
+                }
             PROF_ADD(PROF_SOFTMAX, t0);
             /* O = P·V over the keys, 32 at a time: 2 × 2 tiles (rows i0 … i0+15 and i0+16 … i0+31 of
              * P against V's dimensions 0-15 and 16-31), four independent sums. Rows of pb past n
@@ -667,6 +687,7 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
     _tile_release();
     return 0;
 }
+#undef S_PAIR
 
 T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
                                  float *ctx, int64_t ldc, void *work)
