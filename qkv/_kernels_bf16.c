@@ -132,39 +132,34 @@ T_BF16 static void to_bf16(const float *x, int64_t R, int64_t K, uint16_t *xb, i
     if (Rp > R) memset(xb + R * Kp, 0, (size_t)((Rp - R) * Kp) * sizeof(uint16_t));
 }
 
-/* e^x for x ≤ 0 (scores minus their row maximum, or -z²/2 in GELU): x = n·ln2 + r (Cody & Waite),
- * e^r by its Taylor polynomial to degree `deg` (5: truncation < 2.4e-6 for |r| ≤ ln2/2, far below
- * the bfloat16 rounding of softmax weights, 2^-8; 7: < 6e-9, float32's own resolution, as
- * _kernels.c's exp_f32), then scaled by 2^n (VSCALEFPS); below -87.3, 0. */
-T_BF16 static inline __attribute__((always_inline)) __m512 exp_neg_deg(__m512 x, int deg)
+/* 2^t for t ≤ 0: the softmax weights (t = log2(e)·scale·(s - max)), which are rounded to
+ * bfloat16 (u_b = 2^-8) right after, and e^(-x²/2) in GELU, whose output the layer rounds to
+ * bfloat16 too (the products' inputs are rounded to 8 bits already, 2u_b against the float64
+ * product): t = n + f with n = round(t), f in [-1/2, 1/2], 2^f by a degree-3
+ * polynomial fitted to 2^f's relative error on that interval (Lawson's iteration; the coefficients
+ * rounded to float32), then scaled by 2^n (VSCALEFPS, which gives 0 below float32's range, so no
+ * clamp). Relative error ≤ EXP2_ERR = 7.5e-5 = 2^-13.7 (Horner in float32 included; measured on
+ * 20,001 points and stated in tests/test_kernels_bf16.py), 4 % of the bfloat16 rounding that
+ * follows. Seven operations a vector against fifteen (softmax: Cody–Waite, a degree-5 polynomial,
+ * clamp, mask) or seventeen (GELU: degree 7) before. The error of t itself (in the softmax one
+ * rounding of a fused multiply-subtract, ≤ 2^-24·|t|, as before) moves a weight by
+ * ≤ ln2·2^-24·|t|: 4e-6 at |t| = 100, where the weight is 2^-100. */
+T_BF16 static inline __attribute__((always_inline)) __m512 exp2_soft(__m512 t)
 {
-    const __m512 lo = _mm512_set1_ps(-87.3f);
-    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    x = _mm512_max_ps(x, lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p;
-    if (deg >= 7) {
-        p = _mm512_set1_ps(1.0f / 5040.0f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    } else {
-        p = _mm512_set1_ps(1.0f / 120.0f);
-    }
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_mov_ps(~under, _mm512_scalef_ps(p, n));
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.05517167970538139f), f, _mm512_set1_ps(0.24261116981506348f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6932609677314758f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999280571937561f));
+    return _mm512_scalef_ps(p, n);
 }
 
 /* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of _kernels.c's gelu_f32 (erf after
  * Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7), with 1/(1 + p·|z|) from VRCP14PS and one
- * Newton step (relative error ~2^-28, against a division's ~10 cycles a vector) and e^(-x²/2) from
- * exp_neg_deg(·, 7). */
+ * Newton step (relative error ~2^-28, against a division's ~10 cycles a vector) and e^(-x²/2) as
+ * 2^(-x²·log2(e)/2) from exp2_soft: its relative error ε (7.5e-5, plus ≤ 1.1e-5 from the two
+ * roundings of t while e^(-x²/2) is above float32's range) moves Φ by (1 - Φ(|x|))·ε, so GELU by at
+ * most ε·|GELU(x)| on either side of 0 (tests/test_kernels_bf16.py adds it to the bound). */
 T_BF16 static inline __attribute__((always_inline)) __m512 gelu_v(__m512 x)
 {
     const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
@@ -177,7 +172,9 @@ T_BF16 static inline __attribute__((always_inline)) __m512 gelu_v(__m512 x)
     poly = _mm512_fmadd_ps(t, poly, _mm512_set1_ps(-0.284496736f));
     poly = _mm512_fmadd_ps(t, poly, _mm512_set1_ps(0.254829592f));
     poly = _mm512_mul_ps(t, poly);
-    const __m512 e = exp_neg_deg(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), 7);
+    /* t ≥ -150 (2^t is 0 in float32 there): x² may overflow to inf, and 2^-inf would be NaN */
+    const __m512 e = exp2_soft(_mm512_max_ps(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.72134752044448170f)),
+                                             _mm512_set1_ps(-150.0f)));
     const __m512 h = _mm512_fnmadd_ps(_mm512_mul_ps(half, poly), e, half); /* Φ(|x|) - ½ */
     /* Φ(x) = ½ + sign(x)·h */
     const __m512 hs = _mm512_castsi512_ps(_mm512_xor_si512(
@@ -452,24 +449,6 @@ T_AMX int64_t qkv_amx_peak(int64_t reps)
 #define ATT_D 32
 #define ATT_MAX 4096
 
-/* 2^t for the softmax weights, t = log2(e)·scale·(s - max) ≤ 0, which are rounded to bfloat16
- * (u_b = 2^-8) right after: t = n + f with n = round(t), f in [-1/2, 1/2], 2^f by a degree-3
- * polynomial fitted to 2^f's relative error on that interval (Lawson's iteration; the coefficients
- * rounded to float32), then scaled by 2^n (VSCALEFPS, which gives 0 below float32's range, so no
- * clamp). Relative error ≤ EXP2_ERR = 7.5e-5 = 2^-13.7 (Horner in float32 included; measured on
- * 20,001 points and stated in tests/test_kernels_bf16.py), 4 % of the bfloat16 rounding that
- * follows. Seven operations a vector against fifteen for exp_neg_deg(·, 5) (Cody–Waite, clamp,
- * mask). The error of t itself (one rounding of the fused multiply-subtract, ≤ 2^-24·|t|, as
- * before) moves a weight by ≤ ln2·2^-24·|t|: 4e-6 at |t| = 100, where the weight is 2^-100. */
-T_BF16 static inline __attribute__((always_inline)) __m512 exp2_soft(__m512 t)
-{
-    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(t, n);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.05517167970538139f), f, _mm512_set1_ps(0.24261116981506348f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6932609677314758f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999280571937561f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* VPERMT2W indices that interleave two rows of 32 bfloat16 (a, b): a0 b0 a1 b1 … (lo: 0-15, hi: 16-31) */
 static const uint16_t VIDX[64] __attribute__((aligned(64))) = {
