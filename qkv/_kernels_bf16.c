@@ -283,11 +283,11 @@ T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t lda, int64_t K
                 _tile_loadd(3, bp + 16, 0);
                 for (int64_t k = 0; k < Kp; k += BK) {
                     _tile_loadd(4, a + k, sa);
-                    _tile_loadd(5, a + 16 * lda + k, sa);
                     _tile_loadd(6, b + k * BP, 2 * BP * 2);      /* pair rows k/2 … k/2 + 15 */
-                    _tile_loadd(7, b + k * BP + 32, 2 * BP * 2); /* their columns 16 … 31 */
                     _tile_dpbf16ps(0, 4, 6);
+                    _tile_loadd(7, b + k * BP + 32, 2 * BP * 2); /* their columns 16 … 31 */
                     _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, a + 16 * lda + k, sa);
                     _tile_dpbf16ps(2, 5, 6);
                     _tile_dpbf16ps(3, 5, 7);
                     if (pend.done < pend.rows) {
