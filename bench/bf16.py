@@ -113,8 +113,11 @@ def products(rows: int, reps: int) -> dict:
     return out
 
 
-PHASES = ("round x to bfloat16", "tiles + epilogue", "pack Q, Kᵀ, V", "scores (tiles)", "softmax (float32)",
-          "P·V (tiles) + output")  # qkv_bf16_profile's counters, in order
+# qkv_bf16_profile's counters, in order. The scores of every block of 32 query rows but a head's
+# first are made on the tiles while the softmax of the block before runs (their tile instructions
+# spread between its rows), so they count in the softmax's phase.
+PHASES = ("round x to bfloat16", "tiles + epilogue", "pack Q, Kᵀ, V", "scores (tiles), first block of a head",
+          "softmax (float32) + next block's scores", "P·V (tiles) + output")
 
 
 def steps(quick: bool, threads: int = 1) -> dict:
