@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/_multilingual.py, run by path too
+import _duel  # noqa: E402
 import _multilingual  # noqa: E402
 
 CACHE = Path(os.environ.get("QKV_BENCH_CACHE", "/tmp/qkv-cache")) / "engine"
@@ -75,6 +76,36 @@ ENGINE_LABEL = {"qkv-encode": "qkv encode()", "onnxruntime": "onnxruntime", "tra
 PRECISION_ENGINES = ("qkv-bf16", "transformers-bf16", "onnxruntime-int8")
 PEERS = ("transformers", "transformers-bf16", "onnxruntime", "onnxruntime-int8")
 BF16_TARGET = 1.2
+# the duel's engines per workload (bench/_duel.py); "qkv-encode" joins them in full runs
+DUEL_ENGINES = ("qkv", "qkv-bf16") + PEERS
+MIXED_ENGINES = ("qkv", "qkv-bf16", "transformers", "onnxruntime")
+
+
+def duel_plan(threads_list: list[int], quick: bool, scale: float = 1.0) -> list[dict]:
+    """One duel per workload and thread count: its engines, slot length, seconds of rounds and the
+    least / most rounds. --quick: slots of ~0.3 s and ~30 s of rounds per target workload (about
+    5 min for the encoder section at threads 1,2 with start-up); otherwise ~0.5 s and 90 s."""
+    slot, budget = (0.3, 30.0) if quick else (0.5, 90.0)
+    out = []
+    for t in threads_list:
+        for wl in WORKLOADS:
+            target = wl in TARGET_WORKLOADS
+            engines = DUEL_ENGINES + (() if quick else ("qkv-encode",)) if target else MIXED_ENGINES
+            out.append({"workload": wl, "threads": t, "engines": engines, "slot_s": slot,
+                        "budget_s": budget * scale * (1.0 if target else 0.4),
+                        "min_rounds": 8 if target else 5, "max_rounds": 60})
+    return out
+
+
+def duel_commands(engines, wl: str, threads: int, files: dict) -> dict:
+    """argv and environment of each engine's persistent worker (the same thread environment as
+    run_job's: OMP/OPENBLAS/MKL_NUM_THREADS, QKV_THREADS; torch.set_num_threads in the worker)."""
+    out = {}
+    for eng in engines:
+        job = {"engine": eng, "workload": wl, "threads": threads, **files}
+        out[eng] = ([sys.executable, str(Path(__file__).resolve()), "--duel-worker", json.dumps(job)],
+                    thread_env(threads))
+    return out
 
 
 def attn_batch(length: int) -> int:
@@ -356,40 +387,57 @@ def worker_gemm(job: dict) -> dict:
 PRODUCT_SHAPES = [(2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536), (2048, 1536, 384)]
 
 
-def worker_encoder(job: dict) -> dict:
-    """Time whole passes over a workload's batches (forward to the last hidden states)."""
+def encoder_engine(job: dict):
+    """Load one engine with a workload's batches, as every encoder measurement runs it: returns
+    (meta, run) where run(indices) runs those batches (forward to the last hidden states) and
+    meta has each batch's sentences, real and padded tokens and matmul FLOPs. The per-pass jobs
+    and the duel's persistent workers both use it, so they time the same code."""
+    engine, threads, wl = job["engine"], job["threads"], job["workload"]
+    if engine == "fake-spin":  # the duel's tests: a pure-Python loop of job["work"] steps a batch
+        n = int(job["work"])
+
+        def run(indices):
+            for _ in indices:
+                x = 0
+                for i in range(n):
+                    x += i
+        batches = [{"shape": [8, 16], "sentences": 8, "tokens": 128, "padded": 128, "flops": 0}] * 4
+        return {"batches": batches}, run
+
     import numpy as np
 
     import qkv
 
-    engine, threads, wl = job["engine"], job["threads"], job["workload"]
     enc = qkv.load(threads=threads)
     batches = workload_batches(enc, wl)
-    n_sent = sum(ids.shape[0] for _, ids, _ in batches)
-    n_tok = int(sum(m.sum() for _, _, m in batches))
-    flops = sum(encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches)
+    meta = {"batches": [{"shape": list(ids.shape), "sentences": int(ids.shape[0]), "tokens": int(mask.sum()),
+                         "padded": int(ids.size), "flops": encoder_flops(enc.config, *ids.shape)}
+                        for _, ids, mask in batches]}
     if engine in ("qkv", "qkv-bf16"):
         from qkv.model.threads import blas_threads
-
-        precision = "bfloat16" if engine == "qkv-bf16" else "float32"
-
         from qkv.model.workspace import Workspace
 
-        def one_pass():
-            # as encode() does: BLAS threads set once per call, and one Workspace per call reused by
-            # its batches (fresh scratch arrays every batch cost page faults, and at two threads the
-            # freeing of them stalls the other thread too: reviews in bfloat16, 2 threads, 158.7 ->
-            # 111.2 CPU ms a batch with the workspace reused; 99.7 -> 95.9 at one thread)
-            ws = Workspace()
-            with blas_threads(threads):
-                for _, ids, mask in batches:
+        precision = "bfloat16" if engine == "qkv-bf16" else "float32"
+        # one Workspace reused by every batch, as encode() reuses one for all the batches of a call
+        # (fresh scratch arrays every batch cost page faults, and at two threads the freeing of
+        # them stalls the other thread too: reviews in bfloat16, 2 threads, 158.7 -> 111.2 CPU ms
+        # a batch with the workspace reused; 99.7 -> 95.9 at one thread)
+        ws = Workspace()
+
+        def run(indices):
+            with blas_threads(threads):  # as encode() does: BLAS threads set once per call
+                for i in indices:
+                    _, ids, mask = batches[i]
                     enc.forward(ids, mask, precision=precision, workspace=ws)
+        if engine == "qkv-bf16":
+            from qkv import kernels_bf16
+
+            meta["unit"] = kernels_bf16.ISA
     elif engine == "qkv-encode":
-        texts = [t for tx, _, _ in batches for t in tx]
         per_batch = WORKLOADS[wl][0]
 
-        def one_pass():
-            enc.encode(texts, batch_size=per_batch)
+        def run(indices):
+            enc.encode([t for i in indices for t in batches[i][0]], batch_size=per_batch)
     elif engine in ("transformers", "transformers-bf16"):
         import torch
 
@@ -398,27 +446,32 @@ def worker_encoder(job: dict) -> dict:
             model = model.to(torch.bfloat16)
         tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
 
-        def one_pass():
+        def run(indices):
             with torch.inference_mode():
-                for ids, mask in tb:
-                    model(input_ids=ids, attention_mask=mask)
+                for i in indices:
+                    model(input_ids=tb[i][0], attention_mask=tb[i][1])
     elif engine in ("onnxruntime", "onnxruntime-int8"):
         sess = _ort_session(Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"]), threads)
         feeds = [{"input_ids": ids, "attention_mask": mask.astype(np.int64)} for _, ids, mask in batches]
 
-        def one_pass():
-            for f in feeds:
-                sess.run(None, f)
+        def run(indices):
+            for i in indices:
+                sess.run(None, feeds[i])
     else:
         raise ValueError(f"unknown engine {engine!r}")
-    wall, cpu = _timed(one_pass, job["reps"], warmup=1)
-    extra = {}
-    if engine == "qkv-bf16":
-        from qkv import kernels, kernels_bf16
+    return meta, run
 
-        extra["unit"] = kernels_bf16.ISA
-    return {**extra, "wall": wall, "cpu": cpu, "sentences": n_sent, "tokens": n_tok, "flops": flops,
-            "batch_shapes": [list(ids.shape) for _, ids, _ in batches]}
+
+def worker_encoder(job: dict) -> dict:
+    """Time whole passes over a workload's batches in one process (the per-job measurement, kept
+    for comparison with the duel: ``--per-job``)."""
+    meta, run = encoder_engine(job)
+    nb = len(meta["batches"])
+    wall, cpu = _timed(lambda: run(range(nb)), job["reps"], warmup=1)
+    b = meta["batches"]
+    return {**({"unit": meta["unit"]} if "unit" in meta else {}), "wall": wall, "cpu": cpu,
+            "sentences": sum(x["sentences"] for x in b), "tokens": sum(x["tokens"] for x in b),
+            "flops": sum(x["flops"] for x in b), "batch_shapes": [x["shape"] for x in b]}
 
 
 def worker_bf16_steps(job: dict) -> dict:
@@ -631,6 +684,128 @@ def fmt_ratio(x: float) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.2f}×"
 
 
+def _ratio_text(p: dict | None, interval: bool = True) -> str:
+    """A paired ratio as '1.34× [1.25–1.41]' (median of per-round ratios, 25th–75th percentile)."""
+    if not p:
+        return "—"
+    return fmt_ratio(p["median"]) + (f" [{p['p25']:.2f}–{p['p75']:.2f}]" if interval else "")
+
+
+def report_duels(console, Table, duel_raw: dict, threads_list: list[int], peak: dict, verdicts: list) -> None:
+    """Tables 3a-3c (every engine's rates) and 3d (issue 16: qkv bfloat16 ÷ each peer, paired), and
+    the verdicts of the encoder targets, from the duels' slots."""
+    def duel(wl, t):
+        return duel_raw.get(f"duel|{wl}|{t}")
+
+    first = next(iter(duel_raw.values()))
+    console.print(f"   Encoder duels: each engine in its own persistent process (thread environment as for one job), "
+                  f"loaded and warmed once; slots of ~{first['slot_s']:.1f} s (a few batches) one engine at a time, "
+                  "a fresh random order every round. Rates: median over an engine's slots. Ratios: median over "
+                  "rounds of the per-round ratio (slots seconds apart), [25th–75th percentile].")
+    for wl, (bs, target, nb) in WORKLOADS.items():
+        tb = Table(title=f"3{'abc'[list(WORKLOADS).index(wl)]}. Encoder throughput — {wl}: batches of {bs}, ~{target} "
+                         "tokens; paired duel (qkv ÷ this = qkv float32's rate ÷ this engine's, per round)")
+        for c in ("engine", "threads", "slots", "ms/batch wall", "ms/batch CPU", "sentences/s", "tokens/s",
+                  "GFLOP/s wall", "GFLOP/s CPU", "% of peak CPU", "spread", "qkv ÷ this, wall", "qkv ÷ this, CPU"):
+            tb.add_column(c, justify="left" if c == "engine" else "right", no_wrap=c == "engine")
+        shapes = None
+        for t in threads_list:
+            d = duel(wl, t)
+            if not d:
+                continue
+            p = peak.get(("numpy-cpu", t))
+            for eng in d["engines"]:
+                s = _duel.engine_stats(d, eng)
+                if not s:
+                    continue
+                shapes = shapes or s["shapes"]
+                ref = eng != "qkv" and "qkv" in d["engines"]
+                tb.add_row(ENGINE_LABEL.get(eng, "qkv float32" if eng == "qkv" else eng), str(t), str(s["slots"]),
+                           f"{s['ms_wall']:.0f}", f"{s['ms_cpu']:.0f}", f"{s['sps']:.1f}", f"{s['tps']:.0f}",
+                           f"{s['gflops']:.1f}", f"{s['gflops_cpu']:.1f}",
+                           f"{100 * s['gflops_cpu'] / p:.0f}%" if p else "—", f"±{50 * s['spread']:.0f}%",
+                           _ratio_text(_duel.paired(d, "qkv", eng)) if ref else "",
+                           _ratio_text(_duel.paired(d, "qkv", eng, "cpu")) if ref else "")
+            tb.add_section()
+        console.print(tb)
+        if shapes:
+            console.print(f"   batch shapes [B, L]: {shapes}; ms per batch = the average batch at the median rate; "
+                          "GFLOP/s counts matmul FLOPs of the padded batch (QKV, QKᵀ, PV, output, FFN); % of peak = "
+                          "GFLOP/s per CPU-second against numpy's GEMM peak per CPU-second at the same threads; "
+                          "spread = half the 25th–75th percentile range of the engine's slot rates over their median "
+                          "(what the host's drift does to one engine alone); 'qkv encode()' is tokenize + forward + "
+                          "pool + normalise, for information.")
+    for wl in WORKLOADS:  # float32 targets of the engine issue, one thread
+        t = 1 if 1 in threads_list else threads_list[0]
+        d = duel(wl, t)
+        for other, need in (("transformers", 1.0), ("onnxruntime", 0.85)):
+            pw, pc = (_duel.paired(d, "qkv", other, k) for k in ("wall", "cpu")) if d else (None, None)
+            if pw and pc:
+                target = wl in TARGET_WORKLOADS
+                verdicts.append((f"qkv {'≥ ' + format(need, '.2f') + '×' if target else 'vs'} {other}, {wl}, "
+                                 f"{t} thread (paired)", (pw["median"] >= need) if target else None,
+                                 f"{_ratio_text(pw)} wall, {_ratio_text(pc, False)} CPU",
+                                 (pc["median"] >= need) if target else None))
+        a, b = duel(wl, 1), duel(wl, 2)
+        sa, sb = (a and _duel.engine_stats(a, "qkv")), (b and _duel.engine_stats(b, "qkv"))
+        if sa and sb:
+            verdicts.append((f"qkv 2 threads / 1 thread throughput, {wl} (separate duels)", None,
+                             fmt_ratio(sb["sps"] / sa["sps"]) + " wall", None))
+
+    cols = [(wl, t) for t in threads_list for wl in TARGET_WORKLOADS if duel(wl, t)]
+    if not any("qkv-bf16" in duel(*c)["engines"] for c in cols):
+        return
+    tb = Table(title=f"3d. Issue 16: sentences/s at any precision (median over slots, wall) and qkv bfloat16 ÷ each "
+                     f"peer, paired per round [25th–75th percentile]; target ≥ {BF16_TARGET}× the best peer")
+    tb.add_column("engine", no_wrap=True)
+    for wl, t in cols:
+        tb.add_column(f"{wl}, {t} thread{'s' if t > 1 else ''}", justify="right")
+    stats = {c: {e: _duel.engine_stats(duel(*c), e) for e in duel(*c)["engines"]} for c in cols}
+    for eng in ("qkv", "qkv-bf16") + PEERS:
+        cells = [stats[c].get(eng) for c in cols]
+        if any(cells):
+            tb.add_row(ENGINE_LABEL.get(eng, "qkv float32" if eng == "qkv" else eng),
+                       *("—" if x is None else f"{x['sps']:.1f}" for x in cells))
+    tb.add_section()
+    for peer in PEERS:
+        tb.add_row(f"qkv bfloat16 ÷ {ENGINE_LABEL[peer]}", *(_ratio_text(_duel.paired(duel(*c), "qkv-bf16", peer))
+                                                              for c in cols))
+    tb.add_section()
+    best_cells, cpu_cells, unpaired, spreads, ratio_spread, dinfo = [], [], [], [], [], []
+    for wl, t in cols:
+        d = duel(wl, t)
+        best, best_cpu = _duel.best_peer(d, PEERS), _duel.best_peer(d, PEERS, "cpu")
+        pw, pc = _duel.paired(d, "qkv-bf16", best), _duel.paired(d, "qkv-bf16", best_cpu, "cpu")
+        sq, sbest = stats[(wl, t)].get("qkv-bf16"), stats[(wl, t)].get(best)
+        best_cells.append(f"{_ratio_text(pw)} ({ENGINE_LABEL.get(best, best)})" if pw else "—")
+        cpu_cells.append(f"{_ratio_text(pc)} ({ENGINE_LABEL.get(best_cpu, best_cpu)})" if pc else "—")
+        unpaired.append(fmt_ratio(sq["sps"] / sbest["sps"]) if sq and sbest else "—")
+        spreads.append(f"±{50 * sq['spread']:.0f}% / ±{50 * sbest['spread']:.0f}%" if sq and sbest else "—")
+        ratio_spread.append(f"±{50 * (pw['p75'] - pw['p25']) / pw['median']:.0f}% ({pw['n']} rounds)" if pw else "—")
+        dinfo.append(f"{wl} {t}t: {d['rounds']} rounds in {d['seconds']:.0f} s (start-up {d.get('start_s', 0):.0f} s), load {d['load'][0]:.1f} → "
+                     f"{d['load'][1]:.1f}, steal {d['steal_s']:.1f} s, idle workers' CPU "
+                     f"{100 * d['idle_cpu_share']:.1f}% of the slots' wall")
+        if pw:
+            verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread (paired)",
+                             pw["median"] >= BF16_TARGET,
+                             f"{_ratio_text(pw)} wall vs {best}, {_ratio_text(pc, False)} CPU vs {best_cpu}",
+                             pc["median"] >= BF16_TARGET if pc else None))
+    tb.add_row("[bold]qkv bfloat16 ÷ best peer (paired, wall)[/bold]", *best_cells)
+    tb.add_row("qkv bfloat16 ÷ best peer by CPU time (paired)", *cpu_cells)
+    tb.add_row("[dim]unpaired: ratio of the median rates[/dim]", *(f"[dim]{x}[/dim]" for x in unpaired))
+    tb.add_row("[dim]spread of one engine's slot rates: qkv bf16 / best peer[/dim]", *(f"[dim]{x}[/dim]" for x in spreads))
+    tb.add_row("[dim]spread of the paired ratio[/dim]", *(f"[dim]{x}[/dim]" for x in ratio_spread))
+    console.print(tb)
+    units = {duel(*c)["meta"].get("qkv-bf16", {}).get("unit") for c in cols}
+    console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
+                  "(qkv.kernels_bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
+                  "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export. "
+                  "Best peer: the highest median rate in that duel. Spread = half the 25th–75th percentile range "
+                  "over the median: pairing removes what the host's drift does to both engines of a round.")
+    for line in dinfo:
+        console.print(f"   {line}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -641,10 +816,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="interleaved rounds per configuration (default 1; 2+ evens out drifting load)")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, attention up to L=2048")
     ap.add_argument("--from-json", help="re-print the tables of an earlier run's results JSON")
+    ap.add_argument("--per-job", action="store_true",
+                    help="also time each encoder configuration in its own job, passes back to back (the "
+                         "older, noisier measurement; for comparison with the duel)")
+    ap.add_argument("--duel-seconds", type=float,
+                    help="seconds of rounds per target workload in the encoder duel (default 30 with --quick, "
+                         "else 90; times --rounds)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--duel-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return worker_main(args.worker)
+    if args.duel_worker:
+        return _duel.serve(encoder_engine, json.loads(args.duel_worker))
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -678,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
                     jobs.append((f"gemm|{lib}|{t}", {"kind": "gemm", "lib": lib, "threads": t,
                                                       "sizes": [] if lib == "qkv" else [1024, 1536, 2048],
                                                       "shapes": PRODUCT_SHAPES, "reps": 3 if args.quick else 5}, t, None))
-    if "encoder" in sections:
+    if "encoder" in sections and args.per_job:
         for r in range(rounds):
             for t in threads_list:
                 for wl in WORKLOADS:
@@ -714,16 +898,22 @@ def main(argv: list[str] | None = None) -> int:
     if "multilingual" in sections:  # one thread, its own jobs (bench/_multilingual.py)
         jobs += _multilingual.plan(rounds, args.quick)
 
+    # the encoder's paired duels (bench/_duel.py): every engine of a workload in its own persistent
+    # process, short slots in random order, run after the jobs above
+    scale = (args.duel_seconds / (30.0 if args.quick else 90.0) if args.duel_seconds else 1.0) * rounds
+    duels = duel_plan(threads_list, args.quick, scale) if "encoder" in sections else []
+
     raw: dict[str, list] = {}
     if args.from_json:  # re-print the tables of an earlier run
         results = json.loads(Path(args.from_json).read_text())
         raw = results["raw"]
         sections, threads_list, lengths = set(results["sections"]), results["threads"], results["lengths"]
-        jobs, need_onnx = [], False
+        jobs, need_onnx, duels = [], False, []
     results.update(sections=sorted(sections), lengths=lengths)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as prog:
-        task = prog.add_task("setup", total=len(jobs) + need_onnx + ("parity" in sections and not args.from_json))
+        task = prog.add_task("setup", total=len(jobs) + len(duels) + need_onnx
+                             + ("parity" in sections and not args.from_json))
         onnx_file = onnx_int8 = None
         if need_onnx:
             prog.update(task, description="exporting BertModel to ONNX (cached under /tmp/qkv-cache)")
@@ -751,12 +941,28 @@ def main(argv: list[str] | None = None) -> int:
                     prog.advance(task)
                     continue
                 job = {**job, "onnx": onnx_file, "onnx_int8": onnx_int8}
+            t0 = time.perf_counter()
             r = run_job(job, t, extra_env=extra)
+            results.setdefault("job_seconds", {})[key] = time.perf_counter() - t0
             prog.advance(task)
             if r["ok"]:
                 raw.setdefault(key, []).append(r["result"])
             else:
                 results["failures"].append((key, r["error"]))
+        for d in duels:
+            files = {"onnx": onnx_file, "onnx_int8": onnx_int8}
+            engines = [e for e in d["engines"] if not e.startswith("onnxruntime")
+                       or (onnx_file if e == "onnxruntime" else onnx_int8)]
+            name = f"duel {d['workload']}, {d['threads']} thread{'s' if d['threads'] > 1 else ''}"
+            prog.update(task, description=f"{name}: starting {len(engines)} engines")
+            rec = _duel.run(duel_commands(engines, d["workload"], d["threads"], files), slot_s=d["slot_s"],
+                            budget_s=d["budget_s"], min_rounds=d["min_rounds"], max_rounds=d["max_rounds"],
+                            on_slot=lambda r, sec, name=name, d=d: prog.update(
+                                task, description=f"{name}: round {r + 1}, {sec:.0f}/{d['budget_s']:.0f} s"))
+            prog.advance(task)
+            raw[f"duel|{d['workload']}|{d['threads']}"] = [{**rec, "workload": d["workload"], "threads": d["threads"]}]
+            for eng, err in rec["failures"].items():
+                results["failures"].append((f"duel|{d['workload']}|{eng}|{d['threads']}", err))
     results["raw"] = raw
 
     verdicts: list[tuple[str, bool | None, str, bool | None]] = []
@@ -837,12 +1043,19 @@ def main(argv: list[str] | None = None) -> int:
         results["gemm_shapes_cpu_s"] = {f"{lib}|{t}": v for (lib, t), v in shape_cpu.items()}
     results["gemm_peak"] = {f"{k[0]}|{k[1]}": v for k, v in peak.items()}
 
+    # ---- encoder throughput: the paired duels (bench/_duel.py)
+    duel_raw = {k: v[0] for k, v in raw.items() if k.startswith("duel|") and v}
+    if "encoder" in sections and duel_raw:
+        report_duels(console, Table, duel_raw, threads_list, peak, verdicts)
+
     # ---- encoder throughput
     enc_summary: dict = {}
-    if "encoder" in sections:
+    per_job = any(k.startswith("enc|") for k in raw)
+    if "encoder" in sections and per_job:
         for wl, (bs, target, nb) in WORKLOADS.items():
-            tb = Table(title=f"3{'abc'[list(WORKLOADS).index(wl)]}. Encoder throughput — {wl}: {nb} batches of {bs}, "
-                             f"~{target} tokens (median over passes; ratio = qkv / reference at the same threads)")
+            tb = Table(title=f"3{'abc'[list(WORKLOADS).index(wl)]}′. Per-job (--per-job, for comparison with the duel): "
+                             f"{wl}: {nb} batches of {bs}, ~{target} tokens (median over passes of one job per engine; "
+                             "ratio = qkv / reference at the same threads)")
             for c in ("engine", "threads", "ms/batch wall", "ms/batch CPU", "sentences/s", "tokens/s",
                       "GFLOP/s wall", "GFLOP/s CPU", "% of peak CPU", "qkv/this wall", "qkv/this CPU"):
                 tb.add_column(c, justify="left" if c == "engine" else "right", no_wrap=c == "engine")
@@ -878,7 +1091,7 @@ def main(argv: list[str] | None = None) -> int:
                               "peak per CPU-second at the same threads. qkv/this CPU = this engine's CPU time / qkv's "
                               "(> 1: qkv does the work in less CPU time); 'qkv encode()' is tokenize + forward + pool "
                               "+ normalise, for information.")
-        for wl in WORKLOADS:
+        for wl in WORKLOADS if not duel_raw else ():  # the duel's paired ratios decide when it ran
             for t in threads_list[:1] if 1 not in threads_list else [1]:
                 s = enc_summary.get((wl, t), {})
                 for other, need in (("transformers", 1.0), ("onnxruntime", 0.85)):
@@ -899,7 +1112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- issue 16: qkv bfloat16 against every peer at any precision
     if "encoder" in sections and any(e in s for s in enc_summary.values() for e in PRECISION_ENGINES):
-        tb = Table(title="3d. Sentences/s at any precision (issue 16; median over passes, wall); "
+        tb = Table(title="3d′. Per-job: sentences/s at any precision (issue 16; median over passes, wall); "
                          f"target: qkv bfloat16 ≥ {BF16_TARGET}× the best peer")
         tb.add_column("engine", no_wrap=True)
         cols = [(wl, t) for t in threads_list for wl in TARGET_WORKLOADS if (wl, t) in enc_summary]
@@ -919,8 +1132,9 @@ def main(argv: list[str] | None = None) -> int:
                 r = st["qkv-bf16"]["sps"] / peers[best]["sps"]
                 rc = min(peers[e]["cpu"] for e in peers) / st["qkv-bf16"]["cpu"]
                 ratio_cells.append(f"{fmt_ratio(r)} ({ENGINE_LABEL.get(best, best)})")
-                verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread", r >= BF16_TARGET,
-                                 f"{fmt_ratio(r)} wall vs {best}, {fmt_ratio(rc)} CPU", rc >= BF16_TARGET))
+                if not duel_raw:
+                        verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread", r >= BF16_TARGET,
+                                     f"{fmt_ratio(r)} wall vs {best}, {fmt_ratio(rc)} CPU", rc >= BF16_TARGET))
             else:
                 ratio_cells.append("—")
         tb.add_row("[bold]qkv bfloat16 ÷ best peer[/bold]", *ratio_cells)
@@ -948,6 +1162,17 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{pt['total_wall'] / pt['one_thread']:.2f}× one thread's {pt['one_thread']:.0f} "
                                   "(interleaved, same process)")
         bench_bf16.print_steps(console, steps, br.get("peak"))
+        beside = []
+        for t in threads_list:
+            for wl in TARGET_WORKLOADS:
+                d = duel_raw.get(f"duel|{wl}|{t}")
+                st = d and _duel.engine_stats(d, "qkv-bf16")
+                if st:
+                    beside.append(f"{wl}, {t} thread{'s' if t > 1 else ''}: {st['ms_cpu']:.1f} CPU ms "
+                                  f"({st['ms_wall']:.1f} wall)")
+        if beside:
+            console.print("   the duel's qkv bfloat16 per batch in the same run (3d; median over slots): "
+                          + "; ".join(beside))
 
     # ---- attention
     if "attention" in sections:
