@@ -35,6 +35,14 @@ the median over all timed passes of all rounds. Wall time is what the throughput
 process CPU time is printed beside it because other people's jobs inflate wall time, not CPU time.
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left alone.
 
+The encoder tables 3a-3d are a paired duel (bench/_duel.py), because this VM's speed drifts by up
+to 2× within a minute (CPU time too): per workload and thread count, every engine starts at once in
+its own persistent process (same thread environment), loads and warms up, then the parent hands out
+short slots (~0.3 s with --quick, ~0.5 s otherwise: a few batches) one engine at a time, in a fresh
+random order every round, for a time budget (--duel-seconds). A figure is the median over an
+engine's slots; a comparison is the median over rounds of the per-round ratio, with its 25th-75th
+percentile, and the targets' verdicts use that. --per-job adds the older one-job-per-engine tables.
+
 Nothing here needs ../shared: the texts are generated below. Results also go to
 /tmp/qkv-cache/engine/results-<time>.json (never into the repo).
 """
@@ -79,20 +87,22 @@ BF16_TARGET = 1.2
 # the duel's engines per workload (bench/_duel.py); "qkv-encode" joins them in full runs
 DUEL_ENGINES = ("qkv", "qkv-bf16") + PEERS
 MIXED_ENGINES = ("qkv", "qkv-bf16", "transformers", "onnxruntime")
+QUICK_DUEL_S, FULL_DUEL_S = 25.0, 90.0  # seconds of rounds per target duel
 
 
 def duel_plan(threads_list: list[int], quick: bool, scale: float = 1.0) -> list[dict]:
     """One duel per workload and thread count: its engines, slot length, seconds of rounds and the
-    least / most rounds. --quick: slots of ~0.3 s and ~30 s of rounds per target workload (about
-    5 min for the encoder section at threads 1,2 with start-up); otherwise ~0.5 s and 90 s."""
-    slot, budget = (0.3, 30.0) if quick else (0.5, 90.0)
+    least / most rounds. --quick: slots of ~0.3 s and ~25 s of rounds per target workload (about
+    5 min for the encoder section at threads 1,2 with start-up and table 3e); otherwise ~0.5 s and
+    90 s. The mixed workload (not a target) gets a third of that."""
+    slot, budget = (0.3, QUICK_DUEL_S) if quick else (0.5, FULL_DUEL_S)
     out = []
     for t in threads_list:
         for wl in WORKLOADS:
             target = wl in TARGET_WORKLOADS
             engines = DUEL_ENGINES + (() if quick else ("qkv-encode",)) if target else MIXED_ENGINES
             out.append({"workload": wl, "threads": t, "engines": engines, "slot_s": slot,
-                        "budget_s": budget * scale * (1.0 if target else 0.4),
+                        "budget_s": budget * scale * (1.0 if target else 0.3),
                         "min_rounds": 8 if target else 5, "max_rounds": 60})
     return out
 
@@ -786,7 +796,7 @@ def report_duels(console, Table, duel_raw: dict, threads_list: list[int], peak: 
                      f"{d['load'][1]:.1f}, steal {d['steal_s']:.1f} s, idle workers' CPU "
                      f"{100 * d['idle_cpu_share']:.1f}% of the slots' wall")
         if pw:
-            verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread (paired)",
+            verdicts.append((f"qkv bfloat16 ≥ {BF16_TARGET}× best peer, {wl}, {t} thread{'s' if t > 1 else ''} (paired)",
                              pw["median"] >= BF16_TARGET,
                              f"{_ratio_text(pw)} wall vs {best}, {_ratio_text(pc, False)} CPU vs {best_cpu}",
                              pc["median"] >= BF16_TARGET if pc else None))
@@ -820,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time each encoder configuration in its own job, passes back to back (the "
                          "older, noisier measurement; for comparison with the duel)")
     ap.add_argument("--duel-seconds", type=float,
-                    help="seconds of rounds per target workload in the encoder duel (default 30 with --quick, "
+                    help="seconds of rounds per target workload in the encoder duel (default 25 with --quick, "
                          "else 90; times --rounds)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--duel-worker", help=argparse.SUPPRESS)
@@ -900,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the encoder's paired duels (bench/_duel.py): every engine of a workload in its own persistent
     # process, short slots in random order, run after the jobs above
-    scale = (args.duel_seconds / (30.0 if args.quick else 90.0) if args.duel_seconds else 1.0) * rounds
+    scale = (args.duel_seconds / (QUICK_DUEL_S if args.quick else FULL_DUEL_S) if args.duel_seconds else 1.0) * rounds
     duels = duel_plan(threads_list, args.quick, scale) if "encoder" in sections else []
 
     raw: dict[str, list] = {}

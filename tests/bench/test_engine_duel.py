@@ -152,3 +152,16 @@ def test_a_failing_engine_is_reported_and_the_others_go_on():
                      max_rounds=3)
     assert "no-such-engine" in d["failures"]["broken"]
     assert d["engines"] == ["ok"] and d["rounds"] == 3
+
+
+def test_the_quick_plan_duels_every_peer_on_the_target_workloads():
+    plan = engine.duel_plan([1, 2], quick=True)
+    assert [(d["workload"], d["threads"]) for d in plan] == [(w, t) for t in (1, 2) for w in engine.WORKLOADS]
+    for d in plan:
+        if d["workload"] in engine.TARGET_WORKLOADS:
+            assert set(d["engines"]) == {"qkv", "qkv-bf16", "transformers", "transformers-bf16", "onnxruntime",
+                                         "onnxruntime-int8"}
+            assert d["budget_s"] == engine.QUICK_DUEL_S and d["min_rounds"] >= 8
+        else:
+            assert "qkv-bf16" in d["engines"] and d["budget_s"] < engine.QUICK_DUEL_S
+    assert "qkv-encode" in engine.duel_plan([1], quick=False)[0]["engines"]
