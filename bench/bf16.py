@@ -129,7 +129,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
 
     ``threads`` > 1: the bfloat16 pass only, on that many threads as the encoder runs it; each
     step's CPU time summed over the threads (each thread's own clock), the pass's wall and
-    process CPU time, and each thread's busy time (a run of texts, or its share of a step): what
+    process CPU time, and each thread's busy time (the pieces of texts it claimed): what
     a second thread adds and where it waits. No TSC phases (their counters are not per thread)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import engine as bench_engine
@@ -189,7 +189,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
     for name in ("add_layer_norm", "add_layer_norm_bf16"):  # float32, and with its bfloat16 copy
         patches.append((layer, name, getattr(layer, name)))
         setattr(layer, name, timed(lambda *a, **k: "residual + LayerNorm")(getattr(layer, name)))
-    if threads > 1:  # each run of texts (or the whole batch) is one call of forward(threads=1)
+    if threads > 1:  # each piece of texts (or the whole batch) is one call of forward(threads=1)
         from qkv.model.encoder import Encoder
 
         patches.append((Encoder, "forward", Encoder.forward))

@@ -30,25 +30,25 @@ from qkv.model.config import ModelConfig
 from qkv.model.hub import resolve
 from qkv.model.layer import INSIDE, fast_layer, reference_layer
 from qkv.model.layer_q4 import fused_stack
-from qkv.model.linear import PRECISIONS, PackedWeights, effective_precision
+from qkv.model.linear import FEW_ROWS, PRECISIONS, PackedWeights, effective_precision
 from qkv.model.pooling import normalize as normalize_rows
 from qkv.model.pooling import pool
 from qkv.model.threads import blas_threads, resolve_threads
 from qkv.model.tokenizer import Tokenizer, Tokens
 from qkv.model.trace import Selector, Trace
 from qkv.model.weights import Parameters, find_format, read_parameters
-from qkv.model.workers import Workers, text_cuts
+from qkv.model.workers import Workers, claim, text_pieces
 from qkv.model.workspace import Workspace
 from qkv.progress import Count
 
 __all__ = ["Encoder", "Workspace", "load"]
 
 # Precisions (as they run: ``effective_precision``) whose untraced batches of several texts go to the
-# threads as runs of whole texts (``Encoder.forward``); the others split each step (float32 gains
+# threads as pieces of whole texts, claimed one after another (``Encoder.forward``); the others split each step (float32 gains
 # 1.8-1.9x from a second thread that way, and its BLAS attention route would be called from two
 # threads at once). Measured: docs/engine.md, "Two threads".
 TEXT_RUNS = ("bfloat16",)
-_ONE = Workers(1)  # one thread: no pool, shared by every encoder and every run of texts
+_ONE = Workers(1)  # one thread: no pool, shared by every encoder and every piece of texts
 
 
 @dataclass
@@ -177,7 +177,7 @@ class Encoder:
     def forward(self, ids: np.ndarray, mask: np.ndarray, keep: Selector | None = None,
                 store: dict | None = None, *, upto: int | None = None,
                 workspace: Workspace | None = None, precision: str = "float32", pack: bool = True,
-                threads: int | None = None) -> np.ndarray:
+                threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """Hidden states [B, L, H] for token ids [B, L] with padding mask [B, L] (True = real).
         Intermediates named in ``keep`` are copied into ``store``. ``upto``: run only the first
         ``upto`` layers (callers that read middle layers need not pay for the rest). ``workspace``:
@@ -191,10 +191,15 @@ class Encoder:
         feed-forward block), and attention runs on each text's own rows.
 
         ``threads`` (default the encoder's): with more than one, an untraced batch of several texts
-        in a precision of ``TEXT_RUNS`` (bfloat16, where a unit runs it) is cut into runs of whole texts (``text_cuts``), each
-        thread taking its run through every layer with its own scratch arrays: no thread waits
-        on another until the end. Otherwise each product's rows and the texts' attention are
-        split between the threads, step by step. Either way the same floats as one thread."""
+        in a precision of ``TEXT_RUNS`` (bfloat16, where a unit runs it) is cut into pieces of
+        whole texts (``workers.text_pieces``) that the threads claim one after another, each
+        taking the piece it claimed through every layer with its own scratch arrays: no thread
+        waits on another until the end, and one that runs slower takes fewer pieces. Otherwise
+        each product's rows and the texts' attention are split between the threads, step by
+        step. Either way the same floats as one thread.
+
+        ``out``: an array [B, L, H] of the encoder's dtype, C-contiguous, to write the hidden
+        states into (returned) instead of a new one; untraced runs only."""
         cfg, w = self.config, self.weights
         ws = Workspace() if workspace is None else workspace
         if precision not in PRECISIONS:
@@ -207,12 +212,16 @@ class Encoder:
         layers = w.layers[:upto]
         inside = {i for i in range(len(layers)) if keep and any(f"layers.{i}.{n}" in keep for n in INSIDE)}
 
+        if out is not None and (keep is not None or out.shape != (B, L, H) or out.dtype != self.dtype
+                                or not out.flags.c_contiguous):
+            raise InputError(f"out must be a C-contiguous {self.dtype} array of shape {(B, L, H)} and nothing "
+                             f"traced, not {out.dtype} {out.shape}")
         lens = compiled_lengths(mask, self.dtype)
         threads = self.threads if threads is None else max(1, int(threads))
         if threads > 1 and keep is None and lens is not None and effective_precision(precision, self) in TEXT_RUNS:
-            cuts = text_cuts(lens, threads)
-            if len(cuts) > 2:
-                return self._forward_runs(ids, mask, cuts, upto, ws, precision, pack, self._workers(threads))
+            pieces = text_pieces(lens, threads)
+            if len(pieces) > 1:
+                return self._forward_pieces(ids, mask, pieces, upto, ws, precision, pack, self._workers(threads), out)
         packed = pack and lens is not None and not inside and not mask.all()
         batch = Batch(B, L, mask, lens, np.flatnonzero(mask.ravel()) if packed else None)
 
@@ -252,30 +261,40 @@ class Encoder:
                 want = None if keep is None else (lambda n: name(n) in keep)
                 x = fast_layer(p, cfg, x, batch, route, linear, ws, workers, self._scale, want,
                                lambda n, a: emit(name(n), a))
-        if not batch.packed:
-            return x.reshape(B, L, H).copy()  # x is a workspace array
-        out = np.zeros((B * L, H), dtype=self.dtype)
-        out[batch.flat] = x
-        return out.reshape(B, L, H)
+        if not batch.packed:  # x is a workspace array
+            if out is None:
+                return x.reshape(B, L, H).copy()
+            out.reshape(B * L, H)[:] = x
+            return out
+        if out is None:
+            out = np.zeros((B, L, H), dtype=self.dtype)
+        else:
+            out[~mask] = 0
+        out.reshape(B * L, H)[batch.flat] = x
+        return out
 
-    def _forward_runs(self, ids, mask, cuts, upto, ws: Workspace, precision: str, pack: bool,
-                      workers: Workers) -> np.ndarray:
-        """``forward`` with texts cuts[g] … cuts[g + 1] - 1 on thread g, one thread each, start to end.
-        Why (docs/engine.md, "two threads"): split step by step, the bfloat16 pass waited at every
-        product and ran LayerNorm and the embeddings on one thread; cut by texts it does not wait."""
-        rows = [int(mask[a:b].sum()) for a, b in zip(cuts, cuts[1:])]
+    def _forward_pieces(self, ids, mask, pieces, upto, ws: Workspace, precision: str, pack: bool,
+                        workers: Workers, out: np.ndarray | None = None) -> np.ndarray:
+        """``forward`` with the texts of each piece (start, end) taken start to end through every layer
+        by whichever thread claims the piece first (``workers.claim``), with that thread's own
+        scratch arrays (``Workspace.part``), writing straight into its rows of ``out``. Why
+        (docs/engine.md, "Two threads"): split step by step, the bfloat16 pass waited at every
+        product and ran LayerNorm and the embeddings on one thread; cut into one run a thread, the
+        wall was the slower run's whenever one thread's CPU was shared."""
+        few = {int(mask[a:b].sum()) <= FEW_ROWS for a, b in pieces}
         for p in self.weights.layers[:upto]:  # pack every weight here, not in two threads at once
             for w in (p.w_qkv, p.w_o, p.w_in, p.w_out):
-                for r in rows:
-                    self._packed.linear(w, precision, r)
-        out = np.empty((*ids.shape, self.config.hidden_size), self.dtype)
+                for f in few:
+                    self._packed.linear(w, precision, FEW_ROWS if f else FEW_ROWS + 1)
+        if out is None:
+            out = np.empty((*ids.shape, self.config.hidden_size), self.dtype)
 
-        def run(g: int) -> None:
-            a, b = cuts[g], cuts[g + 1]
-            out[a:b] = self.forward(ids[a:b], mask[a:b], upto=upto, workspace=ws.part(g), precision=precision,
-                                    pack=pack, threads=1)
+        def run(g: int, i: int) -> None:
+            a, b = pieces[i]
+            self.forward(ids[a:b], mask[a:b], upto=upto, workspace=ws.part(g), precision=precision, pack=pack,
+                         threads=1, out=out[a:b])
 
-        workers.run(run, len(cuts) - 1)
+        claim(len(pieces), workers, run)
         return out
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -5,8 +5,9 @@
   on, one process per core (as the indexer runs) uses the machine best, and a forward pass on one
   thread is what the benchmark's targets are about. More threads split each product and the
   texts' attention between the encoder's own worker threads (about 1.7× the throughput at two;
-  ``make bench`` times both); a bfloat16 batch of several texts goes to them as runs of whole
-  texts instead, each thread through every layer (``Encoder.forward``).
+  ``make bench`` times both); a bfloat16 batch of several texts goes to them as pieces of whole
+  texts instead, which the threads claim one after another, each piece through every layer
+  (``Encoder.forward``).
 - BLAS, where the encoder and the applications' numeric work still call it, gets the encoder's
   count around each call (``blas_threads``, threadpoolctl), so the rest of the process keeps its
   own setting.

@@ -138,30 +138,78 @@ def test_traced_runs_stay_float32(encoder):
     np.testing.assert_array_equal(tr["layers.5.out"], encoder.forward(b.ids, b.mask, precision="float32"))
 
 
-@needs_lib
-@pytest.mark.parametrize("threads", [2, 3])
-def test_bfloat16_batches_cut_by_texts_between_threads_give_the_same_hidden_states(encoder, unit, threads,
-                                                                                   monkeypatch):
-    """At two threads and more a bfloat16 batch of several texts goes to the threads as runs of
-    whole texts (Encoder._forward_runs), each through every layer: the same floats as one thread,
-    packed and padded, for odd batch sizes and lengths, and for the first layers only."""
+_TEXTS = ["red running shoes " * k for k in (1, 17, 3, 40, 2, 70, 55, 80, 1)] + ["水杯 保温 " * 9, "a", "usb-c cable, 2 m"]
+
+
+def _record_pieces(monkeypatch) -> list:
+    """The pieces each bfloat16 forward at several threads was cut into (Encoder._forward_pieces)."""
     from qkv.model.encoder import Encoder
 
-    runs = []
-    real = Encoder._forward_runs
-    monkeypatch.setattr(Encoder, "_forward_runs", lambda self, ids, mask, cuts, *a: runs.append(cuts)
-                        or real(self, ids, mask, cuts, *a))
-    texts = ["red running shoes " * k for k in (1, 17, 3, 40, 2)] + ["水杯 保温 " * 9, "a", "usb-c cable, 2 m"]
-    b = encoder._pad(encoder.tokenize(texts))
+    seen = []
+    real = Encoder._forward_pieces
+    monkeypatch.setattr(Encoder, "_forward_pieces", lambda self, ids, mask, pieces, *a: seen.append(pieces)
+                        or real(self, ids, mask, pieces, *a))
+    return seen
+
+
+@needs_lib
+@pytest.mark.parametrize("threads", [2, 3])
+def test_bfloat16_batches_claimed_in_pieces_of_texts_give_the_same_hidden_states(encoder, unit, threads,
+                                                                                 monkeypatch):
+    """At two threads and more a bfloat16 batch of several texts is cut into pieces of whole texts
+    the threads claim one after another (Encoder._forward_pieces), each piece through every layer:
+    the same floats as one thread, packed and padded, for odd batch sizes and lengths, and for the
+    first layers only."""
+    seen = _record_pieces(monkeypatch)
+    b = encoder._pad(encoder.tokenize(_TEXTS))
     for pack in (True, False):
         for upto in (None, 2):
             one = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=1)
             many = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=threads)
             np.testing.assert_array_equal(one, many)
     if unit == "float32":  # no bfloat16 unit: float32 runs, split step by step as float32 always is
-        assert runs == []
+        assert seen == []
     else:
-        assert len(runs) == 4 and all(len(c) - 1 == threads and c[0] == 0 and c[-1] == len(texts) for c in runs)
+        assert len(seen) == 4 and all(p[0][0] == 0 and p[-1][1] == len(_TEXTS) for p in seen)
+        assert all(len(p) > threads for p in seen)  # more pieces than threads: the last ones go to whoever is ahead
+
+
+@needs_lib
+@pytest.mark.parametrize("plan", ["a piece a text", "reversed", "one big and singles", "uneven"])
+def test_any_cut_into_pieces_claimed_in_any_order_gives_the_same_floats(encoder, plan, monkeypatch):
+    """Rows never meet outside their own text: however the batch is cut and whichever piece is
+    claimed first, the hidden states are one thread's, packed and padded, and with ``upto``."""
+    from qkv.model import encoder as E
+
+    n = len(_TEXTS)
+    pieces = {"a piece a text": [(i, i + 1) for i in range(n)],
+              "reversed": [(i, i + 1) for i in range(n)][::-1],
+              "one big and singles": [(0, n - 3), (n - 3, n - 2), (n - 2, n - 1), (n - 1, n)],
+              "uneven": [(3, 4), (0, 3), (6, 8), (8, n), (4, 6)]}[plan]
+    seen = _record_pieces(monkeypatch)
+    monkeypatch.setattr(E, "text_pieces", lambda lens, threads: pieces)
+    b = encoder._pad(encoder.tokenize(_TEXTS))
+    for pack in (True, False):
+        for upto in (None, 3):
+            one = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=1)
+            for threads in (2, 3):
+                many = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=threads)
+                np.testing.assert_array_equal(one, many)
+    if bf16.ISA != "float32":
+        assert seen and all(p == pieces for p in seen)
+
+
+def test_forward_writes_into_out_when_given(encoder):
+    from qkv.errors import InputError
+
+    b = encoder._pad(encoder.tokenize(_TEXTS))
+    for pack in (True, False):
+        want = encoder.forward(b.ids, b.mask, pack=pack)
+        out = np.full((*b.ids.shape, encoder.dim), np.nan, np.float32)  # padding rows must come back zero
+        assert encoder.forward(b.ids, b.mask, pack=pack, out=out) is out
+        np.testing.assert_array_equal(out, want)
+    with pytest.raises(InputError, match="out must be"):
+        encoder.forward(b.ids, b.mask, out=np.empty((1, 2, encoder.dim), np.float32))
 
 
 @needs_lib
@@ -169,7 +217,7 @@ def test_traced_float32_and_tiny_batches_are_not_cut_by_texts(encoder, monkeypat
     from qkv.model.encoder import Encoder
     from qkv.model.trace import Selector
 
-    monkeypatch.setattr(Encoder, "_forward_runs", lambda *a: pytest.fail("cut by texts"))
+    monkeypatch.setattr(Encoder, "_forward_pieces", lambda *a: pytest.fail("cut by texts"))
     b = encoder._pad(encoder.tokenize(["red running shoes " * k for k in range(1, 9)]))
     store: dict = {}
     keep = Selector(["layers.1.out"], encoder.config.num_layers)
@@ -181,8 +229,14 @@ def test_traced_float32_and_tiny_batches_are_not_cut_by_texts(encoder, monkeypat
 
 
 @needs_lib
-def test_the_4bit_multilingual_model_cut_by_texts_gives_the_same_vectors(e5):
-    """multilingual-e5-small's 4-bit layers (qkv.model.layer_q4) in runs of texts on two threads."""
+@pytest.mark.parametrize("plan", ["claimed", "a piece a text"])
+def test_the_4bit_multilingual_model_cut_by_texts_gives_the_same_vectors(e5, plan, monkeypatch):
+    """multilingual-e5-small's 4-bit layers (qkv.model.layer_q4) in pieces of texts claimed by two
+    threads; a piece of one short text runs its layers in one compiled call (fused_stack)."""
+    from qkv.model import encoder as E
+
+    if plan == "a piece a text":
+        monkeypatch.setattr(E, "text_pieces", lambda lens, threads: [(i, i + 1) for i in range(len(lens))])
     texts = ["红色跑鞋 " * k for k in range(1, 9)] + ["red running shoes " * k for k in range(1, 9)]
     one = e5.encode(texts, precision="bfloat16")
     e5.threads = 2
