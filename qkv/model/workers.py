@@ -89,12 +89,14 @@ def text_cuts(lengths, threads: int, least: int = 48) -> list[int]:
 
 
 # Pieces a bfloat16 batch is cut into for the threads to claim (``text_pieces``), measured at one
-# and two threads in one process (docs/engine.md, "Two threads"): every piece costs a forward's
-# fixed part (the Python between the kernels, a part-filled last tile of rows in each product),
-# so a piece under PIECE_LEAST tokens of cost is not cut off; a first round of one piece a
-# thread takes FIRST_SHARE of each thread's share, and the rest is cut into at most one piece a
-# thread, for whichever thread is ahead to claim.
-PIECE_LEAST = 96.0
+# and two threads in one process (docs/engine.md, "Two threads"). A first round of one piece a
+# thread takes FIRST_SHARE of each thread's share; the rest is cut into one piece a thread, for
+# whichever thread is ahead to claim. Every piece costs a forward's fixed part (the Python and
+# the kernel calls of every layer, a part-filled last block of rows in each product: a title of
+# ~24 tokens alone costs what ~80 tokens do in a batch), so where those last pieces would be
+# under PIECE_LEAST tokens of cost the batch is cut into one run a thread instead (32 titles of
+# ~24 tokens at two threads: 4-title pieces cost 7-25% more CPU than 16-title runs).
+PIECE_LEAST = 128.0
 FIRST_SHARE = 0.75
 
 
@@ -102,8 +104,8 @@ def text_pieces(lengths, threads: int, least: float = PIECE_LEAST, first: float 
                 tail: int | None = None) -> list[tuple[int, int]]:
     """Pieces (start, end) of a batch's texts (real tokens each), whole texts in order, in the
     order the threads should claim them: ``threads`` pieces of about ``first`` of a thread's
-    share each, then the rest in ``tail`` pieces (default: up to one a thread) of about equal
-    cost, none under ``least`` (``text_cost``). Claimed dynamically (``claim``), a thread that
+    share each, then the rest in ``tail`` pieces (default one a thread, or none, the first
+    round then taking all, where those would cost under ``least``: ``text_cost``). Claimed dynamically (``claim``), a thread that
     runs slower (its CPU shared with another process for a while) takes fewer of the last ones,
     where a fixed cut would make the other wait for it (guided self-scheduling: Polychronopoulos
     and Kuck, 1987; OpenMP's ``schedule(guided)``). ``first=1``: one run a thread, as
@@ -117,7 +119,9 @@ def text_pieces(lengths, threads: int, least: float = PIECE_LEAST, first: float 
         return [(0, len(lengths))]
     first = min(1.0, max(0.0, first))
     rest = total * (1.0 - first)
-    k = (min(n, int(rest // max(least, 1e-9))) if tail is None else max(0, int(tail))) if rest > 0 else 0
+    if tail is None:
+        tail = n if rest >= n * least else 0
+    k = max(0, int(tail)) if rest > 0 else 0
     if k == 0:  # the rest is too small to share out: one run a thread
         return list(zip(runs, runs[1:]))
     head = (total - rest) / n

@@ -138,7 +138,7 @@ def test_traced_runs_stay_float32(encoder):
     np.testing.assert_array_equal(tr["layers.5.out"], encoder.forward(b.ids, b.mask, precision="float32"))
 
 
-_TEXTS = ["red running shoes " * k for k in (1, 17, 3, 40, 2, 70, 55, 80, 1)] + ["水杯 保温 " * 9, "a", "usb-c cable, 2 m"]
+_TEXTS = ["red running shoes " * k for k in (1, 17, 3, 40, 2, 70, 55, 80, 1, 75, 65)] + ["水杯 保温 " * 9, "a", "usb-c cable, 2 m"]
 
 
 def _record_pieces(monkeypatch) -> list:

@@ -64,11 +64,13 @@ def test_text_pieces_are_whole_texts_in_order_each_claimed_once(lengths, threads
 def test_text_pieces_examples():
     # eight reviews of 256 tokens on two threads: three each, then one each for whoever is ahead
     assert text_pieces([256] * 8, 2) == [(0, 3), (3, 6), (6, 7), (7, 8)]
-    assert text_pieces([24] * 32, 2) == [(0, 12), (12, 24), (24, 28), (28, 32)]  # titles: 4 texts ≥ 96 tokens
-    assert text_pieces([40] * 4, 2) == [(0, 2), (2, 4)]  # the rest too small to cut off: one run a thread
+    assert text_pieces([24] * 64, 2) == [(0, 24), (24, 48), (48, 56), (56, 64)]  # 64 titles: 8 in the last pieces
+    assert text_pieces([24] * 32, 2) == [(0, 16), (16, 32)]  # 4 titles would cost under 128: one run a thread
+    assert text_pieces([24] * 32, 2, tail=2) == [(0, 12), (12, 24), (24, 28), (28, 32)]
     assert text_pieces([6, 7], 2) == [(0, 2)]  # 13 tokens: one thread
     assert text_pieces([256] * 8, 2, first=0, tail=8) == [(i, i + 1) for i in range(8)]  # a piece a text
     assert text_pieces([256] * 7, 3) == [(0, 2), (2, 4), (4, 5), (5, 6), (6, 7)]  # odd counts
+    assert text_pieces([256] * 9, 2) == [(0, 3), (3, 7), (7, 8), (8, 9)]
     assert text_pieces([500, 10, 10, 10], 2) == [(0, 1), (1, 4)]  # no piece of a few tokens after a long one
 
 
