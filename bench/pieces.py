@@ -1,0 +1,170 @@
+"""How a bfloat16 batch is shared out between two threads (issue 16): pieces of whole texts claimed
+one after another against one fixed run a thread, in one process, interleaved round by round, so that
+whatever else runs on the machine falls on every plan alike.
+
+    .venv/bin/python bench/pieces.py [--rounds 15] [--workloads reviews,titles] [--hog]
+
+1. threads   each plan over bench/engine.py's batches at two threads (and the whole batch at one):
+             wall and process CPU ms per batch, each thread's CPU ms in the pieces it claimed, the
+             pieces each thread took, and how far apart the two threads' CPU times were; medians
+             over the rounds, the smallest beside. ``--hog`` runs a busy-looping process beside
+             them (three runnable threads on two vCPUs: a vCPU shared, as other jobs share them).
+2. serial    what the pieces cost beyond the whole batch: each plan's pieces one after another on
+             one thread (CPU ms per batch, thread_time), against the whole batch.
+Plans: "one run a thread" (workers.text_pieces(first=1): the fixed cut), "claimed" (the default),
+"claimed, halves" (first=0.5), "3/4 + one a thread" (the default rule, with the last pieces forced
+even where they would cost under PIECE_LEAST). Nothing here reads ../shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+PLANS = {"one run a thread": dict(first=1.0), "claimed (default)": {}, "claimed, halves": dict(first=0.5),
+         "3/4 + one a thread": dict(tail=2)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--workloads", default="reviews,titles")
+    ap.add_argument("--hog", action="store_true", help="a busy-looping process beside the threads")
+    ap.add_argument("--sections", default="threads,serial")
+    args = ap.parse_args(argv)
+
+    import engine as bench_engine
+    from rich.console import Console
+    from rich.table import Table
+
+    import qkv
+    from qkv import kernels_bf16
+    from qkv.model import encoder as E
+    from qkv.model import workers as W
+    from qkv.model.workspace import Workspace
+
+    console = Console()
+    enc = qkv.load(threads=2)
+    real_pieces, real_claim = W.text_pieces, W.claim
+    busy: dict = defaultdict(float)
+    taken: dict = defaultdict(int)
+    lock = threading.Lock()
+
+    def claim(n, workers, fn):  # each thread's CPU time in the pieces it claims (its own clock)
+        def timed(g, i):
+            t = time.thread_time()
+            fn(g, i)
+            with lock:
+                busy[g] += time.thread_time() - t
+                taken[g] += 1
+        real_claim(n, workers, timed)
+
+    E.claim = claim
+    sections = set(args.sections.split(","))
+    console.print(f"bfloat16 unit: {kernels_bf16.ISA}; load average {os.getloadavg()[0]:.2f}; "
+                  f"{time.strftime('%H:%M:%S', time.gmtime())} UTC")
+    try:
+        for wl in args.workloads.split(","):
+            batches = bench_engine.workload_batches(enc, wl)
+            lens = batches[0][2].sum(1)
+            shown = {k: [b - a for a, b in real_pieces(lens, 2, **kw)] for k, kw in PLANS.items()}
+            if "threads" in sections:
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
+                try:
+                    res = {k: defaultdict(list) for k in ["one thread", *PLANS]}
+                    spaces = {k: Workspace() for k in res}
+
+                    def one(k, record=True):
+                        kw = PLANS.get(k)
+                        E.text_pieces = (lambda lengths, t: real_pieces(lengths, t, **kw)) if kw is not None else real_pieces
+                        busy.clear()
+                        taken.clear()
+                        w, c = time.perf_counter(), time.process_time()
+                        for _, ids, mask in batches:
+                            enc.forward(ids, mask, workspace=spaces[k], precision="bfloat16",
+                                        threads=1 if kw is None else 2)
+                        if record:
+                            nb = len(batches)
+                            r = res[k]
+                            r["wall"].append((time.perf_counter() - w) / nb * 1e3)
+                            r["cpu"].append((time.process_time() - c) / nb * 1e3)
+                            for g in (0, 1):
+                                r[f"busy{g}"].append(busy[g] / nb * 1e3)
+                                r[f"taken{g}"].append(taken[g] / nb)
+
+                    for k in res:
+                        one(k, record=False)
+                    for _ in range(args.rounds):
+                        for k in res:
+                            one(k)
+                finally:
+                    E.text_pieces = real_pieces
+                    if hog is not None:
+                        hog.kill()
+                        hog.wait()
+                t = Table(title=f"{wl}{', a busy process beside' if args.hog else ''}: bfloat16, ms per batch, "
+                                f"median of {args.rounds} interleaved rounds (smallest); load now "
+                                f"{os.getloadavg()[0]:.2f}")
+                for c in ("plan", "pieces (texts)", "wall", "CPU (process)", "× one thread (wall)",
+                          "CPU per thread", "pieces per thread", "|thread 0 − thread 1| CPU"):
+                    t.add_column(c, justify="left" if c.startswith("p") else "right")
+                base = np.median(res["one thread"]["wall"])
+                for k, r in res.items():
+                    m = {a: float(np.median(v)) for a, v in r.items()}
+                    two = k != "one thread"
+                    t.add_row(k, " + ".join(map(str, shown[k])) if two else str(len(lens)),
+                              f"{m['wall']:.1f} ({min(r['wall']):.1f})", f"{m['cpu']:.1f} ({min(r['cpu']):.1f})",
+                              f"{base / m['wall']:.2f}×",
+                              f"{m['busy0']:.1f} / {m['busy1']:.1f}" if two else "",
+                              f"{m['taken0']:.1f} / {m['taken1']:.1f}" if two else "",
+                              f"{np.median(np.abs(np.subtract(r['busy0'], r['busy1']))):.1f}" if two else "")
+                console.print(t)
+            if "serial" in sections:
+                plans = {"whole batch": [(0, len(lens))]}
+                plans.update({k: real_pieces(lens, 2, **kw) for k, kw in PLANS.items()})
+                plans["a text a piece"] = [(i, i + 1) for i in range(len(lens))]
+                spaces = {k: Workspace() for k in plans}
+                T: dict = defaultdict(list)
+
+                def serial(k, record=True):
+                    t = time.thread_time()
+                    for _, ids, mask in batches:
+                        out = np.empty((*ids.shape, enc.dim), np.float32)
+                        for a, b in plans[k]:  # every batch of a workload holds as many texts
+                            enc.forward(ids[a:b], mask[a:b], workspace=spaces[k], precision="bfloat16",
+                                        threads=1, out=out[a:b])
+                    if record:
+                        T[k].append((time.thread_time() - t) / len(batches) * 1e3)
+
+                for k in plans:
+                    serial(k, record=False)
+                for _ in range(args.rounds):
+                    for k in plans:
+                        serial(k)
+                t = Table(title=f"{wl}: the pieces one after another on one thread, CPU ms per batch, median of "
+                                f"{args.rounds} interleaved rounds (smallest); load now {os.getloadavg()[0]:.2f}")
+                for c in ("plan", "pieces (texts)", "CPU ms", "× whole batch"):
+                    t.add_column(c, justify="left" if c.startswith("p") else "right")
+                base = np.median(T["whole batch"])
+                for k, v in T.items():
+                    t.add_row(k, " + ".join(str(b - a) for a, b in plans[k]) if len(plans[k]) < 12
+                              else f"{len(plans[k])} × 1", f"{np.median(v):.1f} ({min(v):.1f})",
+                              f"{np.median(v) / base:.3f}×")
+                console.print(t)
+    finally:
+        E.claim = real_claim
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
