@@ -2,7 +2,7 @@
 one after another against one fixed run a thread, in one process, interleaved round by round, so that
 whatever else runs on the machine falls on every plan alike.
 
-    .venv/bin/python bench/pieces.py [--rounds 15] [--workloads reviews,titles] [--hog]
+    .venv/bin/python bench/pieces.py [--rounds 15 | --quick] [--workloads reviews,titles] [--hog]
 
 1. threads   each plan over bench/engine.py's batches at two threads (and the whole batch at one):
              wall and process CPU ms per batch, each thread's CPU ms in the pieces it claimed, the
@@ -38,10 +38,13 @@ PLANS = {"one run a thread": dict(first=1.0), "claimed (default)": {}, "claimed,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="5 rounds (make bench's quick runs)")
     ap.add_argument("--workloads", default="reviews,titles")
     ap.add_argument("--hog", action="store_true", help="a busy-looping process beside the threads")
     ap.add_argument("--sections", default="threads,serial")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.rounds = min(args.rounds, 5)
 
     import engine as bench_engine
     from rich.console import Console
