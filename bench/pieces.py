@@ -11,6 +11,9 @@ whatever else runs on the machine falls on every plan alike.
              them (three runnable threads on two vCPUs: a vCPU shared, as other jobs share them).
 2. serial    what the pieces cost beyond the whole batch: each plan's pieces one after another on
              one thread (CPU ms per batch, thread_time), against the whole batch.
+3. gil       whether each step of the bfloat16 pass releases the GIL: one thread repeats the step
+             (made large), another counts in pure Python meanwhile; its rate against its rate
+             alone (a step that held the GIL would leave it near the pure-Python row's).
 Plans: "one run a thread" (workers.text_pieces(first=1): the fixed cut), "claimed" (the default),
 "claimed, halves" (first=0.5), "3/4 + one a thread" (the default rule, with the last pieces forced
 even where they would cost under PIECE_LEAST). Nothing here reads ../shared.
@@ -41,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="5 rounds (make bench's quick runs)")
     ap.add_argument("--workloads", default="reviews,titles")
     ap.add_argument("--hog", action="store_true", help="a busy-looping process beside the threads")
-    ap.add_argument("--sections", default="threads,serial")
+    ap.add_argument("--sections", default="threads,serial,gil")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds = min(args.rounds, 5)
@@ -164,9 +167,73 @@ def main(argv=None) -> int:
                               else f"{len(plans[k])} × 1", f"{np.median(v):.1f} ({min(v):.1f})",
                               f"{np.median(v) / base:.3f}×")
                 console.print(t)
+        if "gil" in sections:
+            gil(enc, console)
     finally:
         E.claim = real_claim
     return 0
+
+
+def gil(enc, console) -> None:
+    """Section 3: each step of the bfloat16 pass run over and over in one thread while another counts."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from qkv import kernels
+    from qkv import kernels_bf16 as kb
+
+    w, p = enc.weights, enc.weights.layers[0]
+    rows = 8192
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, 384)).astype(np.float32)
+    ids = rng.integers(0, w.word.shape[0], (32, 256))
+    flat = np.arange(rows)
+    panels = kb.pack_bf16(p.w_in)
+    out = np.empty((rows, 1536), np.float32)
+    bits = np.zeros((kb.rows_padded(rows), 384), np.uint16)
+    qkv_rows = rng.standard_normal((256, 1152)).astype(np.float32)
+    ctx = np.empty((256, 384), np.float32)
+    work = np.empty(kb.attention_work_bf16(256), np.uint8)
+    steps = {
+        "gemm_bf16 (8192 × 384 · 384 × 1536, GELU)": lambda: kb.gemm_bf16(x, panels, p.b_in, out, gelu=True),
+        "attention_text_bf16, 40 texts of 256": lambda: [kb.attention_text_bf16(qkv_rows, 12, 0.17, ctx, work)
+                                                         for _ in range(40)],
+        "add_layer_norm_bf16": lambda: kb.add_layer_norm_bf16(x.copy(), x, None, p.ln1_g, p.ln1_b, 1e-12, bits[:rows]),
+        "layer_norm (embeddings)": lambda: kernels.layer_norm(x.copy(), w.emb_ln_g, w.emb_ln_b, 1e-12),
+        "embeddings' gather word[ids]": lambda: w.word[ids],
+        "packing rows x[flat]": lambda: x[flat],
+        "copy into the output out[flat] = x": lambda: out[:, :384].__setitem__(flat, x),
+        "pure Python (holds the GIL)": lambda: sum(range(3_000_000)),
+    }
+    t = Table(title="Does each step release the GIL? A counting thread's rate while another runs the step, "
+                    "against its rate alone")
+    for c in ("step", "ms a call", "counter's rate"):
+        t.add_column(c, justify="left" if c == "step" else "right")
+    for name, fn in steps.items():
+        fn()
+        rates = []
+        for busy in (False, True):
+            stop, count = threading.Event(), [0]
+
+            def counter():
+                while not stop.is_set():
+                    count[0] += 1
+
+            th = threading.Thread(target=counter)
+            t0, calls = time.perf_counter(), 0
+            th.start()
+            while time.perf_counter() - t0 < 0.3:
+                if busy:
+                    fn()
+                    calls += 1
+                else:
+                    time.sleep(0.01)
+            elapsed = time.perf_counter() - t0
+            stop.set()
+            th.join()
+            rates.append(count[0] / elapsed)
+        t.add_row(escape(name), f"{elapsed / max(calls, 1) * 1e3:.1f}", f"{rates[1] / rates[0]:.2f}")
+    console.print(t)
 
 
 if __name__ == "__main__":
