@@ -93,7 +93,7 @@ def text_cuts(lengths, threads: int, least: int = 48) -> list[int]:
 # thread takes FIRST_SHARE of each thread's share; the rest is cut into one piece a thread, for
 # whichever thread is ahead to claim. Every piece costs a forward's fixed part (the Python and
 # the kernel calls of every layer, a part-filled last block of rows in each product: a title of
-# ~24 tokens alone costs what ~80 tokens do in a batch), so where those last pieces would be
+# ~24 tokens alone costs ~3.5x its share of a 32-title batch), so where those last pieces would be
 # under PIECE_LEAST tokens of cost the batch is cut into one run a thread instead (32 titles of
 # ~24 tokens at two threads: 4-title pieces cost 7-25% more CPU than 16-title runs).
 PIECE_LEAST = 128.0
@@ -105,8 +105,9 @@ def text_pieces(lengths, threads: int, least: float = PIECE_LEAST, first: float 
     """Pieces (start, end) of a batch's texts (real tokens each), whole texts in order, in the
     order the threads should claim them: ``threads`` pieces of about ``first`` of a thread's
     share each, then the rest in ``tail`` pieces (default one a thread, or none, the first
-    round then taking all, where those would cost under ``least``: ``text_cost``). Claimed dynamically (``claim``), a thread that
-    runs slower (its CPU shared with another process for a while) takes fewer of the last ones,
+    round then taking all, where those would cost under ``least``: ``text_cost``). Claimed
+    dynamically (``claim``), a thread that runs slower (its CPU shared for a while) takes fewer
+    of the last ones,
     where a fixed cut would make the other wait for it (guided self-scheduling: Polychronopoulos
     and Kuck, 1987; OpenMP's ``schedule(guided)``). ``first=1``: one run a thread, as
     ``text_cuts``. Batches under 48 tokens a thread make one piece."""
@@ -144,7 +145,12 @@ def claim(pieces: int, workers: Workers, fn) -> None:
     def run(g: int) -> None:
         i = take()
         while i < pieces:
-            fn(g, i)
+            try:
+                fn(g, i)
+            except BaseException:
+                with lock:  # the others claim nothing more; the error reaches the caller (Workers.run)
+                    nxt[0] = pieces
+                raise
             i = take()
 
     workers.run(run, min(workers.threads, pieces))

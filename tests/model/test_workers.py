@@ -105,3 +105,17 @@ def test_claim_lets_the_other_thread_take_what_a_slow_thread_would_have_had():
     claim(6, Workers(2), fn)
     assert sorted(done) == list(range(6))
     assert {threads_of[i] for i in range(1, 6)} == {1 - threads_of[0]}
+
+
+def test_a_failing_piece_stops_the_claims_and_reaches_the_caller():
+    seen, lock = [], threading.Lock()
+
+    def fn(g, i):
+        with lock:
+            seen.append(i)
+        if i == 1:
+            raise ValueError("piece 1")
+
+    with pytest.raises(ValueError, match="piece 1"):
+        claim(50, Workers(2), fn)
+    assert len(seen) < 50
