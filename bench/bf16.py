@@ -3,7 +3,7 @@ where a bfloat16 forward pass spends its time, step by step. One thread, CPU tim
 shared: CPU time is what other jobs inflate least), in this process; ``--threads 1,2`` adds the
 tile peak and the bfloat16 pass at two threads.
 
-    .venv/bin/python bench/bf16.py [--quick] [--sections peak,products,steps] [--threads 1,2]
+    .venv/bin/python bench/bf16.py [--quick] [--sections peak,products,steps,ab] [--threads 1,2] [--old-lib PATH]
 
 1. peak      TDPBF16PS on tiles already loaded (qkv_amx_peak): the unit's ceiling on this core;
              with --threads, the same on every thread at once (each its own tiles): whether the
@@ -17,6 +17,11 @@ tile peak and the bfloat16 pass at two threads.
              x, tiles, attention's packing / scores / softmax / P·V, GELU. With --threads, the
              bfloat16 pass on that many threads: each step's CPU over all threads, the wall, and
              each thread's busy time.
+4. ab        (only when asked, with --old-lib PATH: another build of qkv/_kernels.so, e.g. from an
+             earlier commit) the bfloat16 pass on the engine benchmark's reviews and titles with
+             that library and with this one, swapped in as qkv.kernels._lib between timed passes of
+             the same encoder (interleaved, one process, CPU time): what a kernel change gives a
+             whole pass, in the same conditions.
 Nothing here reads ../shared. Results: /tmp/qkv-cache/bf16/results-<time>.json.
 """
 
@@ -245,6 +250,53 @@ def steps(quick: bool, threads: int = 1) -> dict:
     return res
 
 
+def ab_pass(old_lib: str, rounds: int) -> dict:
+    """CPU ms per bfloat16 batch (3 batches of each workload) with the library at ``old_lib`` and
+    with this one, swapped in turn between timed passes; min of each and the median of the
+    paired ratios (new / old)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import engine as bench_engine
+
+    import qkv
+    from qkv import kernels
+    from qkv.model.workspace import Workspace
+
+    new = kernels._lib
+    path, sources = kernels.LIB_PATH, kernels.SOURCES
+    kernels.LIB_PATH, kernels.SOURCES = Path(old_lib), []
+    try:
+        old, why = kernels._load()
+    finally:
+        kernels.LIB_PATH, kernels.SOURCES = path, sources
+    if old is None or new is None:
+        raise SystemExit(f"ab: cannot load {old_lib} ({why}) or this library ({kernels.STATUS})")
+    old.qkv_amx_request()
+    enc = qkv.load(threads=1)
+    libs = {"old": old, "new": new}
+    out = {}
+    try:
+        for wl in bench_engine.TARGET_WORKLOADS:
+            batches = bench_engine.workload_batches(enc, wl)[:3]
+            ws = {k: Workspace() for k in libs}
+            t: dict = {k: [] for k in libs}
+            for k in libs:
+                kernels._lib = libs[k]
+                enc.forward(*batches[0][1:], workspace=ws[k], precision="bfloat16")
+            for _ in range(rounds):
+                for k in libs:
+                    kernels._lib = libs[k]
+                    c = time.thread_time()
+                    for _, ids, mask in batches:
+                        enc.forward(ids, mask, workspace=ws[k], precision="bfloat16")
+                    t[k].append((time.thread_time() - c) / len(batches) * 1e3)
+            o, n = np.array(t["old"]), np.array(t["new"])
+            out[wl] = {"old_min_ms": float(o.min()), "new_min_ms": float(n.min()),
+                       "median_ratio": float(np.median(n / o))}
+    finally:
+        kernels._lib = new
+    return out
+
+
 def gelu_ms(rows: int, K: int = 384, N: int = 1536) -> float:
     """CPU ms GELU adds to one [rows, K]·[K, N] bfloat16 product (with it minus without it, the
     output in bfloat16 as the layer writes it)."""
@@ -309,6 +361,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--threads", default="1", help="steps: also the bfloat16 pass at these counts, e.g. 1,2")
+    ap.add_argument("--old-lib", default="", help="ab: another build of qkv/_kernels.so to compare this one with")
     args, _ = ap.parse_known_args(argv)  # bench/run.py may pass other areas' options
     os.environ.setdefault("QKV_THREADS", "1")
     from rich.console import Console
@@ -352,6 +405,18 @@ def main(argv=None) -> int:
             res.update(steps(args.quick, threads=t))
         results["steps"] = res
         print_steps(console, res, peak)
+    if "ab" in sections:
+        if not args.old_lib:
+            raise SystemExit("--sections ab needs --old-lib PATH (another build of qkv/_kernels.so)")
+        res = ab_pass(args.old_lib, 3 if args.quick else 8)
+        results["ab"] = res
+        tb = Table(title=f"4. The bfloat16 pass, {args.old_lib} (old) against this library (new), CPU ms per batch, "
+                         "interleaved in one process")
+        for c in ("workload", "old (min)", "new (min)", "new ÷ old (median of paired rounds)"):
+            tb.add_column(c, justify="right" if c != "workload" else "left")
+        for wl, r in res.items():
+            tb.add_row(wl, f"{r['old_min_ms']:.1f}", f"{r['new_min_ms']:.1f}", f"{r['median_ratio']:.3f}")
+        console.print(tb)
     results["load_end"] = os.getloadavg()
     out = Path(os.environ.get("QKV_BENCH_CACHE", "/tmp/qkv-cache")) / "bf16"
     out.mkdir(parents=True, exist_ok=True)
