@@ -10,11 +10,14 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
 * Chinese as typed — no translation (dense on the Chinese, keyword on it);
 * Chinese translated (``qkv.search.translate``, as ``Index.search``: the built-in trade glossary,
   ``--trade-glossary``, default home-improvement, then CC-CEDICT) — keyword on the original plus
-  its translation (``Index.plan_query``), dense on normalize(w·v(original) + (1 − w)·v(translation))
-  (``Index.mix_vectors``): ranking by that vector is ranking by w·cos(original) + (1 − w)·cos(translation);
-  hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
+  its translation, each word's English alternatives one synonym group at weight γ
+  (``qkv.search.crosslingual``: Pirkola's structured query), dense on normalize(w·v(original) +
+  (1 − w)·v(translation)) (``Index.mix_vectors``), then again with the top results' vectors fed back
+  (Rocchio: k docs, weight β); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
+  Exactly ``crosslingual.retrieve``, which ``Index.search`` and ``qkv eval search`` run.
 
-w (``ORIGINAL_WEIGHT``) and α are swept on half a; the pair chosen there is reported on half b.
+w (``ORIGINAL_WEIGHT``), α, γ, k and β are swept on half a; what half a chose is reported on half b.
+``--half a`` prints half a only (develop with it, so half b is read once, at the end).
 Queries are embedded as the index embeds them (its manifest's query prefix: E5 "query: "), by
 ``Index.query_vectors``; the index (built once by ``qkv index corpus.jsonl --index DIR``) is only
 read, so changing the translator re-encodes only the queries (vectors are cached per text under
@@ -70,7 +73,7 @@ class VectorCache:
 
 
 def main() -> None:
-    from qkv.search import fusion
+    from qkv.search import crosslingual, fusion
     from qkv.search.evaluate import in_half, load_qrels, ndcg, recall
     from qkv.search.index import CANDIDATES, ORIGINAL_WEIGHT, Index
 
@@ -84,6 +87,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)), help="w values swept (comma-separated)")
     ap.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="α values swept besides the model's own")
+    ap.add_argument("--alt-weights", default="", help="γ values swept besides the shipped "
+                    "crosslingual.ALTERNATIVE_WEIGHT (weight of a word's other English; 0: the chosen gloss only)")
+    ap.add_argument("--feedback", default="", help="Rocchio settings swept besides the shipped, as k:β pairs "
+                    "(comma-separated; 0:0 = no feedback)")
+    ap.add_argument("--half", choices=("a", "all"), default="all",
+                    help="a: print half a only (tuning), never half b; all: halves a, b and all")
     a = ap.parse_args()
     weights = [float(x) for x in a.weights.split(",") if x]
     alphas = [float(x) for x in a.alphas.split(",") if x]
@@ -103,7 +112,7 @@ def main() -> None:
     t_tr = (time.perf_counter() - t0) / len(recs)
     trans = [tr for _, tr in plans]
     print(f"{len(recs)} queries; translated in {t_tr * 1000:.1f} ms/query on average (dictionary load included)")
-    for r, t in list(zip(recs, trans))[:8]:
+    for r, t in [x for x in zip(recs, trans) if a.half == "all" or in_half(x[0]["_id"], "a")][:8]:
         print(f"  {r['text']}  →  {t.text!r}   (en: {r['en']!r})")
     cache = VectorCache(idx, a.cache)
     v_en = cache.get([r["en"] for r in recs])
@@ -112,6 +121,7 @@ def main() -> None:
     depth = max(100, CANDIDATES)
     offset = 1.0
     halves = ["a" if in_half(r["_id"], "a") else "b" for r in recs]
+    parts = ("a",) if a.half == "a" else ("a", "b", "all")
     lists: dict = {}
 
     def searched(kind, texts, vecs):
@@ -126,39 +136,77 @@ def main() -> None:
         kw_lists = searched(kind, kw_texts, vecs)
         d_lists = kw_lists if dense_kind is None else [(store.dense_search(v, depth), None) for v in vecs]
         for r, text, vec, h, (_, kw), (dense, _) in zip(recs, kw_texts, vecs, halves, kw_lists, d_lists):
+            if h not in parts and "all" not in parts:
+                continue
             judged = qrels[r["_id"]]
             for mode in out:
                 ranking = [p for p, _, _ in idx.fuse(mode, dense, kw, 100, vec, "score", alpha, query=text)]
                 for part in (h, "all"):
                     out[mode][part][0].append(ndcg(ranking, judged, offset))
                     out[mode][part][1].append(recall(ranking, judged, offset))
-        return {m: {h: (float(np.nanmean(v[0])), float(np.nanmean(v[1]))) for h, v in hs.items()} for m, hs in out.items()}
+        return {m: {h: (float(np.nanmean(v[0])) if v[0] else float("nan"), float(np.nanmean(v[1])) if v[1] else float("nan"))
+                    for h, v in hs.items()} for m, hs in out.items()}
 
     def mix(w):
         return idx.mix_vectors(v_zh, v_tr, w)
+
+    def run_translated(vecs, alpha, gamma, fb):
+        """Each translated query as Index.search runs it (crosslingual.retrieve), per mode."""
+        out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
+        for r, t, vec, h in zip(recs, trans, vecs, halves):
+            if h not in parts and "all" not in parts:
+                continue
+            judged = qrels[r["_id"]]
+            groups = crosslingual.keyword_groups(r["text"], t, gamma) if t.text else None
+            for mode in out:
+                if groups is None:  # nothing translated: searched as typed
+                    hits = (store.dense_search(vec, depth), store.keyword_search(r["text"], depth))
+                    ranked = idx.fuse(mode, *hits, 100, vec, "score", alpha, query=r["text"])
+                else:
+                    ranked = crosslingual.retrieve(store, groups, vec, 100, mode, None, "score", alpha, depth, *fb)[0]
+                ranking = [p for p, _, _ in ranked]
+                for part in (h, "all"):
+                    out[mode][part][0].append(ndcg(ranking, judged, offset))
+                    out[mode][part][1].append(recall(ranking, judged, offset))
+        return {m: {h: (float(np.nanmean(v[0])) if v[0] else float("nan"), float(np.nanmean(v[1])) if v[1] else float("nan"))
+                    for h, v in hs.items()} for m, hs in out.items()}
 
     rows = []
 
     def show(name, res, **kw):
         rows.append({"name": name, **kw, "metrics": res})
-        cells = "  ".join(f"{m} a {res[m]['a'][0]:.4f} b {res[m]['b'][0]:.4f}/{res[m]['b'][1]:.4f}" for m in res)
+        if a.half == "a":
+            cells = "  ".join(f"{m} a {res[m]['a'][0]:.4f}/{res[m]['a'][1]:.4f}" for m in res)
+        else:
+            cells = "  ".join(f"{m} a {res[m]['a'][0]:.4f} b {res[m]['b'][0]:.4f}/{res[m]['b'][1]:.4f}" for m in res)
         print(f"{name:36s} {cells}", flush=True)
 
     na = halves.count("a")
-    print(f"half a {na} queries, half b {len(recs) - na}; cells: NDCG@10 (a), NDCG@10/Recall@100 (b)")
+    print(f"half a {na} queries, half b {len(recs) - na}; cells: " +
+          ("NDCG@10/Recall@100 (a); half b not shown (--half a)" if a.half == "a" else "NDCG@10 (a), NDCG@10/Recall@100 (b)"))
     alpha0 = fusion.alpha_for(idx.manifest.model)  # the index's model's weight, as Index.search uses
     show("English (en originals)", run("en", [r["en"] for r in recs], v_en, alpha0))
     show("Chinese as typed", run("zh", [r["text"] for r in recs], v_zh, alpha0))
-    kw_plan = [q for q, _ in plans]
+    gammas = sorted({float(x) for x in a.alt_weights.split(",") if x} | {crosslingual.ALTERNATIVE_WEIGHT})
+    feedbacks = sorted({(int(x.split(":")[0]), float(x.split(":")[1])) for x in a.feedback.split(",") if x}
+                       | {(crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT)})
+    shipped_key = (ORIGINAL_WEIGHT, alpha0, crosslingual.ALTERNATIVE_WEIGHT,
+                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT))
     for w in sorted(set(weights) | {ORIGINAL_WEIGHT}):
+        vecs = mix(w)
         for alpha in sorted(set(alphas) | {alpha0}):
-            show(f"translated, w {w}, alpha {alpha}", run("tr", kw_plan, mix(w), alpha, dense_kind=w), w=w, alpha=alpha)
-    best = max((r for r in rows if "w" in r), key=lambda r: r["metrics"]["hybrid"]["a"][0])
+            for gamma in gammas:
+                for fb in feedbacks:
+                    show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]}",
+                         run_translated(vecs, alpha, gamma, fb), w=w, alpha=alpha, gamma=gamma, feedback=list(fb))
+    tr_rows = [r for r in rows if "w" in r]
+    best = max(tr_rows, key=lambda r: r["metrics"]["hybrid"]["a"][0])
     en, zh_typed = rows[0]["metrics"], rows[1]["metrics"]
-    shipped = next(r for r in rows if r.get("w") == ORIGINAL_WEIGHT and r.get("alpha") == alpha0)
-    print(f"\nbest on half a: w {best['w']}, alpha {best['alpha']} (shipped: w {ORIGINAL_WEIGHT}, alpha {alpha0})")
-    for part, label in (("b", "half b"), ("all", "all")):
-        n = len(recs) - na if part == "b" else len(recs)
+    shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"])) == shipped_key)
+    print(f"\nbest on half a: w {best['w']}, α {best['alpha']}, γ {best['gamma']}, feedback {best['feedback']} "
+          f"(shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, γ {shipped_key[2]}, feedback {list(shipped_key[3])})")
+    for part, label in [(p_, l_) for p_, l_ in (("a", "half a"), ("b", "half b"), ("all", "all")) if p_ in parts]:
+        n = {"a": na, "b": len(recs) - na, "all": len(recs)}[part]
         print(f"\n{label} ({n} queries), shipped settings; NDCG@10 / Recall@100")
         print("| queries | keyword | dense | hybrid |\n|---|---|---|---|")
         for name, m in (("English originals", en), ("Chinese as typed", zh_typed), ("Chinese, translated", shipped["metrics"])):

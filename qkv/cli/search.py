@@ -125,6 +125,7 @@ def register(app: typer.Typer) -> None:
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
 
+        from qkv.search.crosslingual import FEEDBACK_DOCS
         from qkv.search.index import Index
         from qkv.search.store import index_dir, read_manifest
 
@@ -137,13 +138,17 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 out = {"query": query, "mode": mode, "k": k, "where": where}
                 if tr is not None:
-                    out.update(searched_as=tr.text, translation=[p._asdict() for p in tr.pieces])
+                    out.update(searched_as=tr.text, translation=[p._asdict() for p in tr.pieces],
+                               alternatives=[list(a) for a in tr.alternatives])  # per piece, searched too
                 print_json({**out, "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
                             "results": [r.to_json() for r in res]})
                 return
         if tr is not None:
             console.print(f"searched as: [bold]{tr.text or '(no translation)'}[/]  [dim]"
-                          + " · ".join(f"{p.zh}→{p.en or '?'} ({p.source})" for p in tr.pieces if p.source != "as typed")
+                          + " · ".join(f"{p.zh}→{p.en or '?'} ({p.source}{'; also ' + ', '.join(a) if a else ''})"
+                                       for p, a in zip(tr.pieces, tr.alternatives or [()] * len(tr.pieces))
+                                       if p.source != "as typed")
+                          + (f" · + top {FEEDBACK_DOCS} results fed back" if FEEDBACK_DOCS and tr.text and mode != "keyword" else "")
                           + "[/]")
         if not res:
             console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))

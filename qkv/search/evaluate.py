@@ -137,7 +137,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
              translate: bool = True, progress: Progress | None = None) -> EvalResult:
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries.
     Queries holding Han characters are translated as ``Index.search`` does (``translate``)."""
-    from qkv.search import fusion as fusion_mod
+    from qkv.search import crosslingual, fusion as fusion_mod
     from qkv.search.index import CANDIDATES
 
     candidates = CANDIDATES if candidates is None else candidates
@@ -174,11 +174,20 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             depth = len(known)
         else:
             flt, depth = None, max(100, candidates)  # hybrid fuses this deep; dense/keyword keep 100
-        dense = store.dense_search(vec, depth, flt) if text.strip() else []
-        kw = store.keyword_search(text, depth, flt) if text.strip() else []
+        tr = plans[n][1]
+        if tr is not None and tr.text:  # a translated query is searched as Index.search does (crosslingual)
+            groups = crosslingual.keyword_groups(queries[qid], tr)
+        else:
+            groups = None
+            dense = store.dense_search(vec, depth, flt) if text.strip() else []
+            kw = store.keyword_search(text, depth, flt) if text.strip() else []
         for mode in MODES:
-            ranked = index.fuse(mode, dense, kw, 100 if not rerank else depth, vec, fusion_, alpha,
-                                query=text, coverage=coverage)
+            if groups is not None:
+                ranked = crosslingual.retrieve(store, groups, vec, 100 if not rerank else depth, mode, flt, fusion_,
+                                               alpha, depth)[0]
+            else:
+                ranked = index.fuse(mode, dense, kw, 100 if not rerank else depth, vec, fusion_, alpha,
+                                    query=text, coverage=coverage)
             ranking = [pid for pid, _, _ in ranked]
             if rerank:  # products a mode did not return go last, in a fixed order
                 rest = sorted(set(known) - set(ranking))

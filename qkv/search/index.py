@@ -11,9 +11,11 @@ Titles and queries are embedded with the prefixes the index's manifest records (
 "query: "; none for MiniLM): ``query_vectors`` applies them, so callers never do.
 
 A query holding Han characters is also translated (``qkv.search.translate``, against the catalog's
-own vocabulary): the keyword side searches the original and its English together; the dense side
-searches normalize(w·v(original) + (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by
-w·cos(original) + (1 − w)·cos(English). ``translate=False`` searches the query as typed.
+own vocabulary): the keyword side searches the original and its English together, each word's
+English alternatives as one synonym group; the dense side searches normalize(w·v(original) +
+(1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by w·cos(original) + (1 − w)·cos(English),
+then again with the top results' vectors fed back (``qkv.search.crosslingual``).
+``translate=False`` searches the query as typed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from qkv.errors import InputError
 from qkv.search import fusion
 from qkv.search import fusion as fusion_module  # ``search`` has a parameter named fusion
+from qkv.search.crosslingual import ORIGINAL_WEIGHT, mix_vectors  # noqa: F401 (API)
 from qkv.search.build import BuildReport, build_index, check_model, delete_products  # noqa: F401 (API)
 from qkv.search.explain import MatchExplanation, TokenVectorCache, explain_titles
 from qkv.search.filters import Filter, parse_filter
@@ -34,13 +37,6 @@ MODES = ("hybrid", "dense", "keyword")
 FUSIONS = ("score", "rrf")
 CANDIDATES = 200  # depth each side contributes to hybrid fusion (at least k); 200 tuned on dev half a
 MAX_QUERY_CHARS = 2000
-# Translated queries: weight of the original's vector in the dense query, the rest the English
-# translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,
-# docs/search.md): with multilingual-e5-small, hybrid NDCG@10 at w 0 / 0.25 / 0.5 was 0.2108 /
-# 0.2098 / 0.2080 (its α 0.8), and at α 0.5, w 0 … 1: 0.2029 / 0.2027 / 0.2005 / 0.1987 / 0.1992.
-# Flat up to 0.25 against an English catalog; 0.25 keeps the original's own vector, which is what
-# meets a bilingual catalog's Chinese titles.
-ORIGINAL_WEIGHT = 0.25
 # The token vectors of recent queries' passes (kept so the match grids of their results reuse the
 # search's own pass) and of titles already explained (~30 KB each for a 384-wide model: ~1,000)
 QUERY_CACHE_ENTRIES, QUERY_CACHE_BYTES = 256, 16 << 20
@@ -199,8 +195,9 @@ class Index:
           (``SearchResult.searched_as``), ``.pieces`` each word's English and its source,
           ``.to_json()`` both for an API.
         * ``keyword_query``: the text the keyword side searches — the query itself, or the
-          original followed by its English (a bilingual catalog's Chinese titles match the first,
-          English titles the second). Pass it to ``store.keyword_search`` / ``keyword_terms`` /
+          original's terms followed by its English and each word's alternative English (a
+          bilingual catalog's Chinese titles match the first, English titles the rest; searched
+          as a structured query, ``qkv.search.crosslingual``). Pass it to ``store.keyword_search`` / ``keyword_terms`` /
           ``matched_counts``: e.g. an explanation's BM25 terms are
           ``store.keyword_terms(keyword_query, ids)``, its grid ``explain_titles(query, titles, terms)``.
           With a glossary, an English query's keyword side also holds the glossary's Chinese
@@ -220,16 +217,13 @@ class Index:
             cn = self.translator(store).glossary_terms_in(query) if self._glossary else []
             return (f"{query} {' '.join(cn)}" if cn else query), None
         tr = self.translator(store).translate(query)
-        return (f"{query} {tr.text}" if tr.text else query), tr
+        if not tr.text:
+            return query, tr
+        from qkv.search.crosslingual import flat_query, keyword_groups
 
-    @staticmethod
-    def mix_vectors(original: np.ndarray, translated: np.ndarray, weight: float | None = None) -> np.ndarray:
-        """A translated query's dense vector: w·original + (1 − w)·translation, renormalised (rows
-        of matrices too); w = ``weight``, default ORIGINAL_WEIGHT."""
-        w = ORIGINAL_WEIGHT if weight is None else weight
-        v = w * np.asarray(original, np.float32) + (1 - w) * np.asarray(translated, np.float32)
-        n = np.linalg.norm(v, axis=-1, keepdims=True)
-        return (v / np.where(n > 0, n, 1)).astype(np.float32)
+        return flat_query(keyword_groups(query, tr)), tr
+
+    mix_vectors = staticmethod(mix_vectors)  # a translated query's dense vector (crosslingual.mix_vectors)
 
     # ------------------------------------------------------------------ search
     @staticmethod
@@ -334,6 +328,14 @@ class Index:
                 t0 = time.perf_counter()
                 vector = self.mix_vectors(self.encode_query(query, exact, st), self.encode_query(tr.text, exact, st))
                 enc_s = time.perf_counter() - t0
+        if tr is not None and tr.text:  # structured keyword query and dense feedback (crosslingual)
+            from qkv.search import crosslingual
+
+            t0 = time.perf_counter()
+            out, _ = crosslingual.retrieve(st, crosslingual.keyword_groups(query, tr), vector, k, mode, flt, fusion_,
+                                           alpha, k if mode == "dense" else max(k, candidates))
+            t["encode"], t["translated search"] = enc_s, time.perf_counter() - t0
+            return out
         out = self._ranked(st, query, kw_query, k, mode, flt, fusion_, alpha, candidates, vector, exact, t)
         t["encode"] += enc_s
         return out

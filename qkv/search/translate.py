@@ -95,9 +95,13 @@ class Translation:
     query: str  # as typed
     text: str  # the English searched for
     pieces: tuple[Piece, ...] = field(default_factory=tuple)
+    # per piece, the word's other English the catalog holds (the candidates not chosen, best first;
+    # () for typed tokens): searched as weaker synonyms of the chosen one (qkv.search.crosslingual)
+    alternatives: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict:
-        return {"query": self.query, "text": self.text, "pieces": [p._asdict() for p in self.pieces]}
+        return {"query": self.query, "text": self.text, "pieces": [p._asdict() for p in self.pieces],
+                "alternatives": [list(a) for a in self.alternatives]}
 
 
 class Vocabulary(Protocol):
@@ -489,14 +493,17 @@ class Translator:
         han = [v for kind, v in parts if kind == "han"]
         pick = iter(self._choose(han)[1])  # then the glosses of all runs together
         out: list[Piece] = []
+        alts: list[tuple[str, ...]] = []
         for kind, v in parts:
             if kind == "typed":
                 tok = v.strip(",，、;；")
                 if tok:
                     out.append(Piece(tok, tok, "as typed"))
+                    alts.append(())
                 continue
             word, opts = v
             p = next(pick)
             out.append(Piece(word, opts[p][0], opts[p][2]) if opts else Piece(word, "", "untranslated"))
+            alts.append(tuple(o[0] for i, o in enumerate(opts) if i != p and o[0] != opts[p][0]))
         text = " ".join(p.en for p in out if p.en)
-        return Translation(query, text, tuple(out))
+        return Translation(query, text, tuple(out), tuple(alts))

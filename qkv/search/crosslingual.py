@@ -1,0 +1,186 @@
+"""Searching with a translated query (``qkv.search.translate``): the keyword side as a structured
+query, and pseudo-relevance feedback on the dense side. ``Index.search`` runs every query that
+was translated through ``retrieve`` here; English queries never come here.
+
+* **Structured keyword query** (Pirkola, "The effects of query structure and dictionary setups in
+  dictionary-based cross-language information retrieval", SIGIR 1998): a word's English
+  alternatives are one synonym group, not a flat bag, so a Chinese word with four glosses does not
+  outweigh a word with one, and a title matching two glosses of one word is not credited twice.
+  The pool is the OR-BM25 top of every term of every group; each product then scores, per group,
+  its best alternative's BM25 (the sum of that alternative's term shares, the shares FTS5's
+  bm25() sums), the chosen gloss at full weight and the others at ``ALTERNATIVE_WEIGHT`` (the
+  translator's choice by co-occurrence is usually right, but when it is wrong the right sense is
+  often among the rest: 吊带 "brace", also "strap"). The matched-terms count of the coverage
+  weighting (``fusion.coverage_weighted``) counts a group by its best alternative's terms. With no
+  alternatives this is exactly the flat query's BM25 × coverage weighting (a test checks it).
+* **Pseudo-relevance feedback** (Ballesteros & Croft, "Phrasal translation and query expansion
+  techniques for cross-language information retrieval", SIGIR 1997: expansion after translation
+  recovers much of what dictionary translation loses), as Rocchio's formula in embedding space:
+  v' = normalize(v + β · mean of the top ``FEEDBACK_DOCS`` results' vectors), β = ``FEEDBACK_WEIGHT``, then the dense side
+  searches again with v' and the fusion runs again. A translation that misses a trade word still
+  finds a few right products through the words it got; their vectors carry the word it missed.
+
+Constants chosen on half a of the Chinese Home Depot dev queries (bench/zh_search.py, docs/search.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv.search import fusion
+from qkv.search import text as textmod
+
+# Translated queries: weight of the original's vector in the dense query, the rest the English
+# translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,
+# docs/search.md): with multilingual-e5-small, hybrid NDCG@10 at w 0 / 0.25 / 0.5 was 0.2108 /
+# 0.2098 / 0.2080 (its α 0.8), and at α 0.5, w 0 … 1: 0.2029 / 0.2027 / 0.2005 / 0.1987 / 0.1992.
+# Flat up to 0.25 against an English catalog; 0.25 keeps the original's own vector, which is what
+# meets a bilingual catalog's Chinese titles.
+ORIGINAL_WEIGHT = 0.25
+# Weight of a word's English alternatives against its chosen gloss in the structured query. Half a,
+# hybrid NDCG@10 (bench/zh_search.py --half a, 19:34 UTC; w 0.25, α 0.8; all alternatives, ≤3 a
+# word), γ 0 (the chosen gloss only: the flat query as before) / 0.3 / 0.5: no feedback 0.2822 /
+# 0.2869 / 0.2875, with feedback (3 docs, β 0.25, as shipped) 0.2855 / 0.2902 / 0.2908. An earlier sweep with
+# feedback (3, 1): γ 0.2 … 0.6 0.2964 / 0.2938 / 0.2925 / 0.2933 / 0.2963, γ 1 0.2849: flat from 0.2 to
+# 0.6, worse at 1 (alternatives as strong as the chosen gloss); 0.5 in the middle.
+ALTERNATIVE_WEIGHT = 0.5
+MAX_ALTERNATIVES = 3  # alternatives kept a word (the translator keeps ≤4 candidates: all the others)
+# Rocchio feedback: top results whose vectors join the query's, and their weight (0 docs: none).
+# Half a, hybrid NDCG@10 at γ 0.5 (same run): none 0.2875; 3 docs, β 0.25 / 0.5 / 1: 0.2908 / 0.2897 /
+# 0.2933; 5 docs, β 0.5: 0.2910 (earlier: 5 docs β 1 / 2 0.2918 / 0.2909, 10 docs β 1 0.2911): flat
+# within noise from β 0.25 to 1. A larger β drags a bilingual catalog's dense query towards the
+# language of the top results: on the sample catalog with the English MiniLM, 透气跑鞋's Chinese
+# running shoes leave the top five (an issue-15 requirement, tests/search/test_chinese.py,
+# test_index.py, on the embedded and the Milvus store) at β 1, and on Milvus at β 0.5; β 0.25 keeps them.
+FEEDBACK_DOCS = 3
+FEEDBACK_WEIGHT = 0.25
+
+Group = list[tuple[float, tuple[str, ...]]]  # one source word's alternatives: (weight, keyword terms)
+
+
+def keyword_groups(query: str, translation, alternative_weight: float | None = None,
+                   max_alternatives: int = MAX_ALTERNATIVES) -> list[Group]:
+    """The structured keyword query of a translated ``query``: each term of the query as typed is
+    its own group (a bilingual catalog's Chinese titles, brands, sizes), then one group per
+    translated word: its chosen English (weight 1), then its alternatives (``alternative_weight``,
+    default ``ALTERNATIVE_WEIGHT``). Terms already searched by an earlier group are left out of a
+    later one, so no term counts twice; an alternative left with no new term is dropped."""
+    gamma = ALTERNATIVE_WEIGHT if alternative_weight is None else alternative_weight
+    single = textmod.terms(query)
+    seen = set(single)
+    groups: list[Group] = [[(1.0, (t,))] for t in single]
+    alts = translation.alternatives or ((),) * len(translation.pieces)
+    for piece, others in zip(translation.pieces, alts):
+        if piece.source in ("as typed", "untranslated") or not piece.en:
+            continue
+        group: Group = []
+        for j, en in enumerate((piece.en, *(others[:max_alternatives] if gamma > 0 else ()))):
+            terms = tuple(t for t in textmod.terms(en) if t not in seen)
+            if terms and all(terms != g for _, g in group):
+                group.append((1.0 if j == 0 else gamma, terms))
+        if group:
+            groups.append(group)
+            if group[0][0] == 1.0:
+                seen.update(group[0][1])  # the chosen gloss's terms are this word's
+    return groups
+
+
+def flat_query(groups: list[Group]) -> str:
+    """Every term of every group, for the keyword pool (OR-BM25) and for ``keyword_terms``."""
+    out: list[str] = []
+    for g in groups:
+        for _, terms in g:
+            out += [t for t in terms if t not in out]
+    return " ".join(out)
+
+
+def structured_keyword(store, groups: list[Group], depth: int, flt=None) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """(ranking by the structured BM25, best first; id → that BM25 × matched terms^p for score
+    fusion) over the OR-BM25 top ``depth`` of ``flat_query(groups)``."""
+    flat = flat_query(groups)
+    hits = store.keyword_search(flat, depth, flt) if flat else []
+    if not hits:
+        return [], {}
+    parts = store.keyword_terms(flat, [h.id for h in hits])
+    raw: dict[str, float] = {}
+    weighted: dict[str, float] = {}
+    for h in hits:
+        shares = dict(parts.get(h.id, ()))
+        total, matched = 0.0, 0
+        for group in groups:
+            best, n = 0.0, 0
+            for w, terms in group:
+                s = w * sum(shares.get(t, 0.0) for t in terms)
+                if s > best:
+                    best, n = s, sum(1 for t in terms if t in shares)
+            total += best
+            matched += n
+        if total > 0:
+            raw[h.id] = total
+            weighted[h.id] = total * max(1, matched) ** fusion.COVERAGE_POWER
+    ranking = sorted(raw.items(), key=lambda kv: -kv[1])  # ties keep the store's order
+    return ranking, weighted
+
+
+def mix_vectors(original: np.ndarray, translated: np.ndarray, weight: float | None = None) -> np.ndarray:
+    """A translated query's dense vector: w·original + (1 − w)·translation, renormalised (rows
+    of matrices too); w = ``weight``, default ORIGINAL_WEIGHT."""
+    w = ORIGINAL_WEIGHT if weight is None else weight
+    v = w * np.asarray(original, np.float32) + (1 - w) * np.asarray(translated, np.float32)
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return (v / np.where(n > 0, n, 1)).astype(np.float32)
+
+
+def feedback_vector(vector: np.ndarray, feedback: np.ndarray, weight: float = FEEDBACK_WEIGHT) -> np.ndarray:
+    """Rocchio in embedding space: normalize(v + weight · mean of the ``feedback`` rows)."""
+    v = np.asarray(vector, np.float32)
+    if len(feedback) and weight:
+        v = v + np.float32(weight) * np.asarray(feedback, np.float32).mean(axis=0)
+    n = float(np.linalg.norm(v))
+    return (v / n if n > 0 else v).astype(np.float32)
+
+
+def retrieve(st, groups: list[Group], vector: np.ndarray | None, k: int, mode: str, flt, fusion_: str,
+             alpha: float, depth: int, feedback_docs: int | None = None,
+             feedback_weight: float | None = None) -> tuple[list[tuple[str, float, dict]], np.ndarray | None]:
+    """Ranked (id, score, details) for a translated query, as ``Index._ranked`` ranks an English
+    one, with the structured keyword side and dense feedback (module docstring); and the dense
+    vector finally searched. ``depth``: each side's candidates (at least ``k``)."""
+    fb_docs = FEEDBACK_DOCS if feedback_docs is None else feedback_docs
+    fb_w = FEEDBACK_WEIGHT if feedback_weight is None else feedback_weight
+    kw_rank, kw_weighted = structured_keyword(st, groups, depth, flt) if mode != "dense" else ([], {})
+    if mode == "keyword":
+        ranked = kw_rank[:k]
+        dense_hits: list = []
+    else:
+        dense_hits = st.dense_search(vector, max(depth, fb_docs), flt)
+
+        def fused(hits, vector):
+            if mode == "dense":
+                return [(h.id, h.score) for h in hits]
+            if fusion_ == "rrf":
+                return fusion.ranked(fusion.rrf([[h.id for h in hits], [i for i, _ in kw_rank]]), max(k, fb_docs))
+            cos = {h.id: h.score for h in hits}
+            extra = [i for i in kw_weighted if i not in cos]
+            if extra:
+                cos.update(zip(extra, (st.get_vectors(extra) @ vector).tolist()))  # exact cosines
+            return fusion.ranked(fusion.score_fusion(cos, kw_weighted, alpha), max(k, fb_docs))
+
+        ranked = fused(dense_hits, vector)
+        if fb_docs > 0 and fb_w and ranked:
+            vector = feedback_vector(vector, st.get_vectors([i for i, _ in ranked[:fb_docs]]), fb_w)
+            dense_hits = st.dense_search(vector, depth, flt)
+            ranked = fused(dense_hits, vector)
+        ranked = ranked[:k]
+    d_pos = {h.id: (r, h.score) for r, h in enumerate(dense_hits, 1)}
+    k_pos = {pid: (r, s) for r, (pid, s) in enumerate(kw_rank, 1)}
+    ids = [pid for pid, _ in ranked]
+    need = [i for i in ids if i not in d_pos] if vector is not None and mode != "keyword" else []
+    cos = dict(zip(need, (st.get_vectors(need) @ vector).tolist())) if need else {}
+    out = []
+    for pid, s in ranked:
+        dr, ds = d_pos.get(pid, (None, cos.get(pid)))
+        kr, ks = k_pos.get(pid, (None, None))
+        out.append((pid, float(s), {"dense_rank": dr, "dense_score": None if ds is None else float(ds),
+                                    "keyword_rank": kr, "keyword_score": ks}))
+    return out, vector

@@ -1,0 +1,119 @@
+"""qkv.search.crosslingual: a translated query's structured keyword side and dense feedback, on a
+small made-up catalog and dictionary."""
+
+import numpy as np
+import pytest
+
+from qkv.search import Index, build_index, crosslingual, fusion
+from qkv.search.translate import TitleVocabulary, Translator
+
+CATALOG = """id,title,price
+d1,Galvanized Duct Strap 25 ft,9
+d2,Duct Brace Kit,12
+d3,Flexible Duct 6 in.,15
+b1,Corner Brace Steel 4-Pack,6
+s1,Nylon Strap with Buckle,4
+x1,Strap Brace Hanger,5
+"""
+DICT = {"风管": ["duct"], "吊带": ["brace", "strap", "sling"], "角": ["corner", "angle"]}
+
+
+@pytest.fixture(scope="module")
+def idx(tmp_path_factory, encoder):
+    d = tmp_path_factory.mktemp("xl")
+    (d / "cat.csv").write_text(CATALOG, encoding="utf-8")
+    build_index(d / "cat.csv", d / "idx", encoder)
+    with Index.open(d / "idx", encoder) as i:
+        yield i
+
+
+@pytest.fixture(scope="module")
+def translation():
+    titles = [line.split(",")[1] for line in CATALOG.splitlines()[1:]]
+    return Translator(TitleVocabulary(titles), dictionary=DICT).translate("风管 吊带")
+
+
+def test_a_translation_keeps_each_words_other_glosses_the_catalog_holds(translation):
+    assert [(p.zh, p.en) for p in translation.pieces] == [("风管", "duct"), ("吊带", "brace")]
+    assert translation.alternatives == ((), ("strap",))  # "sling": the catalog has no such word
+    assert translation.to_json()["alternatives"] == [[], ["strap"]]
+
+
+def test_each_word_is_one_synonym_group(translation):
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5)
+    assert groups[-2:] == [[(1.0, ("duct",))], [(1.0, ("brace",)), (0.5, ("strap",))]]
+    assert all(len(g) == 1 for g in groups[:-2])  # the query's own terms, each alone
+    assert crosslingual.flat_query(groups).endswith("duct brace strap")
+    assert crosslingual.keyword_groups("风管 吊带", translation, 0)[-1] == [(1.0, ("brace",))]
+
+
+def test_a_term_is_searched_once_even_when_two_words_give_it(translation):
+    from qkv.search.translate import Piece, Translation
+
+    t = Translation("x", "duct duct brace", (Piece("风管", "duct", "dictionary"), Piece("管", "duct", "dictionary"),
+                                             Piece("吊带", "brace", "dictionary")), ((), (), ("duct",)))
+    groups = crosslingual.keyword_groups("x", t, 0.5)
+    terms = [term for g in groups for _, ts in g for term in ts]
+    assert terms.count("duct") == 1 and [(1.0, ("brace",))] in groups
+
+
+def test_an_alternative_finds_its_products_at_reduced_weight_and_counts_once(idx, translation):
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5)
+    ranking, weighted = crosslingual.structured_keyword(idx.store, groups, 10)
+    ids = [i for i, _ in ranking]
+    assert ids[0] == "d2"  # duct + the chosen "brace"
+    assert ids.index("d1") < ids.index("d3")  # duct + the alternative "strap" beats duct alone
+    flat = crosslingual.flat_query(groups)
+    shares = {pid: dict(p) for pid, p in idx.store.keyword_terms(flat, ids).items()}
+    # x1 holds both glosses of 吊带: credited with the better one only, as one matched term
+    x1 = shares["x1"]
+    assert dict(ranking)["x1"] == pytest.approx(max(x1["brace"], 0.5 * x1["strap"]))
+    assert weighted["x1"] == pytest.approx(dict(ranking)["x1"] * 1 ** fusion.COVERAGE_POWER)
+    d1 = shares["d1"]
+    assert dict(ranking)["d1"] == pytest.approx(d1["duct"] + 0.5 * d1["strap"])
+    assert weighted["d1"] == pytest.approx(dict(ranking)["d1"] * 2 ** fusion.COVERAGE_POWER)
+
+
+def test_without_alternatives_and_feedback_it_is_the_flat_querys_fusion(idx, translation):
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0)
+    flat = crosslingual.flat_query(groups)
+    v = idx.encode_query("duct brace")
+    for mode in ("hybrid", "keyword", "dense"):
+        got, _ = crosslingual.retrieve(idx.store, groups, v, 5, mode, None, "score", 0.6, 50, 0, 0.0)
+        dense = idx.store.dense_search(v, 50)
+        kw = idx.store.keyword_search(flat, 50)
+        want = idx.fuse(mode, dense, kw, 5, v, "score", 0.6, query=flat)
+        assert [p for p, _, _ in got] == [p for p, _, _ in want], (mode, got, want)
+        if mode != "keyword":
+            assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want])
+
+
+def test_feedback_is_rocchio_in_embedding_space(idx, translation):
+    v = np.array([1.0, 0.0, 0.0], np.float32)
+    fb = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32)
+    got = crosslingual.feedback_vector(v, fb, 2.0)
+    assert got == pytest.approx(np.array([1, 1, 1]) / np.sqrt(3))
+    assert crosslingual.feedback_vector(v, fb, 0.0) == pytest.approx(v)
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5)
+    q = idx.encode_query("duct brace")
+    first, _ = crosslingual.retrieve(idx.store, groups, q, 3, "dense", None, "score", 0.8, 6, 0, 0.0)
+    got, searched = crosslingual.retrieve(idx.store, groups, q, 6, "dense", None, "score", 0.8, 6, 2, 1.0)
+    want = crosslingual.feedback_vector(q, idx.store.get_vectors([p for p, _, _ in first[:2]]), 1.0)
+    assert searched == pytest.approx(want)
+    assert [p for p, _, _ in got] == [h.id for h in idx.store.dense_search(want, 6)]
+    assert [d["dense_score"] for _, _, d in got] == pytest.approx([h.score for h in idx.store.dense_search(want, 6)])
+
+
+def test_index_search_runs_translated_queries_through_it(idx):
+    res = idx.search("风管", k=4)
+    tr = idx.last_translation
+    assert tr is not None and tr.text and "translated search" in idx.last_timings
+    v = idx.mix_vectors(idx.encode_query("风管"), idx.encode_query(tr.text))
+    want, _ = crosslingual.retrieve(idx.store, crosslingual.keyword_groups("风管", tr), v, 4, "hybrid", None, "score",
+                                    fusion.alpha_for(idx.manifest.model), 200)
+    assert [r.id for r in res] == [p for p, _, _ in want]
+    assert all(r.searched_as == tr.text for r in res)
+    kw = idx.search("风管", k=4, mode="keyword")
+    assert kw and all("Duct" in r.title for r in kw)
+    idx.search("duct strap", k=2)
+    assert "translated search" not in idx.last_timings  # English never comes here
