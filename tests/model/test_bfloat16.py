@@ -116,16 +116,20 @@ def test_bfloat16_activations_handed_over_as_bits_change_nothing(encoder, unit, 
         np.testing.assert_array_equal(with_bits, without)
 
 
+def _one_and_two_threads(enc, texts):
+    """``enc``'s bfloat16 vectors of ``texts`` at one thread and at two (the encoder left at one)."""
+    one = enc.encode(texts, precision="bfloat16")
+    enc.threads = 2
+    try:
+        return one, enc.encode(texts, precision="bfloat16")
+    finally:
+        enc.threads = 1
+
+
 @needs_lib
 def test_bfloat16_at_two_threads_gives_the_same_vectors(encoder):
     texts = ["red running shoes " * k for k in range(1, 40)]
-    one = encoder.encode(texts, precision="bfloat16")
-    encoder.threads = 2
-    try:
-        two = encoder.encode(texts, precision="bfloat16")
-    finally:
-        encoder.threads = 1
-    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(*_one_and_two_threads(encoder, texts))
 
 
 def test_traced_runs_stay_float32(encoder):
@@ -238,10 +242,4 @@ def test_the_4bit_multilingual_model_cut_by_texts_gives_the_same_vectors(e5, pla
     if plan == "a piece a text":
         monkeypatch.setattr(E, "text_pieces", lambda lens, threads: [(i, i + 1) for i in range(len(lens))])
     texts = ["红色跑鞋 " * k for k in range(1, 9)] + ["red running shoes " * k for k in range(1, 9)]
-    one = e5.encode(texts, precision="bfloat16")
-    e5.threads = 2
-    try:
-        two = e5.encode(texts, precision="bfloat16")
-    finally:
-        e5.threads = 1
-    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(*_one_and_two_threads(e5, texts))

@@ -5,11 +5,13 @@ import json
 
 import pytest
 
-from qkv.search import Index, build_index
+from qkv.search import Index
 from qkv.search import text as textmod
 from qkv.search.catalog import read_catalog
 from qkv.search.store import open_store
 from qkv.text import zh
+
+from .conftest import catalog_index
 
 ZH_CATALOG = """id,title,price
 t1,不锈钢保温杯 500ml 真空,25
@@ -24,10 +26,7 @@ e2,Men's Breathable Running Shoes,80
 
 @pytest.fixture(scope="module")
 def zh_index(tmp_path_factory, encoder):
-    d = tmp_path_factory.mktemp("zh")
-    (d / "cat.csv").write_text(ZH_CATALOG, encoding="utf-8")
-    build_index(d / "cat.csv", d / "idx", encoder)
-    with Index.open(d / "idx", encoder) as idx:
+    with Index.open(catalog_index(tmp_path_factory, "zh", ZH_CATALOG, encoder), encoder) as idx:
         yield idx
 
 
@@ -177,10 +176,7 @@ c1,Bathroom Storage Cabinet in White,89
 
 @pytest.fixture(scope="module")
 def hardware_index(tmp_path_factory, encoder):
-    d = tmp_path_factory.mktemp("hw")
-    (d / "cat.csv").write_text(HARDWARE_CATALOG, encoding="utf-8")
-    build_index(d / "cat.csv", d / "idx", encoder)
-    return d / "idx"
+    return catalog_index(tmp_path_factory, "hw", HARDWARE_CATALOG, encoder)
 
 
 def test_the_trade_glossary_is_on_by_default_and_can_be_turned_off(hardware_index):

@@ -4,8 +4,10 @@ small made-up catalog and dictionary."""
 import numpy as np
 import pytest
 
-from qkv.search import Index, build_index, crosslingual, fusion
+from qkv.search import Index, crosslingual, fusion
 from qkv.search.translate import TitleVocabulary, Translator
+
+from .conftest import catalog_index
 
 CATALOG = """id,title,price
 d1,Galvanized Duct Strap 25 ft,9
@@ -20,10 +22,7 @@ DICT = {"风管": ["duct"], "吊带": ["brace", "strap", "sling"], "角": ["corn
 
 @pytest.fixture(scope="module")
 def idx(tmp_path_factory, encoder):
-    d = tmp_path_factory.mktemp("xl")
-    (d / "cat.csv").write_text(CATALOG, encoding="utf-8")
-    build_index(d / "cat.csv", d / "idx", encoder)
-    with Index.open(d / "idx", encoder) as i:
+    with Index.open(catalog_index(tmp_path_factory, "xl", CATALOG, encoder), encoder) as i:
         yield i
 
 
