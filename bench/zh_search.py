@@ -13,10 +13,11 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
   its translation, each word's English alternatives one synonym group at weight γ
   (``qkv.search.crosslingual``: Pirkola's structured query), dense on normalize(w·v(original) +
   (1 − w)·v(translation)) (``Index.mix_vectors``), then again with the top results' vectors fed back
-  (Rocchio: k docs, weight β); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
+  (Rocchio: k docs, weight β); each word's group weighted by trust in its source
+  (``crosslingual.piece_trust``: dictionary words D, lone characters C, glossaries 1); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
   Exactly ``crosslingual.retrieve``, which ``Index.search`` and ``qkv eval search`` run.
 
-w (``ORIGINAL_WEIGHT``), α, γ, k and β are swept on half a; what half a chose is reported on half b.
+w (``ORIGINAL_WEIGHT``), α, γ, k, β, D and C are swept on half a; what half a chose is reported on half b.
 ``--half a`` prints half a only (develop with it, so half b is read once, at the end).
 Queries are embedded as the index embeds them (its manifest's query prefix: E5 "query: "), by
 ``Index.query_vectors``; the index (built once by ``qkv index corpus.jsonl --index DIR``) is only
@@ -91,6 +92,8 @@ def main() -> None:
                     "crosslingual.ALTERNATIVE_WEIGHT (weight of a word's other English; 0: the chosen gloss only)")
     ap.add_argument("--feedback", default="", help="Rocchio settings swept besides the shipped, as k:β pairs "
                     "(comma-separated; 0:0 = no feedback)")
+    ap.add_argument("--trust", default="", help="trust settings swept besides the shipped, as D:C pairs "
+                    "(comma-separated; weight of a dictionary word's group and of a lone character's; 1:1 = none)")
     ap.add_argument("--half", choices=("a", "all"), default="all",
                     help="a: print half a only (tuning), never half b; all: halves a, b and all")
     a = ap.parse_args()
@@ -150,14 +153,14 @@ def main() -> None:
     def mix(w):
         return idx.mix_vectors(v_zh, v_tr, w)
 
-    def run_translated(vecs, alpha, gamma, fb):
+    def run_translated(vecs, alpha, gamma, fb, trust):
         """Each translated query as Index.search runs it (crosslingual.retrieve), per mode."""
         out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
         for r, t, vec, h in zip(recs, trans, vecs, halves):
             if h not in parts and "all" not in parts:
                 continue
             judged = qrels[r["_id"]]
-            groups = crosslingual.keyword_groups(r["text"], t, gamma) if t.text else None
+            groups = crosslingual.keyword_groups(r["text"], t, gamma, trust=trust) if t.text else None
             for mode in out:
                 if groups is None:  # nothing translated: searched as typed
                     hits = (store.dense_search(vec, depth), store.keyword_search(r["text"], depth))
@@ -190,21 +193,31 @@ def main() -> None:
     gammas = sorted({float(x) for x in a.alt_weights.split(",") if x} | {crosslingual.ALTERNATIVE_WEIGHT})
     feedbacks = sorted({(int(x.split(":")[0]), float(x.split(":")[1])) for x in a.feedback.split(",") if x}
                        | {(crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT)})
+    shipped_trust = (crosslingual.SOURCE_TRUST["dictionary"], crosslingual.CHARACTER_TRUST)
+    trusts = sorted({(float(x.split(":")[0]), float(x.split(":")[1])) for x in a.trust.split(",") if x} | {shipped_trust})
+
+    def trust_fn(dc):
+        d, c = dc
+        return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "sub-words": d}, c)
+
     shipped_key = (ORIGINAL_WEIGHT, alpha0, crosslingual.ALTERNATIVE_WEIGHT,
-                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT))
+                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT), shipped_trust)
     for w in sorted(set(weights) | {ORIGINAL_WEIGHT}):
         vecs = mix(w)
         for alpha in sorted(set(alphas) | {alpha0}):
             for gamma in gammas:
                 for fb in feedbacks:
-                    show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]}",
-                         run_translated(vecs, alpha, gamma, fb), w=w, alpha=alpha, gamma=gamma, feedback=list(fb))
+                    for tr_ in trusts:
+                        show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]} trust {tr_[0]}:{tr_[1]}",
+                             run_translated(vecs, alpha, gamma, fb, trust_fn(tr_)), w=w, alpha=alpha, gamma=gamma,
+                             feedback=list(fb), trust=list(tr_))
     tr_rows = [r for r in rows if "w" in r]
     best = max(tr_rows, key=lambda r: r["metrics"]["hybrid"]["a"][0])
     en, zh_typed = rows[0]["metrics"], rows[1]["metrics"]
-    shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"])) == shipped_key)
-    print(f"\nbest on half a: w {best['w']}, α {best['alpha']}, γ {best['gamma']}, feedback {best['feedback']} "
-          f"(shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, γ {shipped_key[2]}, feedback {list(shipped_key[3])})")
+    shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"]), tuple(r["trust"])) == shipped_key)
+    print(f"\nbest on half a: w {best['w']}, α {best['alpha']}, γ {best['gamma']}, feedback {best['feedback']}, "
+          f"trust {best['trust']} (shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, γ {shipped_key[2]}, "
+          f"feedback {list(shipped_key[3])}, trust {list(shipped_trust)})")
     for part, label in [(p_, l_) for p_, l_ in (("a", "half a"), ("b", "half b"), ("all", "all")) if p_ in parts]:
         n = {"a": na, "b": len(recs) - na, "all": len(recs)}[part]
         print(f"\n{label} ({n} queries), shipped settings; NDCG@10 / Recall@100")

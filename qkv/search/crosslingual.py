@@ -20,10 +20,22 @@ was translated through ``retrieve`` here; English queries never come here.
   searches again with v' and the fusion runs again. A translation that misses a trade word still
   finds a few right products through the words it got; their vectors carry the word it missed.
 
+* **Trust by source** (translation probabilities as weights, after Darwish & Oard, "Probabilistic
+  structured query methods", SIGIR 2003, where a term's weight is how likely its translation is):
+  a word the seller's or the trade glossary gives, and a unit, count in full; a general
+  dictionary's gloss (or a compound composed of its parts' glosses) at ``SOURCE_TRUST``; a lone
+  character's gloss from the dictionary at ``CHARACTER_TRUST`` — a character has dozens of senses
+  (除 "not including" / "remove", 带 "bear" / "with", 螺 "snail" / "screw"), and when the chosen one is
+  wrong its BM25 pulls in products of the wrong sense. The weight scales the whole group (its
+  alternatives too); the matched-terms count of the coverage weighting is not scaled (scaling it
+  measured no better).
+
 Constants chosen on half a of the Chinese Home Depot dev queries (bench/zh_search.py, docs/search.md).
 """
 
 from __future__ import annotations
+
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -54,17 +66,38 @@ MAX_ALTERNATIVES = 3  # alternatives kept a word (the translator keeps ≤4 cand
 # test_index.py, on the embedded and the Milvus store) at β 1, and on Milvus at β 0.5; β 0.25 keeps them.
 FEEDBACK_DOCS = 3
 FEEDBACK_WEIGHT = 0.25
+# Trust by source: weight of a translated word's group by where its English came from (sources not
+# named count 1: the seller's glossary, the trade glossary, units). Half a, hybrid NDCG@10 at the
+# settings above (bench/zh_search.py --half a --trust …, 21:29 UTC, load 0.8): all 1 (as before)
+# 0.2908; lone characters only at 0 / 0.1 / 0.25 / 0.5: 0.2823 / 0.2948 / 0.2937 / 0.2931 (dropping them
+# loses: their gloss is often right, 双 double, 白 white); dictionary words D 0.35 / 0.5 / 0.75 ×
+# characters C 0.15 / 0.25 / 0.4: 0.2960 0.2972 0.2978 / 0.2958 0.2971 0.2976 / 0.2967 0.2958 0.2964 —
+# a plateau; its middle (0.5, 0.25) shipped.
+SOURCE_TRUST = {"dictionary": 0.5, "sub-words": 0.5}
+CHARACTER_TRUST = 0.25  # a one-character word whose English came from the dictionary (directly or as a sub-word)
 
 Group = list[tuple[float, tuple[str, ...]]]  # one source word's alternatives: (weight, keyword terms)
 
 
+def piece_trust(piece, source_trust: Mapping[str, float] | None = None,
+                character_trust: float | None = None) -> float:
+    """How far a translated word's English is trusted (module docstring): ``character_trust``
+    (default ``CHARACTER_TRUST``) for a lone character glossed by the dictionary, else its source's
+    ``source_trust`` (default ``SOURCE_TRUST``; 1 for a source not named)."""
+    if len(piece.zh) == 1 and piece.source in ("dictionary", "sub-words"):
+        return CHARACTER_TRUST if character_trust is None else character_trust
+    return (SOURCE_TRUST if source_trust is None else source_trust).get(piece.source, 1.0)
+
+
 def keyword_groups(query: str, translation, alternative_weight: float | None = None,
-                   max_alternatives: int = MAX_ALTERNATIVES) -> list[Group]:
+                   max_alternatives: int = MAX_ALTERNATIVES,
+                   trust: Callable[[object], float] | None = piece_trust) -> list[Group]:
     """The structured keyword query of a translated ``query``: each term of the query as typed is
     its own group (a bilingual catalog's Chinese titles, brands, sizes), then one group per
-    translated word: its chosen English (weight 1), then its alternatives (``alternative_weight``,
-    default ``ALTERNATIVE_WEIGHT``). Terms already searched by an earlier group are left out of a
-    later one, so no term counts twice; an alternative left with no new term is dropped."""
+    translated word: its chosen English (weight t), then its alternatives (γ·t; γ =
+    ``alternative_weight``, default ``ALTERNATIVE_WEIGHT``), t = ``trust(piece)`` (default
+    ``piece_trust``; None: 1 for every word). Terms already searched by an earlier group are left
+    out of a later one, so no term counts twice; an alternative left with no new term is dropped."""
     gamma = ALTERNATIVE_WEIGHT if alternative_weight is None else alternative_weight
     single = textmod.terms(query)
     seen = set(single)
@@ -73,15 +106,18 @@ def keyword_groups(query: str, translation, alternative_weight: float | None = N
     for piece, others in zip(translation.pieces, alts):
         if piece.source in ("as typed", "untranslated") or not piece.en:
             continue
+        weight = 1.0 if trust is None else float(trust(piece))
         group: Group = []
+        chosen: tuple[str, ...] = ()
         for j, en in enumerate((piece.en, *(others[:max_alternatives] if gamma > 0 else ()))):
             terms = tuple(t for t in textmod.terms(en) if t not in seen)
             if terms and all(terms != g for _, g in group):
-                group.append((1.0 if j == 0 else gamma, terms))
+                group.append((weight if j == 0 else gamma * weight, terms))
+                if j == 0:
+                    chosen = terms
         if group:
             groups.append(group)
-            if group[0][0] == 1.0:
-                seen.update(group[0][1])  # the chosen gloss's terms are this word's
+            seen.update(chosen)  # the chosen gloss's terms are this word's
     return groups
 
 

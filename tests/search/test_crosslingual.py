@@ -39,11 +39,17 @@ def test_a_translation_keeps_each_words_other_glosses_the_catalog_holds(translat
 
 
 def test_each_word_is_one_synonym_group(translation):
-    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5)
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5, trust=None)
     assert groups[-2:] == [[(1.0, ("duct",))], [(1.0, ("brace",)), (0.5, ("strap",))]]
     assert all(len(g) == 1 for g in groups[:-2])  # the query's own terms, each alone
     assert crosslingual.flat_query(groups).endswith("duct brace strap")
-    assert crosslingual.keyword_groups("风管 吊带", translation, 0)[-1] == [(1.0, ("brace",))]
+    assert crosslingual.keyword_groups("风管 吊带", translation, 0, trust=None)[-1] == [(1.0, ("brace",))]
+    # by default each group is weighted by trust in its source: both words came from the dictionary
+    d = crosslingual.SOURCE_TRUST["dictionary"]
+    assert d < 1
+    assert crosslingual.keyword_groups("风管 吊带", translation, 0.5)[-2:] == [[(d, ("duct",))],
+                                                                            [(d, ("brace",)), (0.5 * d, ("strap",))]]
+    assert crosslingual.keyword_groups("风管 吊带", translation, 0.5)[:-2] == groups[:-2]  # typed terms: in full
 
 
 def test_a_term_is_searched_once_even_when_two_words_give_it(translation):
@@ -51,13 +57,13 @@ def test_a_term_is_searched_once_even_when_two_words_give_it(translation):
 
     t = Translation("x", "duct duct brace", (Piece("风管", "duct", "dictionary"), Piece("管", "duct", "dictionary"),
                                              Piece("吊带", "brace", "dictionary")), ((), (), ("duct",)))
-    groups = crosslingual.keyword_groups("x", t, 0.5)
+    groups = crosslingual.keyword_groups("x", t, 0.5, trust=None)
     terms = [term for g in groups for _, ts in g for term in ts]
     assert terms.count("duct") == 1 and [(1.0, ("brace",))] in groups
 
 
 def test_an_alternative_finds_its_products_at_reduced_weight_and_counts_once(idx, translation):
-    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5)
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0.5, trust=None)
     ranking, weighted = crosslingual.structured_keyword(idx.store, groups, 10)
     ids = [i for i, _ in ranking]
     assert ids[0] == "d2"  # duct + the chosen "brace"
@@ -74,7 +80,7 @@ def test_an_alternative_finds_its_products_at_reduced_weight_and_counts_once(idx
 
 
 def test_without_alternatives_and_feedback_it_is_the_flat_querys_fusion(idx, translation):
-    groups = crosslingual.keyword_groups("风管 吊带", translation, 0)
+    groups = crosslingual.keyword_groups("风管 吊带", translation, 0, trust=None)
     flat = crosslingual.flat_query(groups)
     v = idx.encode_query("duct brace")
     for mode in ("hybrid", "keyword", "dense"):
@@ -85,6 +91,45 @@ def test_without_alternatives_and_feedback_it_is_the_flat_querys_fusion(idx, tra
         assert [p for p, _, _ in got] == [p for p, _, _ in want], (mode, got, want)
         if mode != "keyword":
             assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want])
+
+
+def test_trust_follows_the_source_and_a_lone_characters_gloss_counts_least():
+    from qkv.search.translate import Piece
+
+    trust = crosslingual.piece_trust
+    for source in ("glossary", "trade glossary", "units"):
+        assert trust(Piece("风管", "duct", source)) == 1.0
+        assert trust(Piece("柜", "cabinet", source)) == 1.0  # a seller's or the trade's one-character word: in full
+    assert trust(Piece("风管", "duct", "dictionary")) == crosslingual.SOURCE_TRUST["dictionary"]
+    assert trust(Piece("浴室", "bathroom", "sub-words")) == crosslingual.SOURCE_TRUST["sub-words"]
+    assert trust(Piece("除", "not including", "dictionary")) == crosslingual.CHARACTER_TRUST
+    assert trust(Piece("柜", "cabinet", "sub-words")) == crosslingual.CHARACTER_TRUST
+    assert crosslingual.CHARACTER_TRUST < crosslingual.SOURCE_TRUST["dictionary"] < 1
+    assert trust(Piece("除", "remove", "dictionary"), {"dictionary": 0.7}, 0.1) == 0.1
+    assert trust(Piece("风管", "duct", "dictionary"), {"dictionary": 0.7}, 0.1) == 0.7
+
+
+TRUST_CATALOG = """id,title,price
+f1,Flea Spray Yard,12
+f2,Flea Shampoo Dogs,9
+v1,Divide Bar Steel,20
+h1,Garden Hose Reel,30
+b1,Dog Bed Large,25
+"""
+
+
+def test_a_wrongly_glossed_character_no_longer_outranks_the_trusted_word(tmp_path_factory, encoder):
+    """除跳蚤 ("flea remover") with 除 glossed "divide": the rare "divide" has the larger BM25, so with
+    every word at full weight the board game leads; with trust, the flea products do."""
+    from qkv.search.translate import Piece, Translation
+
+    t = Translation("除跳蚤", "divide flea", (Piece("除", "divide", "dictionary"), Piece("跳蚤", "flea", "trade glossary")),
+                    ((), ()))
+    with Index.open(catalog_index(tmp_path_factory, "trust", TRUST_CATALOG, encoder), encoder) as i:
+        flat, _ = crosslingual.structured_keyword(i.store, crosslingual.keyword_groups("除跳蚤", t, trust=None), 10)
+        trusted, _ = crosslingual.structured_keyword(i.store, crosslingual.keyword_groups("除跳蚤", t), 10)
+    assert flat[0][0] == "v1"
+    assert [pid for pid, _ in trusted] == [pid for pid, _ in flat if pid != "v1"] + ["v1"]
 
 
 def test_feedback_is_rocchio_in_embedding_space(idx, translation):
