@@ -14,7 +14,8 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
   (``qkv.search.crosslingual``: Pirkola's structured query), dense on normalize(w·v(original) +
   (1 − w)·v(translation)) (``Index.mix_vectors``), then again with the top results' vectors fed back
   (Rocchio: k docs, weight β); each word's group weighted by trust in its source
-  (``crosslingual.piece_trust``: dictionary words D, lone characters C, glossaries 1); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
+  (``crosslingual.piece_trust``: dictionary words D, lone characters C, glossaries 1), coverage
+  counting source words (``crosslingual.COVERAGE``); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
   Exactly ``crosslingual.retrieve``, which ``Index.search`` and ``qkv eval search`` run.
 
 w (``ORIGINAL_WEIGHT``), α, γ, k, β, D and C are swept on half a; what half a chose is reported on half b.
@@ -94,6 +95,10 @@ def main() -> None:
                     "(comma-separated; 0:0 = no feedback)")
     ap.add_argument("--trust", default="", help="trust settings swept besides the shipped, as D:C pairs "
                     "(comma-separated; weight of a dictionary word's group and of a lone character's; 1:1 = none)")
+    ap.add_argument("--coverage", default="", help="coverage counts swept besides the shipped "
+                    "crosslingual.COVERAGE (comma-separated: words, terms)")
+    ap.add_argument("--per-query", type=Path, help="write half a's queries (never half b's) with the English and "
+                    "the shipped Chinese hybrid NDCG@10, largest loss first, as TSV")
     ap.add_argument("--half", choices=("a", "all"), default="all",
                     help="a: print half a only (tuning), never half b; all: halves a, b and all")
     a = ap.parse_args()
@@ -134,7 +139,7 @@ def main() -> None:
                            for t, v in zip(texts, vecs)]
         return lists[kind]
 
-    def run(kind, kw_texts, vecs, alpha, dense_kind=None):
+    def run(kind, kw_texts, vecs, alpha, dense_kind=None, sink=None):
         out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
         kw_lists = searched(kind, kw_texts, vecs)
         d_lists = kw_lists if dense_kind is None else [(store.dense_search(v, depth), None) for v in vecs]
@@ -144,6 +149,8 @@ def main() -> None:
             judged = qrels[r["_id"]]
             for mode in out:
                 ranking = [p for p, _, _ in idx.fuse(mode, dense, kw, 100, vec, "score", alpha, query=text)]
+                if sink is not None and mode == "hybrid":
+                    sink[r["_id"]] = ndcg(ranking, judged, offset)
                 for part in (h, "all"):
                     out[mode][part][0].append(ndcg(ranking, judged, offset))
                     out[mode][part][1].append(recall(ranking, judged, offset))
@@ -153,7 +160,7 @@ def main() -> None:
     def mix(w):
         return idx.mix_vectors(v_zh, v_tr, w)
 
-    def run_translated(vecs, alpha, gamma, fb, trust):
+    def run_translated(vecs, alpha, gamma, fb, trust, coverage, sink=None):
         """Each translated query as Index.search runs it (crosslingual.retrieve), per mode."""
         out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
         for r, t, vec, h in zip(recs, trans, vecs, halves):
@@ -166,8 +173,11 @@ def main() -> None:
                     hits = (store.dense_search(vec, depth), store.keyword_search(r["text"], depth))
                     ranked = idx.fuse(mode, *hits, 100, vec, "score", alpha, query=r["text"])
                 else:
-                    ranked = crosslingual.retrieve(store, groups, vec, 100, mode, None, "score", alpha, depth, *fb)[0]
+                    ranked = crosslingual.retrieve(store, groups, vec, 100, mode, None, "score", alpha, depth, *fb,
+                                                   coverage=coverage)[0]
                 ranking = [p for p, _, _ in ranked]
+                if sink is not None and mode == "hybrid":
+                    sink[r["_id"]] = ndcg(ranking, judged, offset)
                 for part in (h, "all"):
                     out[mode][part][0].append(ndcg(ranking, judged, offset))
                     out[mode][part][1].append(recall(ranking, judged, offset))
@@ -188,7 +198,8 @@ def main() -> None:
     print(f"half a {na} queries, half b {len(recs) - na}; cells: " +
           ("NDCG@10/Recall@100 (a); half b not shown (--half a)" if a.half == "a" else "NDCG@10 (a), NDCG@10/Recall@100 (b)"))
     alpha0 = fusion.alpha_for(idx.manifest.model)  # the index's model's weight, as Index.search uses
-    show("English (en originals)", run("en", [r["en"] for r in recs], v_en, alpha0))
+    per_query: dict[str, dict] = {"en": {}, "zh": {}}  # hybrid NDCG@10 per query id (--per-query)
+    show("English (en originals)", run("en", [r["en"] for r in recs], v_en, alpha0, sink=per_query["en"]))
     show("Chinese as typed", run("zh", [r["text"] for r in recs], v_zh, alpha0))
     gammas = sorted({float(x) for x in a.alt_weights.split(",") if x} | {crosslingual.ALTERNATIVE_WEIGHT})
     feedbacks = sorted({(int(x.split(":")[0]), float(x.split(":")[1])) for x in a.feedback.split(",") if x}
@@ -200,24 +211,29 @@ def main() -> None:
         d, c = dc
         return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "sub-words": d}, c)
 
+    coverages = sorted({x for x in a.coverage.split(",") if x} | {crosslingual.COVERAGE})
     shipped_key = (ORIGINAL_WEIGHT, alpha0, crosslingual.ALTERNATIVE_WEIGHT,
-                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT), shipped_trust)
+                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT), shipped_trust, crosslingual.COVERAGE)
     for w in sorted(set(weights) | {ORIGINAL_WEIGHT}):
         vecs = mix(w)
         for alpha in sorted(set(alphas) | {alpha0}):
             for gamma in gammas:
                 for fb in feedbacks:
                     for tr_ in trusts:
-                        show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]} trust {tr_[0]}:{tr_[1]}",
-                             run_translated(vecs, alpha, gamma, fb, trust_fn(tr_)), w=w, alpha=alpha, gamma=gamma,
-                             feedback=list(fb), trust=list(tr_))
+                        for cov in coverages:
+                            key = (w, alpha, gamma, fb, tr_, cov)
+                            sink = per_query["zh"] if key == shipped_key else None
+                            show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]} trust {tr_[0]}:{tr_[1]} cov {cov}",
+                                 run_translated(vecs, alpha, gamma, fb, trust_fn(tr_), cov, sink), w=w, alpha=alpha,
+                                 gamma=gamma, feedback=list(fb), trust=list(tr_), coverage=cov)
     tr_rows = [r for r in rows if "w" in r]
     best = max(tr_rows, key=lambda r: r["metrics"]["hybrid"]["a"][0])
     en, zh_typed = rows[0]["metrics"], rows[1]["metrics"]
-    shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"]), tuple(r["trust"])) == shipped_key)
+    shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"]), tuple(r["trust"]),
+                                          r["coverage"]) == shipped_key)
     print(f"\nbest on half a: w {best['w']}, α {best['alpha']}, γ {best['gamma']}, feedback {best['feedback']}, "
-          f"trust {best['trust']} (shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, γ {shipped_key[2]}, "
-          f"feedback {list(shipped_key[3])}, trust {list(shipped_trust)})")
+          f"trust {best['trust']}, coverage {best['coverage']} (shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, "
+          f"γ {shipped_key[2]}, feedback {list(shipped_key[3])}, trust {list(shipped_trust)}, coverage {crosslingual.COVERAGE})")
     for part, label in [(p_, l_) for p_, l_ in (("a", "half a"), ("b", "half b"), ("all", "all")) if p_ in parts]:
         n = {"a": na, "b": len(recs) - na, "all": len(recs)}[part]
         print(f"\n{label} ({n} queries), shipped settings; NDCG@10 / Recall@100")
@@ -227,6 +243,16 @@ def main() -> None:
         print("Chinese translated / English, NDCG@10: " + ", ".join(
             f"{x} {shipped['metrics'][x][part][0] / en[x][part][0]:.3f}×" for x in ("keyword", "dense", "hybrid")))
     print(f"\nend {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {load()}")
+    if a.per_query:
+        # Half a only, whatever --half says: reading half b query by query would be tuning on it.
+        lines = ["id\tchinese\tsearched as\tenglish\tEnglish hybrid NDCG@10\tChinese hybrid NDCG@10\tloss"]
+        rows_a = [(r, t) for r, t, h in zip(recs, trans, halves) if h == "a" and r["_id"] in per_query["zh"]]
+        rows_a.sort(key=lambda x: per_query["zh"][x[0]["_id"]] - per_query["en"][x[0]["_id"]])
+        for r, t in rows_a:
+            e, z = per_query["en"][r["_id"]], per_query["zh"][r["_id"]]
+            lines.append(f"{r['_id']}\t{r['text']}\t{t.text}\t{r['en']}\t{e:.4f}\t{z:.4f}\t{e - z:+.4f}")
+        a.per_query.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"half a, query by query (largest loss first): {a.per_query}")
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "translations": [t.to_json() for t in trans]}, ensure_ascii=False,
                                      indent=1))

@@ -132,6 +132,39 @@ def test_a_wrongly_glossed_character_no_longer_outranks_the_trusted_word(tmp_pat
     assert [pid for pid, _ in trusted] == [pid for pid, _ in flat if pid != "v1"] + ["v1"]
 
 
+COVERAGE_CATALOG = """id,title,price
+g1,ECHO Gas Chainsaw 16 in.,199
+c1,ECHO Chain Saw Chaps,89
+r1,Garden Rake Steel,20
+h1,Hose Reel Cart,45
+w1,Chain Link Fence Gate,60
+s1,Circular Saw Blade,15
+"""
+
+
+def test_coverage_counts_the_shoppers_words_not_the_english_terms(tmp_path_factory, encoder):
+    """油锯 is one word: the product holding its chosen "chainsaw" must not be out-covered by one
+    holding its two-term alternative "chain saw" (which, counted by English terms, matches 3 to 2)."""
+    from qkv.search.translate import Piece, Translation
+
+    t = Translation("ECHO 油锯", "ECHO chainsaw", (Piece("ECHO", "ECHO", "as typed"), Piece("油锯", "chainsaw", "trade glossary")),
+                    ((), ("chain saw",)))
+    groups = crosslingual.keyword_groups("ECHO 油锯", t)
+    assert groups[-1] == [(1.0, ("chainsaw",)), (0.5, ("chain", "saw"))]
+    with Index.open(catalog_index(tmp_path_factory, "coverage", COVERAGE_CATALOG, encoder), encoder) as i:
+        raw, by_word = crosslingual.structured_keyword(i.store, groups, 10, coverage="words")
+        raw_t, by_term = crosslingual.structured_keyword(i.store, groups, 10, coverage="terms")
+        default = crosslingual.structured_keyword(i.store, groups, 10)
+    assert raw == raw_t  # the count weights fusion only; the keyword ranking is BM25 alone
+    assert default[1] == by_word and crosslingual.COVERAGE == "words"
+    p = fusion.COVERAGE_POWER
+    assert by_term["c1"] == pytest.approx(dict(raw)["c1"] * 3 ** p)  # echo + chain + saw
+    assert by_word["c1"] == pytest.approx(dict(raw)["c1"] * 2 ** p)  # echo + one word, fully held
+    assert by_word["g1"] == by_term["g1"] == pytest.approx(dict(raw)["g1"] * 2 ** p)
+    assert by_term["c1"] > by_term["g1"] and by_word["g1"] > by_word["c1"]
+    assert by_word["s1"] == pytest.approx(dict(raw)["s1"] * 1)  # half of "chain saw" held: 0.5, no coverage bonus
+
+
 def test_feedback_is_rocchio_in_embedding_space(idx, translation):
     v = np.array([1.0, 0.0, 0.0], np.float32)
     fb = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32)
