@@ -83,7 +83,7 @@ SOURCE_TRUST = {"dictionary": 0.5, "sub-words": 0.5}
 CHARACTER_TRUST = 0.25  # a one-character word whose English came from the dictionary (directly or as a sub-word)
 # What the coverage weighting counts for a translated query: "words" (each source word's group,
 # as the share of its best alternative's terms held) or "terms" (English terms, as an English
-# query). Half a, hybrid NDCG@10 (bench/zh_search.py --half a --coverage terms,words, 21:5x UTC):
+# query). Half a, hybrid NDCG@10 (bench/zh_search.py --half a --coverage terms,words, 21:48 UTC, load 1.8):
 # terms 0.2971 / words 0.3061 at the shipped trust (without trust: 0.2908 / 0.3003); a middle way,
 # each group scaled to its chosen gloss's term count: 0.3020 (0.2960). Keyword-mode rankings are
 # BM25 alone, so they do not change.
