@@ -33,6 +33,16 @@ def _highlight(title: str, exp) -> "object":
     return text
 
 
+def _piece_text(row: dict) -> str:
+    """One translated word of ``crosslingual.translation_rows``: "除→divide (dictionary ×0.25; also
+    remove)" — the weight only where its group is searched below full trust."""
+    w = row["weight"]
+    note = row["source"] + (f" ×{w:g}" if w is not None and w < 1 else "")
+    if row["alternatives"]:
+        note += "; also " + ", ".join(row["alternatives"])
+    return f"{row['zh']}→{row['en'] or '?'} ({note})"
+
+
 def register(app: typer.Typer) -> None:
     from qkv.cli import eval_app
 
@@ -125,7 +135,9 @@ def register(app: typer.Typer) -> None:
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
 
-        from qkv.search.crosslingual import FEEDBACK_DOCS
+        from rich.markup import escape
+
+        from qkv.search.crosslingual import FEEDBACK_DOCS, translation_rows
         from qkv.search.index import Index
         from qkv.search.store import index_dir, read_manifest
 
@@ -138,16 +150,13 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 out = {"query": query, "mode": mode, "k": k, "where": where}
                 if tr is not None:
-                    out.update(searched_as=tr.text, translation=[p._asdict() for p in tr.pieces],
-                               alternatives=[list(a) for a in tr.alternatives])  # per piece, searched too
+                    out.update(searched_as=tr.text, translation=translation_rows(tr))
                 print_json({**out, "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
                             "results": [r.to_json() for r in res]})
                 return
         if tr is not None:
-            console.print(f"searched as: [bold]{tr.text or '(no translation)'}[/]  [dim]"
-                          + " · ".join(f"{p.zh}→{p.en or '?'} ({p.source}{'; also ' + ', '.join(a) if a else ''})"
-                                       for p, a in zip(tr.pieces, tr.alternatives or [()] * len(tr.pieces))
-                                       if p.source != "as typed")
+            console.print(f"searched as: [bold]{escape(tr.text) or '(no translation)'}[/]  [dim]"
+                          + " · ".join(escape(_piece_text(r)) for r in translation_rows(tr) if r["source"] != "as typed")
                           + (f" · + top {FEEDBACK_DOCS} results fed back" if FEEDBACK_DOCS and tr.text and mode != "keyword" else "")
                           + "[/]")
         if not res:

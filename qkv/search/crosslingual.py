@@ -102,6 +102,24 @@ def piece_trust(piece, source_trust: Mapping[str, float] | None = None,
     return (SOURCE_TRUST if source_trust is None else source_trust).get(piece.source, 1.0)
 
 
+def translated(piece) -> bool:
+    """Whether ``piece`` was translated (its English searched as a group of its own, weighted by
+    ``piece_trust``); a token typed as is, or a word nothing was found for, is searched as typed."""
+    return bool(piece.en) and piece.source not in ("as typed", "untranslated")
+
+
+def translation_rows(translation, max_alternatives: int = MAX_ALTERNATIVES) -> list[dict]:
+    """A translation word by word, as the CLI and the web API show it: per piece ``{"zh", "en",
+    "source", "weight", "alternatives"}`` — ``weight`` the trust its group is searched at
+    (``piece_trust``; None for a piece searched as typed), ``alternatives`` the other English
+    searched with it (at ``ALTERNATIVE_WEIGHT`` × weight, as ``keyword_groups`` searches them)."""
+    alts = translation.alternatives or ((),) * len(translation.pieces)
+    return [{"zh": p.zh, "en": p.en, "source": p.source,
+             "weight": float(piece_trust(p)) if translated(p) else None,
+             "alternatives": list(others[:max_alternatives]) if translated(p) else []}
+            for p, others in zip(translation.pieces, alts)]
+
+
 def keyword_groups(query: str, translation, alternative_weight: float | None = None,
                    max_alternatives: int = MAX_ALTERNATIVES,
                    trust: Callable[[object], float] | None = piece_trust) -> list[Group]:
@@ -117,7 +135,7 @@ def keyword_groups(query: str, translation, alternative_weight: float | None = N
     groups: list[Group] = [[(1.0, (t,))] for t in single]
     alts = translation.alternatives or ((),) * len(translation.pieces)
     for piece, others in zip(translation.pieces, alts):
-        if piece.source in ("as typed", "untranslated") or not piece.en:
+        if not translated(piece):
             continue
         weight = 1.0 if trust is None else float(trust(piece))
         group: Group = []

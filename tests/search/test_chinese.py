@@ -7,6 +7,7 @@ import pytest
 
 from qkv.search import Index
 from qkv.search import text as textmod
+from qkv.search.crosslingual import SOURCE_TRUST
 from qkv.search.catalog import read_catalog
 from qkv.search.store import open_store
 from qkv.text import zh
@@ -115,11 +116,27 @@ def test_cli_shows_what_a_chinese_query_was_searched_as(sample_index):
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert "running shoes" in out["searched_as"]
-    assert {"zh": "跑鞋", "en": "running shoes", "source": "dictionary"} in out["translation"]
+    row = next(r for r in out["translation"] if r["zh"] == "跑鞋")  # crosslingual.translation_rows
+    assert {**row, "alternatives": []} == {"zh": "跑鞋", "en": "running shoes", "source": "dictionary",
+                                           "weight": SOURCE_TRUST["dictionary"], "alternatives": []}
     assert all(x["searched_as"] == out["searched_as"] for x in out["results"])
     r = CliRunner().invoke(app, ["search", "透气跑鞋", "--index", str(sample_index), "-k", "3", "--mode", "keyword"])
     assert r.exit_code == 0, r.output
     assert "searched as:" in r.output and "running shoes" in r.output
+    # a word searched below full trust says its weight; a trade glossary's word (full trust) does not
+    assert f"跑鞋→running shoes (dictionary ×{SOURCE_TRUST['dictionary']:g}" in r.output
+    assert "透气→breathable (trade glossary)" in r.output
+
+
+def test_cli_piece_text_names_source_weight_and_alternatives():
+    from qkv.cli.search import _piece_text
+
+    assert _piece_text({"zh": "除", "en": "divide", "source": "dictionary", "weight": 0.25,
+                        "alternatives": ["remove"]}) == "除→divide (dictionary ×0.25; also remove)"
+    assert _piece_text({"zh": "吊带", "en": "brace", "source": "glossary", "weight": 1.0,
+                        "alternatives": []}) == "吊带→brace (glossary)"
+    assert _piece_text({"zh": "鬯", "en": "", "source": "untranslated", "weight": None,
+                        "alternatives": []}) == "鬯→? (untranslated)"
 
 
 def test_an_index_written_by_characters_stays_by_characters(tmp_path):

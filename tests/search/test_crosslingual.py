@@ -109,6 +109,34 @@ def test_trust_follows_the_source_and_a_lone_characters_gloss_counts_least():
     assert trust(Piece("风管", "duct", "dictionary"), {"dictionary": 0.7}, 0.1) == 0.7
 
 
+def test_translation_rows_say_each_words_english_source_weight_and_alternatives():
+    """One row per piece, as the CLI and the web API show a translation: translated words with the
+    trust their group is searched at and the alternatives searched beside them; pieces searched as
+    typed with no weight."""
+    from qkv.search.translate import Piece, Translation
+
+    t = Translation("pvc 除 跳蚤 吊带 鬯", "pvc divide flea brace",
+                    (Piece("pvc", "pvc", "as typed"), Piece("除", "divide", "dictionary"),
+                     Piece("跳蚤", "flea", "trade glossary"), Piece("吊带", "brace", "sub-words"),
+                     Piece("鬯", "", "untranslated")),
+                    ((), ("remove",), (), ("strap", "sling", "hanger", "band"), ()))
+    rows = crosslingual.translation_rows(t)
+    assert [r["zh"] for r in rows] == ["pvc", "除", "跳蚤", "吊带", "鬯"]
+    assert [r["weight"] for r in rows] == [None, crosslingual.CHARACTER_TRUST, 1.0,
+                                           crosslingual.SOURCE_TRUST["sub-words"], None]
+    assert all(r["weight"] == crosslingual.piece_trust(p) for r, p in zip(rows, t.pieces) if r["weight"] is not None)
+    assert rows[1]["alternatives"] == ["remove"] and rows[2]["alternatives"] == []
+    assert rows[3]["alternatives"] == ["strap", "sling", "hanger"][:crosslingual.MAX_ALTERNATIVES]  # what is searched
+    assert rows[4] == {"zh": "鬯", "en": "", "source": "untranslated", "weight": None, "alternatives": []}
+    assert " ".join(r["en"] for r in rows if r["en"]) == t.text
+    # the rows' weights are the weights the structured query searches each group at
+    groups = crosslingual.keyword_groups(t.query, t)
+    assert [g[0][0] for g in groups if g[0][0] != 1.0] == [r["weight"] for r in rows if r["weight"] not in (None, 1.0)]
+    # a translation without alternatives (an older caller's) still gives rows
+    assert crosslingual.translation_rows(Translation("除", "divide", (Piece("除", "divide", "dictionary"),)))[0][
+        "alternatives"] == []
+
+
 TRUST_CATALOG = """id,title,price
 f1,Flea Spray Yard,12
 f2,Flea Shampoo Dogs,9

@@ -287,6 +287,54 @@ def test_chinese_query_shows_what_it_was_searched_as(page_zh, screenshot):
     assert pg.console_errors == []
 
 
+def test_a_translated_query_shows_its_words_as_chips(page_zh, screenshot):
+    """Under "searched as", a chip per translated word (the API's ``translation``): 透气 → breathable
+    from the sample's glossary at full weight; 无线 → wireless, from the dictionary by the parts of
+    无线耳机, with its weight shown and its other English ("also cordless") dim; source and weight
+    in the tooltip, in the page's language; no chips for an English query."""
+    from qkv.search.crosslingual import SOURCE_TRUST
+
+    pg = page_zh
+    pg.goto(pg.base_url + "/#search")
+    pg.wait_for_selector("#search-results li", timeout=180_000)
+    pg.fill("#search-q", "透气无线耳机")
+    pg.press("#search-q", "Enter")
+    pg.wait_for_selector("#search-words:not([hidden]) li", timeout=180_000)
+    assert pg.locator("#search-as q").inner_text() == "breathable wireless headphones"
+    chips = pg.locator("#search-words li")
+    assert chips.all_inner_texts()[0] == "透气 → breathable"  # full trust: no weight shown
+    assert chips.all_inner_texts()[1:] == [f"无线 → wireless ×{SOURCE_TRUST['sub-words']:g} also cordless",
+                                           f"耳机 → headphones ×{SOURCE_TRUST['sub-words']:g}"]
+    full, weak = chips.nth(0), chips.nth(1)
+    assert full.locator(".weight").count() == 0 and "seller's glossary" in full.get_attribute("title")
+    w = SOURCE_TRUST["sub-words"]
+    assert weak.locator(".weight").inner_text() == f"×{w:g}" and "weak" in weak.get_attribute("class")
+    assert weak.locator(".also").inner_text() == "also cordless"
+    tip = weak.get_attribute("title")
+    assert "无线 → wireless" in tip and "dictionary, by its parts" in tip and f"weight {w:g}" in tip
+    # the alternatives and the weight are dim (the page's muted colour), the word itself is not
+    colour = "el => getComputedStyle(el).color"
+    muted = pg.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--muted').trim()")
+    assert muted and weak.locator(".also").evaluate(colour) == weak.locator(".weight").evaluate(colour) \
+        != weak.locator("b").evaluate(colour)
+    # the chips sit right under the "searched as" line, above the results
+    top = pg.evaluate("""() => ['#search-as', '#search-words', '#search-results'].map(
+                           (s) => document.querySelector(s).getBoundingClientRect())
+                           .map((r) => [r.top, r.bottom])""")
+    assert top[0][1] <= top[1][0] + 1 and top[1][1] <= top[2][0] + 1
+    screenshot(pg, "search-zh-words")
+    pg.click("#lang")  # 中文: the labels and the tooltip follow
+    pg.wait_for_function("document.querySelector('#search-words li:nth-child(2)').title.includes('词典')")
+    assert "权重" in weak.get_attribute("title") and weak.locator(".also").inner_text() == "也搜 cordless"
+    screenshot(pg, "search-zh-words-zh")
+    pg.click("#lang")
+    pg.fill("#search-q", "waterproof hiking boots")
+    pg.press("#search-q", "Enter")
+    pg.wait_for_function("document.querySelector('#search-words').hidden", timeout=180_000)
+    assert pg.locator("#search-words li").count() == 0
+    assert pg.console_errors == []
+
+
 def test_attention_view_of_a_chinese_title(page_zh, screenshot):
     pg = page_zh
     pg.goto(pg.base_url + "/")

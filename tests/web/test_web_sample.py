@@ -85,3 +85,34 @@ def test_explanations_on_request_say_what_the_query_was_searched_as(client_zh):
         assert abs(sum(map(sum, e["grid"])) - e["cosine"]) < 1e-4
         if "Hiking Boots" in x["title"]:  # matched through the translation's keyword terms
             assert {t["term"] for t in e["keyword_terms"]} & {"hike", "hiking", "boot", "boots", "waterproof"}
+
+
+def test_a_translated_query_comes_back_word_by_word(client_zh):
+    """``translation``: one row per piece (crosslingual.translation_rows) — the translated words'
+    English joined is what the query was searched as, each weighted by trust in its source (the
+    sample's glossary in full, the dictionary's words less); the brand typed as is has no weight."""
+    from qkv.search.crosslingual import piece_trust
+    from qkv.search.translate import Piece
+
+    body = _search(client_zh, {"query": "Velora 透气跑鞋", "k": 4})
+    rows = body["translation"]
+    assert [r["zh"] for r in rows][1:] == ["透气", "跑鞋"] and rows[0]["source"] == "as typed"
+    assert rows[0]["weight"] is None and rows[0]["alternatives"] == []
+    words = [r for r in rows if r["weight"] is not None]
+    assert " ".join(r["en"] for r in words) == "breathable running shoes"
+    assert " ".join(r["en"] for r in rows if r["en"]) == body["searched_as"]
+    assert [r["weight"] for r in words] == [piece_trust(Piece(r["zh"], r["en"], r["source"])) for r in words]
+    assert words[0]["source"] == "glossary" and words[0]["weight"] == 1.0
+    assert words[1]["source"] == "dictionary" and words[1]["weight"] < 1
+    assert all(isinstance(a, str) and a for r in rows for a in r["alternatives"])
+    # the explanations on request say the same
+    ids = [x["id"] for x in body["results"][:2]]
+    got = client_zh.post("/api/search/explain", json={"query": "Velora 透气跑鞋", "ids": ids}).json()
+    assert got["translation"] == rows and got["searched_as"] == body["searched_as"]
+    # a search that finds nothing still says what it was searched as
+    body = _search(client_zh, {"query": "透气跑鞋", "k": 3, "filters": [{"field": "price", "op": ">", "value": 1e9}]})
+    assert body["count"] == 0 and body["searched_as"] == "breathable running shoes"
+    assert [r["zh"] for r in body["translation"]] == ["透气", "跑鞋"]
+    # a query searched as typed has neither
+    body = _search(client_zh, {"query": "waterproof hiking boots", "k": 1, "mode": "keyword"})
+    assert body["searched_as"] is None and body["translation"] is None

@@ -108,16 +108,27 @@ def _terms_of_word(word: str) -> frozenset:
 
 
 def _explanations(index, query: str, ids: list[str], titles: list[str],
-                  detail: str = "full") -> tuple[list[dict], str | None]:
+                  detail: str = "full") -> tuple[list[dict], object]:
     """The match explanation and title highlights of each product, of the query as it was
     searched (``Index.plan_query``: a Chinese query's keyword side also holds its English), and
-    what it was searched as. The query's token vectors come from its search pass and the titles'
+    its translation (None: searched as typed). The query's token vectors come from its search pass and the titles'
     from the index's cache (``Index.explain_titles``), so this costs little more than the search."""
     kw_query, tr = index.plan_query(query.strip())
     terms = index.store.keyword_terms(kw_query, ids)
     exps = index.explain_titles(query, titles, [terms.get(i, []) for i in ids])
     return ([{"explanation": _explanation_json(e, detail), "highlights": jsonable(_highlights(e, e.keyword_terms))}
-             for e in exps], tr.text if tr is not None else None)
+             for e in exps], tr)
+
+
+def _translated_as(tr) -> dict:
+    """What a query was searched as: ``searched_as`` (the English, None for a query searched as
+    typed) and ``translation``, word by word (``crosslingual.translation_rows``: each word's
+    English, source, trust weight and alternatives; None as well)."""
+    if tr is None:
+        return {"searched_as": None, "translation": None}
+    from qkv.search.crosslingual import translation_rows
+
+    return {"searched_as": tr.text, "translation": translation_rows(tr)}
 
 
 def _explanation_json(e, detail: str) -> dict:
@@ -160,13 +171,9 @@ async def search(body: SearchRequest, request: Request) -> dict:
             for item, e in zip(out, exps):
                 item.update(e)
             timings["explain"] = time.perf_counter() - t1
-        if results:
-            searched_as = results[0].searched_as
-        else:
-            tr = index.plan_query(body.query.strip())[1]
-            searched_as = tr.text if tr is not None else None
+        tr = index.last_translation  # this search's: the search pool runs one search at a time
         seconds = time.perf_counter() - t0
-        return _json({"query": body.query, "searched_as": searched_as, "mode": body.mode, "count": len(out),
+        return _json({"query": body.query, **_translated_as(tr), "mode": body.mode, "count": len(out),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
 
@@ -187,11 +194,11 @@ async def explain(body: ExplainRequest, request: Request) -> dict:
         if missing:
             raise NotFound(f"no product {missing[0]!r} in the index (it may have been removed since the search); "
                            "search again")
-        exps, searched_as = _explanations(index, body.query, ids, [r["title"] for r in rows], body.detail)
+        exps, tr = _explanations(index, body.query, ids, [r["title"] for r in rows], body.detail)
         answer = {"query": body.query, "explanations": dict(zip(ids, exps)),
                   "server_ms": round((time.perf_counter() - t0) * 1000, 2)}
-        if searched_as is not None:
-            answer["searched_as"] = searched_as
+        if tr is not None:
+            answer.update(_translated_as(tr))
         return _json(answer)
 
     return await st.run("explain", run)

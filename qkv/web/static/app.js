@@ -20,6 +20,10 @@ const I18N = {
     "search.keyword": "keyword", "search.k": "Results", "search.go": "Search", "search.filters": "Filters",
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
     "search.none": "No results.", "search.as": "Searched as:", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
+    "search.words": "translated words", "search.also": "also", "search.source": "source", "search.weight": "weight",
+    "search.weight.hint": "its keyword group is searched at this weight: the less sure the source, the less it counts",
+    "src.glossary": "seller's glossary", "src.units": "units", "src.trade glossary": "trade glossary", "src.dictionary": "dictionary",
+    "src.sub-words": "dictionary, by its parts", "src.as typed": "as typed", "src.untranslated": "no translation found",
     "attr.titles": "Product titles, one per line", "attr.go": "Extract attributes", "attr.title": "Title",
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
@@ -43,6 +47,10 @@ const I18N = {
     "search.keyword": "关键词", "search.k": "结果数", "search.go": "搜索", "search.filters": "筛选",
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
     "search.none": "没有结果。", "search.as": "检索为：", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
+    "search.words": "逐词翻译", "search.also": "也搜", "search.source": "来源", "search.weight": "权重",
+    "search.weight.hint": "它的关键词组按此权重检索：来源越不可靠，分量越轻",
+    "src.glossary": "卖家词汇表", "src.units": "单位", "src.trade glossary": "行业词汇表", "src.dictionary": "词典",
+    "src.sub-words": "词典（按组成部分）", "src.as typed": "原样", "src.untranslated": "未找到翻译",
     "attr.titles": "商品标题，每行一个", "attr.go": "提取属性", "attr.title": "标题",
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
@@ -483,6 +491,26 @@ function matchGrid(box, x) {
     readout: null, label: `match grid ${x.id}` });
 }
 
+// A translated query word by word (the API's `translation`, qkv.search.crosslingual.translation_rows):
+// one chip per translated word, "吊带 → brace", its other English dim ("also strap"), a weight below
+// 1 shown (×0.5: the less sure the source, the less its keyword group counts), source and weight in
+// the tooltip. Drawn again when the language changes (the tooltip is not a data-i18n label).
+let lastTranslation = [];
+function drawTranslation() {
+  const box = $("search-words");
+  const rows = lastTranslation.filter((w) => w.weight != null);
+  box.hidden = !rows.length;
+  box.setAttribute("aria-label", t("search.words"));
+  box.replaceChildren(...rows.map((w) => {
+    const tip = `${w.zh} → ${w.en} · ${t("search.source")}: ${t("src." + w.source)} · ${t("search.weight")} ${w.weight}` +
+      (w.weight < 1 ? ` (${t("search.weight.hint")})` : "");
+    return el("li", { class: "word" + (w.weight < 1 ? " weak" : ""), title: tip, "data-source": w.source, "data-weight": w.weight },
+      el("span", { class: "zh" }, w.zh), " → ", el("b", {}, w.en),
+      w.weight < 1 ? [" ", el("span", { class: "weight" }, `×${w.weight}`)] : null,
+      w.alternatives.length ? [" ", el("span", { class: "also" }, el("span", { "data-i18n": "search.also" }, t("search.also")), " ", w.alternatives.join(", "))] : null);
+  }));
+}
+
 const EXPLAIN_FIRST = 3;  // results explained with the search; the others when their grid is opened
 const EXPLAIN_DETAIL = "grid";  // what matchGrid draws (token grid, sums, BM25 terms), not the word-level extras
 let searchGen = 0;  // only the newest search draws its results (answers can arrive out of order)
@@ -503,6 +531,8 @@ async function runSearch() {
     const as = $("search-as");
     as.hidden = !r.searched_as;
     as.replaceChildren(...(r.searched_as ? [el("span", { "data-i18n": "search.as" }, t("search.as")), " ", el("q", {}, r.searched_as)] : []));
+    lastTranslation = r.searched_as ? r.translation || [] : [];
+    drawTranslation();
     if (!r.results.length) list.append(el("p", {}, t("search.none")));
     r.results.forEach((x) => {
       const grid = el("div", { class: "match", hidden: true });
@@ -651,6 +681,7 @@ $("lang").addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
   localStorage.setItem("qkv.lang", lang);
   applyLang();
+  drawTranslation();
   if (att.mode === "tour" && att.text && !$("view-attention").hidden) runAttention();
 });
 
