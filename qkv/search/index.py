@@ -16,10 +16,14 @@ English alternatives as one synonym group; the dense side searches normalize(w·
 (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by w·cos(original) + (1 − w)·cos(English),
 then again with the top results' vectors fed back (``qkv.search.crosslingual``).
 ``translate=False`` searches the query as typed.
+
+(Over 500 lines on purpose: this one class is what every face calls; what it coordinates — stores,
+fusion, translation, explanations — lives in modules of its own.)
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 import numpy as np
@@ -88,12 +92,31 @@ class Index:
         self._encoder = encoder
         if encoder is not None:
             check_model(store.manifest, encoder, store.path)
-        self.last_timings: dict[str, float] = {}
-        self.last_translation = None  # the Translation of the last query searched (None: as typed)
+        # what the last search in *this thread* did: a server may run searches on one Index from
+        # several threads, and each answer must report its own timings and translation
+        self._last = threading.local()
         self._glossary = glossary
         self._translator = (None, None)  # (store it counts in, Translator)
         self._query_vectors = TokenVectorCache(QUERY_CACHE_BYTES, QUERY_CACHE_ENTRIES)
         self._title_vectors = TokenVectorCache(TITLE_CACHE_BYTES)
+
+    @property
+    def last_timings(self) -> dict[str, float]:
+        """Seconds per stage of this thread's last search."""
+        return self._last.__dict__.setdefault("timings", {})
+
+    @last_timings.setter
+    def last_timings(self, value: dict[str, float]) -> None:
+        self._last.timings = value
+
+    @property
+    def last_translation(self):
+        """The Translation of this thread's last query searched (None: searched as typed)."""
+        return getattr(self._last, "translation", None)
+
+    @last_translation.setter
+    def last_translation(self, value) -> None:
+        self._last.translation = value
 
     @classmethod
     def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None,

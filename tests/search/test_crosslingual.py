@@ -222,3 +222,27 @@ def test_index_search_runs_translated_queries_through_it(idx):
     assert kw and all("Duct" in r.title for r in kw)
     idx.search("duct strap", k=2)
     assert "translated search" not in idx.last_timings  # English never comes here
+
+
+def test_each_thread_sees_its_own_searchs_translation(idx):
+    """A server may search one Index from several threads: each answer reports its own query's
+    translation and timings, not the last one any thread searched."""
+    import threading
+
+    seen: dict[str, list] = {"zh": [], "en": []}
+    start = threading.Barrier(2)
+
+    def worker(kind, query):
+        start.wait()
+        for _ in range(20):
+            idx.search(query, k=2)
+            tr = idx.last_translation
+            seen[kind].append((tr.query if tr is not None else None, "translated search" in idx.last_timings))
+
+    threads = [threading.Thread(target=worker, args=a) for a in (("zh", "风管"), ("en", "duct strap"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["zh"] == [("风管", True)] * 20
+    assert seen["en"] == [(None, False)] * 20
