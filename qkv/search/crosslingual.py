@@ -11,21 +11,6 @@ was translated through ``retrieve`` here; English queries never come here.
   bm25() sums), the chosen gloss at full weight and the others at ``ALTERNATIVE_WEIGHT`` (the
   translator's choice by co-occurrence is usually right, but when it is wrong the right sense is
   often among the rest: 吊带 "brace", also "strap").
-* **Coverage counts the shopper's words** (``COVERAGE``): the coverage weighting of score fusion
-  (``fusion.coverage_weighted``: BM25 × matched^p, so that a title holding all of a query's words
-  beats one holding a rare one) counts, for a translated query, each group — one word as typed —
-  as the share of its best alternative's terms the title holds (at most 1), not that alternative's
-  matched English terms: 油锯 is one word, and "ECHO Chain Saw Chaps" (its alternative "chain saw",
-  two terms) must not out-cover "ECHO Gas Chainsaw" (its chosen "chainsaw", one). With one-word
-  glosses and no alternatives this is exactly the flat query's BM25 × coverage weighting (a test
-  checks it); ``COVERAGE = "terms"`` counts English terms, as before.
-* **Pseudo-relevance feedback** (Ballesteros & Croft, "Phrasal translation and query expansion
-  techniques for cross-language information retrieval", SIGIR 1997: expansion after translation
-  recovers much of what dictionary translation loses), as Rocchio's formula in embedding space:
-  v' = normalize(v + β · mean of the top ``FEEDBACK_DOCS`` results' vectors), β = ``FEEDBACK_WEIGHT``, then the dense side
-  searches again with v' and the fusion runs again. A translation that misses a trade word still
-  finds a few right products through the words it got; their vectors carry the word it missed.
-
 * **Trust by source** (translation probabilities as weights, after Darwish & Oard, "Probabilistic
   structured query methods", SIGIR 2003, where a term's weight is how likely its translation is):
   a word the seller's or the trade glossary gives, and a unit, count in full; a general
@@ -35,6 +20,20 @@ was translated through ``retrieve`` here; English queries never come here.
   wrong its BM25 pulls in products of the wrong sense. The weight scales the whole group (its
   alternatives too); the matched-terms count of the coverage weighting is not scaled (scaling it
   measured no better).
+* **Coverage counts the shopper's words** (``COVERAGE``): the coverage weighting of score fusion
+  (``fusion.coverage_weighted``: BM25 × matched^p, so that a title holding all of a query's words
+  beats one holding a rare one) counts, for a translated query, each group — one word as typed —
+  as the share of its best alternative's terms the title holds (at most 1), not that alternative's
+  matched English terms: 油锯 is one word, and "ECHO Chain Saw Chaps" (its alternative "chain saw",
+  two terms) must not out-cover "ECHO Gas Chainsaw" (its chosen "chainsaw", one). With one-word
+  glosses, no alternatives and every word trusted in full this is exactly the flat query's BM25 ×
+  coverage weighting (a test checks it); ``COVERAGE = "terms"`` counts English terms, as before.
+* **Pseudo-relevance feedback** (Ballesteros & Croft, "Phrasal translation and query expansion
+  techniques for cross-language information retrieval", SIGIR 1997: expansion after translation
+  recovers much of what dictionary translation loses), as Rocchio's formula in embedding space:
+  v' = normalize(v + β · mean of the top ``FEEDBACK_DOCS`` results' vectors), β = ``FEEDBACK_WEIGHT``, then the dense side
+  searches again with v' and the fusion runs again. A translation that misses a trade word still
+  finds a few right products through the words it got; their vectors carry the word it missed.
 
 Constants chosen on half a of the Chinese Home Depot dev queries (bench/zh_search.py, docs/search.md).
 """
