@@ -166,7 +166,10 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None,
     over the OR-BM25 top ``depth`` of ``flat_query(groups)``; matched counted by ``coverage``
     (default ``COVERAGE``): "words", each group as the share of its best alternative's terms held,
     or "terms", that alternative's matched terms."""
-    by_word = (COVERAGE if coverage is None else coverage) == "words"
+    how = COVERAGE if coverage is None else coverage
+    if how not in ("words", "terms"):
+        raise ValueError(f"coverage must be 'words' or 'terms', not {how!r}")
+    by_word = how == "words"
     flat = flat_query(groups)
     hits = store.keyword_search(flat, depth, flt) if flat else []
     if not hits:

@@ -191,6 +191,8 @@ def test_coverage_counts_the_shoppers_words_not_the_english_terms(tmp_path_facto
     assert by_word["g1"] == by_term["g1"] == pytest.approx(dict(raw)["g1"] * 2 ** p)
     assert by_term["c1"] > by_term["g1"] and by_word["g1"] > by_word["c1"]
     assert by_word["s1"] == pytest.approx(dict(raw)["s1"] * 1)  # half of "chain saw" held: 0.5, no coverage bonus
+    with pytest.raises(ValueError, match="'words' or 'terms'"):
+        crosslingual.structured_keyword(None, groups, 10, coverage="word")
 
 
 def test_feedback_is_rocchio_in_embedding_space(idx, translation):
