@@ -139,34 +139,44 @@ def main() -> None:
                            for t, v in zip(texts, vecs)]
         return lists[kind]
 
+    def new_scores():
+        return {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
+
+    def record(out, r, h, mode, ranking, sink):
+        """One query's ranking in one mode: its NDCG@10 and Recall@100 under its half and "all"
+        (and its hybrid NDCG@10 in ``sink``, for --per-query)."""
+        judged = qrels[r["_id"]]
+        n, rc = ndcg(ranking, judged, offset), recall(ranking, judged, offset)
+        if sink is not None and mode == "hybrid":
+            sink[r["_id"]] = n
+        for part in (h, "all"):
+            out[mode][part][0].append(n)
+            out[mode][part][1].append(rc)
+
+    def means(out):
+        return {m: {h: (float(np.nanmean(v[0])) if v[0] else float("nan"), float(np.nanmean(v[1])) if v[1] else float("nan"))
+                    for h, v in hs.items()} for m, hs in out.items()}
+
     def run(kind, kw_texts, vecs, alpha, dense_kind=None, sink=None):
-        out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
+        out = new_scores()
         kw_lists = searched(kind, kw_texts, vecs)
         d_lists = kw_lists if dense_kind is None else [(store.dense_search(v, depth), None) for v in vecs]
         for r, text, vec, h, (_, kw), (dense, _) in zip(recs, kw_texts, vecs, halves, kw_lists, d_lists):
             if h not in parts and "all" not in parts:
                 continue
-            judged = qrels[r["_id"]]
             for mode in out:
-                ranking = [p for p, _, _ in idx.fuse(mode, dense, kw, 100, vec, "score", alpha, query=text)]
-                if sink is not None and mode == "hybrid":
-                    sink[r["_id"]] = ndcg(ranking, judged, offset)
-                for part in (h, "all"):
-                    out[mode][part][0].append(ndcg(ranking, judged, offset))
-                    out[mode][part][1].append(recall(ranking, judged, offset))
-        return {m: {h: (float(np.nanmean(v[0])) if v[0] else float("nan"), float(np.nanmean(v[1])) if v[1] else float("nan"))
-                    for h, v in hs.items()} for m, hs in out.items()}
+                record(out, r, h, mode, [p for p, _, _ in idx.fuse(mode, dense, kw, 100, vec, "score", alpha, query=text)], sink)
+        return means(out)
 
     def mix(w):
         return idx.mix_vectors(v_zh, v_tr, w)
 
     def run_translated(vecs, alpha, gamma, fb, trust, coverage, sink=None):
         """Each translated query as Index.search runs it (crosslingual.retrieve), per mode."""
-        out = {m: {"a": ([], []), "b": ([], []), "all": ([], [])} for m in ("keyword", "dense", "hybrid")}
+        out = new_scores()
         for r, t, vec, h in zip(recs, trans, vecs, halves):
             if h not in parts and "all" not in parts:
                 continue
-            judged = qrels[r["_id"]]
             groups = crosslingual.keyword_groups(r["text"], t, gamma, trust=trust) if t.text else None
             for mode in out:
                 if groups is None:  # nothing translated: searched as typed
@@ -175,14 +185,8 @@ def main() -> None:
                 else:
                     ranked = crosslingual.retrieve(store, groups, vec, 100, mode, None, "score", alpha, depth, *fb,
                                                    coverage=coverage)[0]
-                ranking = [p for p, _, _ in ranked]
-                if sink is not None and mode == "hybrid":
-                    sink[r["_id"]] = ndcg(ranking, judged, offset)
-                for part in (h, "all"):
-                    out[mode][part][0].append(ndcg(ranking, judged, offset))
-                    out[mode][part][1].append(recall(ranking, judged, offset))
-        return {m: {h: (float(np.nanmean(v[0])) if v[0] else float("nan"), float(np.nanmean(v[1])) if v[1] else float("nan"))
-                    for h, v in hs.items()} for m, hs in out.items()}
+                record(out, r, h, mode, [p for p, _, _ in ranked], sink)
+        return means(out)
 
     rows = []
 

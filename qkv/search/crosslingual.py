@@ -110,8 +110,9 @@ def translated(piece) -> bool:
 def translation_rows(translation, max_alternatives: int = MAX_ALTERNATIVES) -> list[dict]:
     """A translation word by word, as the CLI and the web API show it: per piece ``{"zh", "en",
     "source", "weight", "alternatives"}`` — ``weight`` the trust its group is searched at
-    (``piece_trust``; None for a piece searched as typed), ``alternatives`` the other English
-    searched with it (at ``ALTERNATIVE_WEIGHT`` × weight, as ``keyword_groups`` searches them)."""
+    (``piece_trust``; None for a piece searched as typed), ``alternatives`` the word's other English
+    the catalog holds, at most ``max_alternatives`` (``keyword_groups`` searches them at
+    ``ALTERNATIVE_WEIGHT`` × weight, less any whose words an earlier word already searched)."""
     alts = translation.alternatives or ((),) * len(translation.pieces)
     return [{"zh": p.zh, "en": p.en, "source": p.source,
              "weight": float(piece_trust(p)) if translated(p) else None,
