@@ -216,7 +216,7 @@ def main() -> None:
 
     def trust_fn(dc):
         d, c = dc
-        return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "sub-words": d}, c)
+        return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "ECDICT": d, "sub-words": d}, c)
 
     coverages = sorted({x for x in a.coverage.split(",") if x} | {crosslingual.COVERAGE})
     powers = sorted({float(x) for x in a.coverage_trust.split(",") if x} | {crosslingual.COVERAGE_TRUST_POWER})

