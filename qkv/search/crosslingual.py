@@ -152,7 +152,9 @@ def keyword_groups(query: str, translation, alternative_weight: float | None = N
         chosen: tuple[str, ...] = ()
         for j, en in enumerate((piece.en, *(others[:max_alternatives] if gamma > 0 else ()))):
             terms = tuple(t for t in textmod.terms(en) if t not in seen)
-            if terms and all(terms != g for _, g in group):
+            if all(t in textmod.STOPWORDS for t in terms):
+                continue  # a function word's "with", "of": read by the dense side only
+            if all(terms != g for _, g in group):
                 group.append((weight if j == 0 else gamma * weight, terms))
                 if j == 0:
                     chosen = terms

@@ -68,6 +68,12 @@ UNITS = {"英寸": "in", "寸": "in", "英尺": "ft", "尺": "ft", "毫米": "mm
          "加仑": "gal", "磅": "lb", "盎司": "oz", "伏": "volt", "伏特": "volt", "瓦": "watt", "瓦特": "watt",
          "安": "amp", "安培": "amp", "升": "l", "毫升": "ml", "公斤": "kg", "千克": "kg", "克": "g", "夸脱": "qt"}
 
+# Function words of product titles and queries, read as titles use them: 带纱门 is a door "with" a
+# screen door (CC-CEDICT's first senses of 带 are "band", "belt"; the catalog reads "bear"), 的 is
+# "of". Their English are stopwords: the dense side reads them, the keyword side skips them
+# (``crosslingual.keyword_groups``). Only lone characters: 带子 is still "band".
+FUNCTION_WORDS = {"带": "with", "含": "with", "附": "with", "配": "with", "的": "of", "和": "and", "与": "and",
+                  "及": "and", "或": "or", "用": "for"}
 
 # Built-in trade glossaries by name (files beside this module, ``glossaries/``): Chinese trade words
 # → the English a catalog of that trade uses, several per word where the trade has several. Written
@@ -318,7 +324,8 @@ class Translator:
         return self._dict
 
     def _known(self, word: str) -> bool:
-        return (word in self.glossary or word in UNITS or word in self.trade or word in self.dictionary
+        return (word in self.glossary or word in UNITS or word in FUNCTION_WORDS or word in self.trade
+                or word in self.dictionary
                 or word in self.reverse)
 
     def _dictionary_glosses(self, word: str) -> list[tuple[str, tuple[str, ...], str, int]]:
@@ -341,6 +348,8 @@ class Translator:
             out = [(en, tuple(textmod.terms(en)), "glossary")]
         elif word in UNITS:
             out = [(UNITS[word], (UNITS[word],), "units")]
+        elif word in FUNCTION_WORDS:
+            out = [(FUNCTION_WORDS[word], (FUNCTION_WORDS[word],), "function word")]
         else:
             trade = self._known_glosses(self.trade.get(word, []), "trade glossary")
             scored = [] if (trade and TRADE_MODE == "replace") else self._dictionary_glosses(word)

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from qkv.search import ecdict
-from qkv.search.translate import TitleVocabulary, Translator, clean_gloss
+from qkv.search.translate import TitleVocabulary, Translator
 
 ROWS = [
     ("hardener", "n. 硬化剂；[化] 固化剂\\n[网络] 固化剂；硬化剂"),
@@ -103,11 +103,6 @@ def test_the_translator_asks_it_only_for_words_the_dictionary_lacks():
     assert all(p.source != "ECDICT" for p in plain.pieces)
     # a dictionary of one's own comes without the installed table, unless asked for
     assert Translator(TitleVocabulary(TITLES), dictionary=DICT).reverse == {}
-
-
-def test_affix_glosses_are_not_translations():
-    assert clean_gloss("-al") is None and clean_gloss("-ed") is None and clean_gloss("semi-") is None
-    assert clean_gloss("having") == "having"
 
 
 def test_make_setup_installed_the_reversed_ecdict():

@@ -82,6 +82,22 @@ def test_units_become_the_catalog_s_abbreviations(tr):
     assert ("英寸", "in", "units") in t.pieces
 
 
+def test_function_words_read_as_titles_use_them_and_are_not_keyword_terms():
+    """带 in 带纱门 is "with" (a door with a screen door), whatever the dictionary lists first; its
+    English is a stopword, so the keyword side has no group for it."""
+    from qkv.search import crosslingual
+
+    titles = ["Exterior Door with Screen Door", "Bear Head Wall Decor", "Screen Door Closer"]
+    t = Translator(TitleVocabulary(titles), dictionary={"带": ["band", "bear"], "纱门": ["screen door"],
+                                                        "外门": ["exterior door"]}).translate("外门 带纱门")
+    assert [(p.zh, p.en, p.source) for p in t.pieces] == [
+        ("外门", "exterior door", "dictionary"), ("带", "with", "function word"), ("纱门", "screen door", "dictionary")]
+    assert t.text == "exterior door with screen door"
+    groups = crosslingual.keyword_groups("外门 带纱门", t)
+    assert ("with",) not in [terms for g in groups for _, terms in g]
+    assert [terms for g in groups[-2:] for _, terms in g] == [("exterior", "door"), ("screen",)]
+
+
 def test_words_without_any_translation_are_kept_visible_but_not_searched(tr):
     t = tr.translate("橡木 柜")
     assert t.pieces[0] == Piece("橡木", "", "untranslated")
@@ -130,6 +146,7 @@ def test_cc_cedict_glosses_are_cleaned():
     assert clean_gloss("variant of 鑽|钻[zuan4]") is None
     assert clean_gloss("surname Ge") is None
     assert clean_gloss("CL:間|间[jian1]") is None
+    assert clean_gloss("-al") is None and clean_gloss("semi-") is None  # affixes (有 "-al": "al" is aluminium)
 
 
 def test_cc_cedict_lines_are_parsed_merged_and_names_go_last():
