@@ -15,11 +15,10 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
   (1 − w)·v(translation)) (``Index.mix_vectors``), then again with the top results' vectors fed back
   (Rocchio: k docs, weight β); each word's group weighted by trust in its source
   (``crosslingual.piece_trust``: dictionary words D, lone characters C, glossaries 1), coverage
-  counting source words (``crosslingual.COVERAGE``), each word's count × its trust^p
-  (``crosslingual.COVERAGE_TRUST_POWER``); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
+  counting source words (``crosslingual.COVERAGE``); hybrid = the shipped score fusion (α·cos + (1 − α)·BM25 × coverage²/max).
   Exactly ``crosslingual.retrieve``, which ``Index.search`` and ``qkv eval search`` run.
 
-w (``ORIGINAL_WEIGHT``), α, γ, k, β, D, C and p are swept on half a; what half a chose is reported on half b.
+w (``ORIGINAL_WEIGHT``), α, γ, k, β, D and C are swept on half a; what half a chose is reported on half b.
 ``--half a`` prints half a only (develop with it, so half b is read once, at the end).
 Queries are embedded as the index embeds them (its manifest's query prefix: E5 "query: "), by
 ``Index.query_vectors``; the index (built once by ``qkv index corpus.jsonl --index DIR``) is only
@@ -98,8 +97,6 @@ def main() -> None:
                     "(comma-separated; weight of a dictionary word's group and of a lone character's; 1:1 = none)")
     ap.add_argument("--coverage", default="", help="coverage counts swept besides the shipped "
                     "crosslingual.COVERAGE (comma-separated: words, terms)")
-    ap.add_argument("--coverage-trust", default="", help="powers p of a word's trust in its coverage count swept "
-                    "besides the shipped crosslingual.COVERAGE_TRUST_POWER (comma-separated; 0 = every word in full)")
     ap.add_argument("--per-query", type=Path, help="write half a's queries (never half b's) with the English and "
                     "the shipped Chinese hybrid NDCG@10, largest loss first, as TSV")
     ap.add_argument("--half", choices=("a", "all"), default="all",
@@ -174,7 +171,7 @@ def main() -> None:
     def mix(w):
         return idx.mix_vectors(v_zh, v_tr, w)
 
-    def run_translated(vecs, alpha, gamma, fb, trust, coverage, coverage_trust, sink=None):
+    def run_translated(vecs, alpha, gamma, fb, trust, coverage, sink=None):
         """Each translated query as Index.search runs it (crosslingual.retrieve), per mode."""
         out = new_scores()
         for r, t, vec, h in zip(recs, trans, vecs, halves):
@@ -187,7 +184,7 @@ def main() -> None:
                     ranked = idx.fuse(mode, *hits, 100, vec, "score", alpha, query=r["text"])
                 else:
                     ranked = crosslingual.retrieve(store, groups, vec, 100, mode, None, "score", alpha, depth, *fb,
-                                                   coverage=coverage, coverage_trust=coverage_trust)[0]
+                                                   coverage=coverage)[0]
                 record(out, r, h, mode, [p for p, _, _ in ranked], sink)
         return means(out)
 
@@ -219,31 +216,28 @@ def main() -> None:
         return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "ECDICT": d, "sub-words": d}, c)
 
     coverages = sorted({x for x in a.coverage.split(",") if x} | {crosslingual.COVERAGE})
-    powers = sorted({float(x) for x in a.coverage_trust.split(",") if x} | {crosslingual.COVERAGE_TRUST_POWER})
     shipped_key = (ORIGINAL_WEIGHT, alpha0, crosslingual.ALTERNATIVE_WEIGHT,
-                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT), shipped_trust, crosslingual.COVERAGE,
-                   crosslingual.COVERAGE_TRUST_POWER)
+                   (crosslingual.FEEDBACK_DOCS, crosslingual.FEEDBACK_WEIGHT), shipped_trust, crosslingual.COVERAGE)
     for w in sorted(set(weights) | {ORIGINAL_WEIGHT}):
         vecs = mix(w)
         for alpha in sorted(set(alphas) | {alpha0}):
             for gamma in gammas:
                 for fb in feedbacks:
                     for tr_ in trusts:
-                        for cov, ctp in ((c, q) for c in coverages for q in powers):
-                            key = (w, alpha, gamma, fb, tr_, cov, ctp)
+                        for cov in coverages:
+                            key = (w, alpha, gamma, fb, tr_, cov)
                             sink = per_query["zh"] if key == shipped_key else None
-                            show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]} trust {tr_[0]}:{tr_[1]} cov {cov}:{ctp}",
-                                 run_translated(vecs, alpha, gamma, fb, trust_fn(tr_), cov, ctp, sink), w=w, alpha=alpha,
-                                 gamma=gamma, feedback=list(fb), trust=list(tr_), coverage=cov, coverage_trust=ctp)
+                            show(f"translated, w {w} α {alpha} γ {gamma} fb {fb[0]}:{fb[1]} trust {tr_[0]}:{tr_[1]} cov {cov}",
+                                 run_translated(vecs, alpha, gamma, fb, trust_fn(tr_), cov, sink), w=w, alpha=alpha,
+                                 gamma=gamma, feedback=list(fb), trust=list(tr_), coverage=cov)
     tr_rows = [r for r in rows if "w" in r]
     best = max(tr_rows, key=lambda r: r["metrics"]["hybrid"]["a"][0])
     en, zh_typed = rows[0]["metrics"], rows[1]["metrics"]
     shipped = next(r for r in tr_rows if (r["w"], r["alpha"], r["gamma"], tuple(r["feedback"]), tuple(r["trust"]),
-                                          r["coverage"], r["coverage_trust"]) == shipped_key)
+                                          r["coverage"]) == shipped_key)
     print(f"\nbest on half a: w {best['w']}, α {best['alpha']}, γ {best['gamma']}, feedback {best['feedback']}, "
-          f"trust {best['trust']}, coverage {best['coverage']}:{best['coverage_trust']} (shipped: w {ORIGINAL_WEIGHT}, "
-          f"α {alpha0}, γ {shipped_key[2]}, feedback {list(shipped_key[3])}, trust {list(shipped_trust)}, "
-          f"coverage {crosslingual.COVERAGE}:{crosslingual.COVERAGE_TRUST_POWER})")
+          f"trust {best['trust']}, coverage {best['coverage']} (shipped: w {ORIGINAL_WEIGHT}, α {alpha0}, "
+          f"γ {shipped_key[2]}, feedback {list(shipped_key[3])}, trust {list(shipped_trust)}, coverage {crosslingual.COVERAGE})")
     for part, label in [(p_, l_) for p_, l_ in (("a", "half a"), ("b", "half b"), ("all", "all")) if p_ in parts]:
         n = {"a": na, "b": len(recs) - na, "all": len(recs)}[part]
         print(f"\n{label} ({n} queries), shipped settings; NDCG@10 / Recall@100")

@@ -18,9 +18,8 @@ was translated through ``retrieve`` here; English queries never come here.
   character's gloss from the dictionary at ``CHARACTER_TRUST`` — a character has dozens of senses
   (除 "not including" / "remove", 带 "bear" / "with", 螺 "snail" / "screw"), and when the chosen one is
   wrong its BM25 pulls in products of the wrong sense. The weight scales the whole group (its
-  alternatives too), and its credit in the coverage count below by the square root of it
-  (``COVERAGE_TRUST_POWER``): a word whose English is a guess counts less towards "the title
-  holds all the shopper's words".
+  alternatives too); the matched-terms count of the coverage weighting is not scaled (scaling it
+  measured no better).
 * **Coverage counts the shopper's words** (``COVERAGE``): the coverage weighting of score fusion
   (``fusion.coverage_weighted``: BM25 × matched^p, so that a title holding all of a query's words
   beats one holding a rare one) counts, for a translated query, each group — one word as typed —
@@ -29,9 +28,6 @@ was translated through ``retrieve`` here; English queries never come here.
   two terms) must not out-cover "ECHO Gas Chainsaw" (its chosen "chainsaw", one). With one-word
   glosses, no alternatives and every word trusted in full this is exactly the flat query's BM25 ×
   coverage weighting (a test checks it); ``COVERAGE = "terms"`` counts English terms, as before.
-  Each group's count is scaled by its weight (the word's trust) to the power
-  ``COVERAGE_TRUST_POWER``: held in full, a lone character's guessed gloss counts 0.5, a general
-  dictionary word's 0.71, a glossary word's 1.
 * **Pseudo-relevance feedback** (Ballesteros & Croft, "Phrasal translation and query expansion
   techniques for cross-language information retrieval", SIGIR 1997: expansion after translation
   recovers much of what dictionary translation loses), as Rocchio's formula in embedding space:
@@ -91,12 +87,6 @@ CHARACTER_TRUST = 0.25  # a one-character word whose English came from the dicti
 # each group scaled to its chosen gloss's term count: 0.3020 (0.2960). Keyword-mode rankings are
 # BM25 alone, so they do not change.
 COVERAGE = "words"
-# Each group's coverage count × its weight (the word's trust; γ·trust if only its alternatives are
-# left) ^ this: 0 counts every word in full, 1 is the expected number of words held when trust is
-# read as the chance the translation is right. Half a, hybrid NDCG@10 (bench/zh_search.py --half a
-# --coverage-trust 0,0.25,0.75,1, 23:31 UTC, load 0.8): 0.3061 / 0.3127 / 0.3125 / 0.3113 / 0.3092 —
-# a plateau from 0.25 to 0.75; at 0.5 the 3×3 trust grid above reads 0.3094–0.3127 (at 0: 0.3040–0.3062).
-COVERAGE_TRUST_POWER = 0.5
 
 Group = list[tuple[float, tuple[str, ...]]]  # one source word's alternatives: (weight, keyword terms)
 
@@ -173,19 +163,16 @@ def flat_query(groups: list[Group]) -> str:
     return " ".join(out)
 
 
-def structured_keyword(store, groups: list[Group], depth: int, flt=None, coverage: str | None = None,
-                       coverage_trust: float | None = None) -> tuple[list[tuple[str, float]], dict[str, float]]:
+def structured_keyword(store, groups: list[Group], depth: int, flt=None,
+                       coverage: str | None = None) -> tuple[list[tuple[str, float]], dict[str, float]]:
     """(ranking by the structured BM25, best first; id → that BM25 × matched^p for score fusion)
     over the OR-BM25 top ``depth`` of ``flat_query(groups)``; matched counted by ``coverage``
     (default ``COVERAGE``): "words", each group as the share of its best alternative's terms held,
-    or "terms", that alternative's matched terms; either × the group's largest weight to the power
-    ``coverage_trust`` (default ``COVERAGE_TRUST_POWER``; 0: every group in full)."""
+    or "terms", that alternative's matched terms."""
     how = COVERAGE if coverage is None else coverage
     if how not in ("words", "terms"):
         raise ValueError(f"coverage must be 'words' or 'terms', not {how!r}")
     by_word = how == "words"
-    power = COVERAGE_TRUST_POWER if coverage_trust is None else float(coverage_trust)
-    credit = [max(w for w, _ in g) ** power if g else 0.0 for g in groups]
     flat = flat_query(groups)
     hits = store.keyword_search(flat, depth, flt) if flat else []
     if not hits:
@@ -196,7 +183,7 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None, coverag
     for h in hits:
         shares = dict(parts.get(h.id, ()))
         total, matched = 0.0, 0.0
-        for group, c in zip(groups, credit):
+        for group in groups:
             best, n = 0.0, 0.0
             for w, terms in group:
                 s = w * sum(shares.get(t, 0.0) for t in terms)
@@ -204,7 +191,7 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None, coverag
                     held = sum(1 for t in terms if t in shares)
                     best, n = s, (held / len(terms) if by_word else held)
             total += best
-            matched += n * c
+            matched += n
         if total > 0:
             raw[h.id] = total
             weighted[h.id] = total * max(1, matched) ** fusion.COVERAGE_POWER
@@ -233,16 +220,14 @@ def feedback_vector(vector: np.ndarray, feedback: np.ndarray, weight: float = FE
 def retrieve(st, groups: list[Group], vector: np.ndarray | None, k: int, mode: str, flt, fusion_: str,
              alpha: float, depth: int, feedback_docs: int | None = None,
              feedback_weight: float | None = None,
-             coverage: str | None = None,
-             coverage_trust: float | None = None) -> tuple[list[tuple[str, float, dict]], np.ndarray | None]:
+             coverage: str | None = None) -> tuple[list[tuple[str, float, dict]], np.ndarray | None]:
     """Ranked (id, score, details) for a translated query, as ``Index._ranked`` ranks an English
     one, with the structured keyword side and dense feedback (module docstring); and the dense
-    vector finally searched. ``depth``: each side's candidates (at least ``k``); ``coverage`` and
-    ``coverage_trust``: as for ``structured_keyword``."""
+    vector finally searched. ``depth``: each side's candidates (at least ``k``); ``coverage``: as
+    for ``structured_keyword``."""
     fb_docs = FEEDBACK_DOCS if feedback_docs is None else feedback_docs
     fb_w = FEEDBACK_WEIGHT if feedback_weight is None else feedback_weight
-    kw_rank, kw_weighted = (structured_keyword(st, groups, depth, flt, coverage, coverage_trust)
-                            if mode != "dense" else ([], {}))
+    kw_rank, kw_weighted = structured_keyword(st, groups, depth, flt, coverage) if mode != "dense" else ([], {})
     if mode == "keyword":
         ranked = kw_rank[:k]
         dense_hits: list = []

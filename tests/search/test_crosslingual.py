@@ -195,39 +195,6 @@ def test_coverage_counts_the_shoppers_words_not_the_english_terms(tmp_path_facto
         crosslingual.structured_keyword(None, groups, 10, coverage="word")
 
 
-COVERAGE_TRUST_CATALOG = """id,title,price
-b1,LED Bulb Soft White,5
-b2,Snail Shell Bulb Vase,18
-h1,Garden Hose Reel,30
-"""
-
-
-def test_a_guessed_words_coverage_counts_by_its_trust(tmp_path_factory, encoder):
-    """螺口灯泡: 灯泡 "bulb" from the trade glossary (trust 1), 螺 glossed "snail" by the dictionary as a
-    lone character (a guess, trust CHARACTER_TRUST). A vase holding both words is credited
-    1 + trust^p words in the coverage count, not 2, so the guess lifts it less; p = 0 counts it in full."""
-    from qkv.search.translate import Piece, Translation
-
-    t = Translation("螺灯泡", "snail bulb", (Piece("螺", "snail", "dictionary"), Piece("灯泡", "bulb", "trade glossary")),
-                    ((), ()))
-    groups = crosslingual.keyword_groups("螺灯泡", t)
-    c = crosslingual.CHARACTER_TRUST
-    assert groups[-2:] == [[(c, ("snail",))], [(1.0, ("bulb",))]]  # (before them: the Chinese as typed)
-    p, q = fusion.COVERAGE_POWER, crosslingual.COVERAGE_TRUST_POWER
-    assert 0 < q < 1
-    with Index.open(catalog_index(tmp_path_factory, "covtrust", COVERAGE_TRUST_CATALOG, encoder), encoder) as i:
-        raw, weighted = crosslingual.structured_keyword(i.store, groups, 10)
-        raw_full, full = crosslingual.structured_keyword(i.store, groups, 10, coverage_trust=0)
-        _, expected = crosslingual.structured_keyword(i.store, groups, 10, coverage_trust=1)
-    assert raw == raw_full and [pid for pid, _ in raw] == ["b2", "b1"]  # BM25 alone does not change
-    b1, b2 = dict(raw)["b1"], dict(raw)["b2"]
-    assert full["b2"] == pytest.approx(b2 * 2 ** p)
-    assert weighted["b2"] == pytest.approx(b2 * (1 + c ** q) ** p)
-    assert expected["b2"] == pytest.approx(b2 * (1 + c) ** p)  # p 1: the expected number of right words held
-    assert weighted["b1"] == full["b1"] == pytest.approx(b1)  # the trusted word alone: one word, in full
-    assert full["b2"] > weighted["b2"] > expected["b2"]
-
-
 def test_feedback_is_rocchio_in_embedding_space(idx, translation):
     v = np.array([1.0, 0.0, 0.0], np.float32)
     fb = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32)
