@@ -78,10 +78,14 @@ def main() -> None:
     from qkv.search import crosslingual, fusion
     from qkv.search.evaluate import in_half, load_qrels, ndcg, recall
     from qkv.search.index import CANDIDATES, ORIGINAL_WEIGHT, Index
+    from qkv.search.translate import Translation
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--queries", type=Path, help="Chinese queries (JSONL: _id, text, en) other than the data's "
+                    "queries.dev.zh.jsonl, judged by its dev qrels — e.g. a further development set; its halves "
+                    "are the ids' halves, as for the dev set")
     ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the built-in trade glossary's and the dictionary's)")
     ap.add_argument("--trade-glossary", default="home-improvement",
                     help="built-in trade glossary (qkv.search.translate.TRADE_GLOSSARIES) or none")
@@ -104,10 +108,12 @@ def main() -> None:
     a = ap.parse_args()
     weights = [float(x) for x in a.weights.split(",") if x]
     alphas = [float(x) for x in a.alphas.split(",") if x]
-    if not (a.data / "queries.dev.zh.jsonl").is_file():
-        sys.exit(f"no Home Depot Chinese queries at {a.data}; pass --data")
+    zh_file = a.queries or a.data / "queries.dev.zh.jsonl"
+    if not zh_file.is_file():
+        sys.exit(f"no Chinese queries at {zh_file}; pass --data or --queries")
     print(f"start {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {load()}")
-    recs = [json.loads(l) for l in (a.data / "queries.dev.zh.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()]
+    recs = [json.loads(l) for l in zh_file.read_text(encoding="utf-8").splitlines() if l.strip()]
+    print(f"queries: {zh_file}")
     qrels = load_qrels(a.data / "qrels" / "dev.tsv")
     recs = [r for r in recs if r["_id"] in qrels]
     idx = Index.open(a.index, glossary=a.glossary, trade_glossary=a.trade_glossary)
@@ -118,7 +124,8 @@ def main() -> None:
     t0 = time.perf_counter()
     plans = [idx.plan_query(r["text"]) for r in recs]  # (keyword query, Translation), as Index.search
     t_tr = (time.perf_counter() - t0) / len(recs)
-    trans = [tr for _, tr in plans]
+    # (a query without Han characters is not translated: Index.search searches it as typed)
+    trans = [tr if tr is not None else Translation(r["text"], "") for r, (_, tr) in zip(recs, plans)]
     print(f"{len(recs)} queries; translated in {t_tr * 1000:.1f} ms/query on average (dictionary load included)")
     for r, t in [x for x in zip(recs, trans) if a.half == "all" or in_half(x[0]["_id"], "a")][:8]:
         print(f"  {r['text']}  →  {t.text!r}   (en: {r['en']!r})")
