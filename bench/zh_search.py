@@ -9,7 +9,8 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
 * English — the ``en`` originals, as ``qkv eval search`` runs them;
 * Chinese as typed — no translation (dense on the Chinese, keyword on it);
 * Chinese translated (``qkv.search.translate``, as ``Index.search``: the built-in trade glossary,
-  ``--trade-glossary``, default home-improvement, then CC-CEDICT) — keyword on the original plus
+  ``--trade-glossary``, default home-improvement, then CC-CEDICT, then the reversed ECDICT when
+  installed, ``QKV_ECDICT``) — keyword on the original plus
   its translation, each word's English alternatives one synonym group at weight γ
   (``qkv.search.crosslingual``: Pirkola's structured query), dense on normalize(w·v(original) +
   (1 − w)·v(translation)) (``Index.mix_vectors``), then again with the top results' vectors fed back
