@@ -103,8 +103,9 @@ def piece_trust(piece, source_trust: Mapping[str, float] | None = None,
 
 def translated(piece) -> bool:
     """Whether ``piece`` was translated (its English searched as a group of its own, weighted by
-    ``piece_trust``); a token typed as is, or a word nothing was found for, is searched as typed."""
-    return bool(piece.en) and piece.source not in ("as typed", "untranslated")
+    ``piece_trust``); a token typed as is, or a word nothing was found for, is searched as typed,
+    and a function word's English (带 "with") is read by the dense side only."""
+    return bool(piece.en) and piece.source not in ("as typed", "untranslated", "function word")
 
 
 def translation_rows(translation, max_alternatives: int = MAX_ALTERNATIVES) -> list[dict]:
@@ -142,9 +143,7 @@ def keyword_groups(query: str, translation, alternative_weight: float | None = N
         chosen: tuple[str, ...] = ()
         for j, en in enumerate((piece.en, *(others[:max_alternatives] if gamma > 0 else ()))):
             terms = tuple(t for t in textmod.terms(en) if t not in seen)
-            if all(t in textmod.STOPWORDS for t in terms):
-                continue  # a function word's "with", "of": read by the dense side only
-            if all(terms != g for _, g in group):
+            if terms and all(terms != g for _, g in group):
                 group.append((weight if j == 0 else gamma * weight, terms))
                 if j == 0:
                     chosen = terms

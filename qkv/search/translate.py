@@ -70,8 +70,8 @@ UNITS = {"英寸": "in", "寸": "in", "英尺": "ft", "尺": "ft", "毫米": "mm
 
 # Function words of product titles and queries, read as titles use them: 带纱门 is a door "with" a
 # screen door (CC-CEDICT's first senses of 带 are "band", "belt"; the catalog reads "bear"), 的 is
-# "of". Their English are stopwords: the dense side reads them, the keyword side skips them
-# (``crosslingual.keyword_groups``). Only lone characters: 带子 is still "band".
+# "of". The dense side reads their English; the keyword side does not search them
+# (``crosslingual.translated``). Only lone characters: 带子 is still "band".
 FUNCTION_WORDS = {"带": "with", "含": "with", "附": "with", "配": "with", "的": "of", "和": "and", "与": "and",
                   "及": "and", "或": "or", "用": "for"}
 
@@ -95,7 +95,8 @@ TRADE_FINAL = True  # a trade word is not re-composed from its parts' glosses (a
 class Piece(NamedTuple):
     zh: str  # the Chinese word, or the token typed as is
     en: str  # its English ("" when nothing was found)
-    source: str  # "glossary", "units", "trade glossary", "dictionary", "ECDICT", "sub-words", "as typed" or "untranslated"
+    source: str  # "glossary", "units", "function word", "trade glossary", "dictionary", "ECDICT", "sub-words",
+    # "as typed" or "untranslated"
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,7 @@ def clean_gloss(sense: str) -> str | None:
     s = _FILLER.sub(" ", _PARENS.sub(" ", s))
     s = _LEAD.sub("", " ".join(s.split())).strip(" ,.;:")
     if not s or len(s.split()) > 4 or not re.search(r"[a-z]", s, re.I) or s.startswith("-") or s.endswith("-"):
-        return None  # (an affix: 有 "-ed", "-al"; the catalog reads "al" as aluminium)
-        return None
+        return None  # (or an affix: 有 "-ed", "-al"; the catalog reads "al" as aluminium)
     return s
 
 
@@ -325,8 +325,7 @@ class Translator:
 
     def _known(self, word: str) -> bool:
         return (word in self.glossary or word in UNITS or word in FUNCTION_WORDS or word in self.trade
-                or word in self.dictionary
-                or word in self.reverse)
+                or word in self.dictionary or word in self.reverse)
 
     def _dictionary_glosses(self, word: str) -> list[tuple[str, tuple[str, ...], str, int]]:
         """The general dictionary's glosses the catalog holds: CC-CEDICT's, or for a word it lacks,

@@ -83,8 +83,8 @@ def test_units_become_the_catalog_s_abbreviations(tr):
 
 
 def test_function_words_read_as_titles_use_them_and_are_not_keyword_terms():
-    """带 in 带纱门 is "with" (a door with a screen door), whatever the dictionary lists first; its
-    English is a stopword, so the keyword side has no group for it."""
+    """带 in 带纱门 is "with" (a door with a screen door), whatever the dictionary lists first; the
+    keyword side has no group for it (the dense side reads the "with")."""
     from qkv.search import crosslingual
 
     titles = ["Exterior Door with Screen Door", "Bear Head Wall Decor", "Screen Door Closer"]
@@ -96,6 +96,8 @@ def test_function_words_read_as_titles_use_them_and_are_not_keyword_terms():
     groups = crosslingual.keyword_groups("外门 带纱门", t)
     assert ("with",) not in [terms for g in groups for _, terms in g]
     assert [terms for g in groups[-2:] for _, terms in g] == [("exterior", "door"), ("screen",)]
+    assert crosslingual.translation_rows(t)[1] == {"zh": "带", "en": "with", "source": "function word",
+                                                   "weight": None, "alternatives": []}  # not searched as a keyword
 
 
 def test_words_without_any_translation_are_kept_visible_but_not_searched(tr):
