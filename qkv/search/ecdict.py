@@ -2,7 +2,7 @@
 headwords, MIT licence; https://github.com/skywind3000/ECDICT), read backwards.
 
 CC-CEDICT (``qkv.search.translate``) is a Chinese → English dictionary of ~120,000 words; it lacks
-many compounds a shopper writes (香茅 "citronella", 固化剂 "hardener", 储气罐 "air tank", 检修口
+many compounds a shopper writes (硬化剂 "hardener", 气罐 "air tank", 检修孔 "manhole", 检修口
 "access hole"). ECDICT lists, for each English word, its Chinese renderings ("hardener: n. 硬化剂；
 固化剂 …"); turned around it gives the English for those Chinese words. The translator consults it
 only for words CC-CEDICT lacks (``Translator(reverse=…)``), and its English, like the dictionary's,

