@@ -221,7 +221,7 @@ def main() -> None:
 
     def trust_fn(dc):
         d, c = dc
-        return lambda p: crosslingual.piece_trust(p, {"dictionary": d, "ECDICT": d, "sub-words": d}, c)
+        return lambda p: crosslingual.piece_trust(p, dict.fromkeys(crosslingual.SOURCE_TRUST, d), c)
 
     coverages = sorted({x for x in a.coverage.split(",") if x} | {crosslingual.COVERAGE})
     shipped_key = (ORIGINAL_WEIGHT, alpha0, crosslingual.ALTERNATIVE_WEIGHT,

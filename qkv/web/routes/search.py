@@ -171,7 +171,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
             for item, e in zip(out, exps):
                 item.update(e)
             timings["explain"] = time.perf_counter() - t1
-        tr = index.last_translation  # this search's: the search pool runs one search at a time
+        tr = index.last_translation  # this search's (kept per thread, and run() searched in this one)
         seconds = time.perf_counter() - t0
         return _json({"query": body.query, **_translated_as(tr), "mode": body.mode, "count": len(out),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
