@@ -1,5 +1,5 @@
 /* Matrix products with bfloat16 inputs and float32 sums: on AMX tiles, or on AVX-512 BF16 dot
- * products, chosen at run time by what the CPU reports (qkv/kernels.py dispatches; see
+ * products, chosen at run time by what the CPU reports (qkv/kernels/float32/__init__.py dispatches; see
  * docs/engine.md).
  *
  * y = x·W (+ bias, then GELU) where W is packed once (qkv.kernels.pack_bf16) as bfloat16 panels of
@@ -26,7 +26,7 @@
  *
  * Why one file of ~700 lines: the products, attention on tiles and the bfloat16 LayerNorm share the
  * panel layout, the tile configuration and the per-function target attributes above; split apart,
- * each part would repeat them and could drift from the layout qkv.kernels_bf16 packs.
+ * each part would repeat them and could drift from the layout qkv.kernels.bfloat16 packs.
  */
 #include <math.h>
 #include <stdint.h>
@@ -40,7 +40,7 @@ int64_t qkv_bf16_depth(void) { return BK; }
 
 /* Bits of qkv_bf16_cpu() */
 void qkv_add_layernorm(float *x, const float *res, const float *bias, const float *g, const float *beta,
-                       int64_t rows, int64_t width, float eps); /* _kernels.c */
+                       int64_t rows, int64_t width, float eps); /* float32/kernels.c */
 
 #define CPU_AVX512BF16 1 /* AVX-512 F/BW/BF16, and the OS saves the zmm and mask registers */
 #define CPU_AMX_BF16 2   /* AMX-TILE and AMX-BF16 */
@@ -139,7 +139,7 @@ T_BF16 static void to_bf16(const float *x, int64_t R, int64_t K, uint16_t *xb, i
  * polynomial fitted to 2^f's relative error on that interval (Lawson's iteration; the coefficients
  * rounded to float32), then scaled by 2^n (VSCALEFPS, which gives 0 below float32's range, so no
  * clamp). Relative error ≤ EXP2_ERR = 7.5e-5 = 2^-13.7 (Horner in float32 included; measured on
- * 20,001 points and stated in tests/test_kernels_bf16.py), 4 % of the bfloat16 rounding that
+ * 20,001 points and stated in tests/kernels/test_bfloat16.py), 4 % of the bfloat16 rounding that
  * follows. Seven operations a vector against fifteen (softmax: Cody–Waite, a degree-5 polynomial,
  * clamp, mask) or seventeen (GELU: degree 7) before. The error of t itself (in the softmax one
  * rounding of a fused multiply-subtract, ≤ 2^-24·|t|, as before) moves a weight by
@@ -154,12 +154,12 @@ T_BF16 static inline __attribute__((always_inline)) __m512 exp2_soft(__m512 t)
     return _mm512_scalef_ps(p, n);
 }
 
-/* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of _kernels.c's gelu_f32 (erf after
+/* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of float32/kernels.c's gelu_f32 (erf after
  * Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7), with 1/(1 + p·|z|) from VRCP14PS and one
  * Newton step (relative error ~2^-28, against a division's ~10 cycles a vector) and e^(-x²/2) as
  * 2^(-x²·log2(e)/2) from exp2_soft: its relative error ε (7.5e-5, plus ≤ 1.1e-5 from the two
  * roundings of t while e^(-x²/2) is above float32's range) moves Φ by (1 - Φ(|x|))·ε, so GELU by at
- * most ε·|GELU(x)| on either side of 0 (tests/test_kernels_bf16.py adds it to the bound). For x < 0,
+ * most ε·|GELU(x)| on either side of 0 (tests/kernels/test_bfloat16.py adds it to the bound). For x < 0,
  * Φ(x) = ½·erfc(|x|/√2) is formed directly (A&S's coefficients halved), not as ½ - (½ - ½·erfc),
  * whose float32 cancellation cost up to 2^-25·|x| absolute in the tail; two operations fewer. */
 T_BF16 static inline __attribute__((always_inline)) __m512 gelu_v(__m512 x)
@@ -676,7 +676,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     return qkv_attention_bf16_io(qkv, NULL, n, ld, heads, scale, ctx, NULL, ldc, work);
 }
 
-/* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (_kernels.c's qkv_add_layernorm, float32, the
+/* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (float32/kernels.c's qkv_add_layernorm, float32, the
  * residual stream), and the result rounded to bfloat16 into xb [rows][width] for the products
  * that read it, 16 rows at a time while they are in L1. */
 T_BF16 void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,
