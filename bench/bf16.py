@@ -8,7 +8,7 @@ tile peak and the bfloat16 pass at two threads.
 1. peak      TDPBF16PS on tiles already loaded (qkv_amx_peak): the unit's ceiling on this core;
              with --threads, the same on every thread at once (each its own tiles): whether the
              units are the cores' own (total × threads) or shared.
-2. products  qkv.kernels_bf16.gemm_bf16 on every unit this CPU offers, beside qkv's float32
+2. products  qkv.kernels.bfloat16.gemm_bf16 on every unit this CPU offers, beside qkv's float32
              blocked product, on all-MiniLM-L6-v2's four product shapes over 2048 rows (a reviews
              batch); GFLOP/s and the share of the tile peak. The x→bfloat16 pass is included.
 3. steps     a forward pass over the engine benchmark's titles and reviews workloads in float32
@@ -17,9 +17,9 @@ tile peak and the bfloat16 pass at two threads.
              x, tiles, attention's packing / scores / softmax / P·V, GELU. With --threads, the
              bfloat16 pass on that many threads: each step's CPU over all threads, the wall, and
              each thread's busy time.
-4. ab        (only when asked, with --old-lib PATH: another build of qkv/_kernels.so, e.g. from an
+4. ab        (only when asked, with --old-lib PATH: another build of qkv/kernels/_kernels.so, e.g. from an
              earlier commit) the bfloat16 pass on the engine benchmark's reviews and titles with
-             that library and with this one, swapped in as qkv.kernels._lib between timed passes of
+             that library and with this one, swapped in as qkv.kernels.cpu.lib between timed passes of
              the same encoder (interleaved, one process, CPU time): what a kernel change gives a
              whole pass, in the same conditions.
 Nothing here reads ../shared. Results: /tmp/qkv-cache/bf16/results-<time>.json.
@@ -54,15 +54,15 @@ def cpu_time(fn, reps: int, rounds: int = 3) -> float:
 
 
 def tile_peak(quick: bool, rounds: int = 3) -> float | None:
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import cpu
 
-    if kernels_bf16.ISA != "amx":
+    if cpu.ISA != "amx":
         return None
     reps = 200_000 if quick else 1_000_000
     best = 0.0
     for _ in range(rounds):
         t = time.thread_time()
-        flops = kernels._lib.qkv_amx_peak(reps)
+        flops = cpu.lib.qkv_amx_peak(reps)
         best = max(best, flops / (time.thread_time() - t) / 1e9)
     return best
 
@@ -70,9 +70,9 @@ def tile_peak(quick: bool, rounds: int = 3) -> float | None:
 def tile_peak_threads(threads: int, quick: bool) -> dict | None:
     """The tile peak on ``threads`` threads at once (each its own tiles; the calls release the
     GIL): per thread GFLOP/s by its own CPU time, and all together by wall time. Best of 3."""
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import cpu
 
-    if kernels_bf16.ISA != "amx":
+    if cpu.ISA != "amx":
         return None
     reps = 200_000 if quick else 1_000_000
     best = {"per_thread_cpu": 0.0, "total_wall": 0.0, "one_thread": 0.0}
@@ -82,7 +82,7 @@ def tile_peak_threads(threads: int, quick: bool) -> dict | None:
 
         def one():
             t = time.thread_time()
-            flops = kernels._lib.qkv_amx_peak(reps)
+            flops = cpu.lib.qkv_amx_peak(reps)
             rates.append((flops, time.thread_time() - t))
 
         ths = [threading.Thread(target=one) for _ in range(threads)]
@@ -98,22 +98,22 @@ def tile_peak_threads(threads: int, quick: bool) -> dict | None:
 
 
 def products(rows: int, reps: int) -> dict:
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import bfloat16, cpu, float32
 
     rng = np.random.default_rng(0)
-    units = [u for u in kernels_bf16.offered() if u != "float32"]
+    units = [u for u in cpu.offered() if u != "float32"]
     out = {}
     for name, (K, N) in SHAPES.items():
         x = rng.standard_normal((rows, K)).astype(np.float32)
         w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
         b = np.zeros(N, np.float32)
-        y = kernels.aligned_empty((rows, N))
+        y = float32.aligned_empty((rows, N))
         gelu = "GELU" in name
-        p32, pb = kernels.pack_panels(w), kernels_bf16.pack_bf16(w)
+        p32, pb = float32.pack_panels(w), bfloat16.pack_bf16(w)
         flops = 2 * rows * K * N
-        row = {"float32": flops / cpu_time(lambda: kernels.gemm(x, p32, b, y, gelu=gelu), reps) / 1e9}
+        row = {"float32": flops / cpu_time(lambda: float32.gemm(x, p32, b, y, gelu=gelu), reps) / 1e9}
         for u in units:
-            row[u] = flops / cpu_time(lambda u=u: kernels_bf16.gemm_bf16(x, pb, b, y, gelu=gelu, isa=u), reps) / 1e9
+            row[u] = flops / cpu_time(lambda u=u: bfloat16.gemm_bf16(x, pb, b, y, gelu=gelu, isa=u), reps) / 1e9
         out[name] = row
     return out
 
@@ -140,7 +140,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
     import engine as bench_engine
 
     import qkv
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import cpu
     from qkv.model import attend, layer, linear
     from qkv.model.workspace import Workspace
 
@@ -200,7 +200,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
         patches.append((Encoder, "forward", Encoder.forward))
         Encoder.forward = forward_busy(Encoder.forward)
     ticks = np.zeros(len(PHASES), np.int64)
-    profile = lambda on: kernels._lib.qkv_bf16_profile(on if threads == 1 else 0, ticks.ctypes.data)  # noqa: E731
+    profile = lambda on: cpu.lib.qkv_bf16_profile(on if threads == 1 else 0, ticks.ctypes.data)  # noqa: E731
     res = {}
     try:
         for wl in bench_engine.TARGET_WORKLOADS:
@@ -228,7 +228,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
                        "parts_ms": {k: v * 1e3 for k, v in parts.items()},
                        "gflops_per_cpu_s": flops / total / 1e9,
                        "products_gflops": {k: F[k] / T[k] / 1e9 for k in F if T[k] > 0},
-                       "unit": kernels_bf16.ISA if prec == "bfloat16" else "float32"}
+                       "unit": cpu.ISA if prec == "bfloat16" else "float32"}
                 if threads > 1:
                     row["busy_ms"] = {n: v / nb * 1e3 for n, v in sorted(busy.items())}
                     res[f"{wl}|{prec}|{threads}"] = row
@@ -258,18 +258,13 @@ def ab_pass(old_lib: str, rounds: int) -> dict:
     import engine as bench_engine
 
     import qkv
-    from qkv import kernels
+    from qkv.kernels import cpu
     from qkv.model.workspace import Workspace
 
-    new = kernels._lib
-    path, sources = kernels.LIB_PATH, kernels.SOURCES
-    kernels.LIB_PATH, kernels.SOURCES = Path(old_lib), []
-    try:
-        old, why = kernels._load()
-    finally:
-        kernels.LIB_PATH, kernels.SOURCES = path, sources
+    new = cpu.lib
+    old, why, _ = cpu._load(Path(old_lib), cpu.cpu_flags())
     if old is None or new is None:
-        raise SystemExit(f"ab: cannot load {old_lib} ({why}) or this library ({kernels.STATUS})")
+        raise SystemExit(f"ab: cannot load {old_lib} ({why}) or this library ({cpu.STATUS})")
     old.qkv_amx_request()
     enc = qkv.load(threads=1)
     libs = {"old": old, "new": new}
@@ -280,11 +275,11 @@ def ab_pass(old_lib: str, rounds: int) -> dict:
             ws = {k: Workspace() for k in libs}
             t: dict = {k: [] for k in libs}
             for k in libs:
-                kernels._lib = libs[k]
+                cpu.lib = libs[k]
                 enc.forward(*batches[0][1:], workspace=ws[k], precision="bfloat16")
             for _ in range(rounds):
                 for k in libs:
-                    kernels._lib = libs[k]
+                    cpu.lib = libs[k]
                     c = time.thread_time()
                     for _, ids, mask in batches:
                         enc.forward(ids, mask, workspace=ws[k], precision="bfloat16")
@@ -293,22 +288,22 @@ def ab_pass(old_lib: str, rounds: int) -> dict:
             out[wl] = {"old_min_ms": float(o.min()), "new_min_ms": float(n.min()),
                        "median_ratio": float(np.median(n / o))}
     finally:
-        kernels._lib = new
+        cpu.lib = new
     return out
 
 
 def gelu_ms(rows: int, K: int = 384, N: int = 1536) -> float:
     """CPU ms GELU adds to one [rows, K]·[K, N] bfloat16 product (with it minus without it, the
     output in bfloat16 as the layer writes it)."""
-    from qkv import kernels_bf16
+    from qkv.kernels import bfloat16
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((rows, K)).astype(np.float32)
-    p = kernels_bf16.pack_bf16((rng.standard_normal((K, N)) * 0.05).astype(np.float32))
+    p = bfloat16.pack_bf16((rng.standard_normal((K, N)) * 0.05).astype(np.float32))
     b, y = np.zeros(N, np.float32), np.empty((rows, N), np.uint16)
     reps = max(3, int(2e6 // rows))
-    with_g = cpu_time(lambda: kernels_bf16.gemm_bf16(x, p, b, y, gelu=True), reps, rounds=5)
-    without = cpu_time(lambda: kernels_bf16.gemm_bf16(x, p, b, y), reps, rounds=5)
+    with_g = cpu_time(lambda: bfloat16.gemm_bf16(x, p, b, y, gelu=True), reps, rounds=5)
+    without = cpu_time(lambda: bfloat16.gemm_bf16(x, p, b, y), reps, rounds=5)
     return max(0.0, with_g - without) * 1e3
 
 
@@ -361,20 +356,20 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--threads", default="1", help="steps: also the bfloat16 pass at these counts, e.g. 1,2")
-    ap.add_argument("--old-lib", default="", help="ab: another build of qkv/_kernels.so to compare this one with")
+    ap.add_argument("--old-lib", default="", help="ab: another build of qkv/kernels/_kernels.so to compare this one with")
     args, _ = ap.parse_known_args(argv)  # bench/run.py may pass other areas' options
     os.environ.setdefault("QKV_THREADS", "1")
     from rich.console import Console
     from rich.table import Table
 
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import cpu
 
     console = Console(width=max(Console().width, 140))
     sections = set(args.sections.split(","))
     load0 = os.getloadavg()
-    console.print(f"[bold]bfloat16 benchmark[/bold] — {kernels.STATUS}; load average {load0[0]:.1f} on "
+    console.print(f"[bold]bfloat16 benchmark[/bold] — {cpu.STATUS}; load average {load0[0]:.1f} on "
                   f"{os.cpu_count()} CPUs; one thread, CPU time")
-    results: dict = {"status": kernels.STATUS, "offered": kernels_bf16.offered(), "load_start": load0}
+    results: dict = {"status": cpu.STATUS, "offered": cpu.offered(), "load_start": load0}
     peak = tile_peak(args.quick) if "peak" in sections else None
     results["tile_peak_gflops"] = peak
     if peak:
@@ -407,7 +402,7 @@ def main(argv=None) -> int:
         print_steps(console, res, peak)
     if "ab" in sections:
         if not args.old_lib:
-            raise SystemExit("--sections ab needs --old-lib PATH (another build of qkv/_kernels.so)")
+            raise SystemExit("--sections ab needs --old-lib PATH (another build of qkv/kernels/_kernels.so)")
         res = ab_pass(args.old_lib, 3 if args.quick else 8)
         results["ab"] = res
         tb = Table(title=f"4. The bfloat16 pass, {args.old_lib} (old) against this library (new), CPU ms per batch, "

@@ -350,7 +350,7 @@ def worker_parity(job: dict) -> dict:
 
 def worker_gemm(job: dict) -> dict:
     """float32 GEMM GFLOP/s for square sizes and for the encoder's product shapes, median of the
-    timed repetitions. lib "qkv": the encoder's own blocked product (qkv.kernels.gemm, one
+    timed repetitions. lib "qkv": the encoder's own blocked product (qkv.kernels.float32.gemm, one
     thread) on weights packed once, as the encoder holds them; shapes only."""
     import numpy as np
 
@@ -369,13 +369,13 @@ def worker_gemm(job: dict) -> dict:
             tx, tw, ty = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(y)
             fn = lambda: torch.mm(tx, tw, out=ty)  # noqa: E731
         elif lib == "qkv":
-            from qkv import kernels, kernels_bf16
+            from qkv.kernels import cpu, float32
 
-            panels = kernels.pack_panels(w)
+            panels = float32.pack_panels(w)
             if panels is None:
-                return out | {"error": f"compiled kernels not in use: {kernels.STATUS}"}
-            y = kernels.aligned_empty((m, n))  # as the encoder's workspace arrays are
-            fn = lambda: kernels.gemm(x, panels, None, y)  # noqa: E731
+                return out | {"error": f"compiled kernels not in use: {cpu.STATUS}"}
+            y = float32.aligned_empty((m, n))  # as the encoder's workspace arrays are
+            fn = lambda: float32.gemm(x, panels, None, y)  # noqa: E731
         else:
             fn = lambda: np.matmul(x, w, out=y)  # noqa: E731
         wall, cpu = _timed(fn, job["reps"])
@@ -440,9 +440,9 @@ def encoder_engine(job: dict):
                     _, ids, mask = batches[i]
                     enc.forward(ids, mask, precision=precision, workspace=ws)
         if engine == "qkv-bf16":
-            from qkv import kernels_bf16
+            from qkv.kernels import cpu
 
-            meta["unit"] = kernels_bf16.ISA
+            meta["unit"] = cpu.ISA
     elif engine == "qkv-encode":
         per_batch = WORKLOADS[wl][0]
 
@@ -808,7 +808,7 @@ def report_duels(console, Table, duel_raw: dict, threads_list: list[int], peak: 
     console.print(tb)
     units = {duel(*c)["meta"].get("qkv-bf16", {}).get("unit") for c in cols}
     console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
-                  "(qkv.kernels_bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
+                  "(qkv.kernels.cpu.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
                   "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export. "
                   "Best peer: the highest median rate in that duel. Spread = half the 25th–75th percentile range "
                   "over the median: pairing removes what the host's drift does to both engines of a round.")
@@ -1151,7 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(tb)
         units = {r.get("unit") for k, v in raw.items() if "|qkv-bf16|" in k for r in v}
         console.print(f"   qkv bfloat16 ran on: {', '.join(sorted(u for u in units if u)) or '?'} "
-                      "(qkv.kernels_bf16.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
+                      "(qkv.kernels.cpu.ISA; QKV_ISA forces one). transformers bfloat16: BertModel.to(torch.bfloat16); "
                       "onnxruntime int8: onnxruntime.quantization.quantize_dynamic (QInt8 weights) of the float32 export.")
     if "encoder" in sections and raw.get("bf16-steps"):
         import bf16 as bench_bf16

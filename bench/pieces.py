@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     import qkv
-    from qkv import kernels_bf16
+    from qkv.kernels import cpu
     from qkv.model import encoder as E
     from qkv.model import workers as W
     from qkv.model.workspace import Workspace
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
 
     E.claim = claim
     sections = set(args.sections.split(","))
-    console.print(f"bfloat16 unit: {kernels_bf16.ISA}; load average {os.getloadavg()[0]:.2f}; "
+    console.print(f"bfloat16 unit: {cpu.ISA}; load average {os.getloadavg()[0]:.2f}; "
                   f"{time.strftime('%H:%M:%S', time.gmtime())} UTC")
     try:
         for wl in args.workloads.split(","):
@@ -179,8 +179,7 @@ def gil(enc, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from qkv import kernels
-    from qkv import kernels_bf16 as kb
+    from qkv.kernels import bfloat16 as kb, float32
 
     w, p = enc.weights, enc.weights.layers[0]
     rows = 8192
@@ -199,7 +198,7 @@ def gil(enc, console) -> None:
         "attention_text_bf16, 40 texts of 256": lambda: [kb.attention_text_bf16(qkv_rows, 12, 0.17, ctx, work)
                                                          for _ in range(40)],
         "add_layer_norm_bf16": lambda: kb.add_layer_norm_bf16(x.copy(), x, None, p.ln1_g, p.ln1_b, 1e-12, bits[:rows]),
-        "layer_norm (embeddings)": lambda: kernels.layer_norm(x.copy(), w.emb_ln_g, w.emb_ln_b, 1e-12),
+        "layer_norm (embeddings)": lambda: float32.layer_norm(x.copy(), w.emb_ln_g, w.emb_ln_b, 1e-12),
         "embeddings' gather word[ids]": lambda: w.word[ids],
         "packing rows x[flat]": lambda: x[flat],
         "copy into the output out[flat] = x": lambda: out[:, :384].__setitem__(flat, x),

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import kernels
-from qkv.blas import blas_threads
+from qkv.kernels import cpu, float32
+from qkv.kernels.blas import blas_threads
 
 __all__ = [
     "softmax",
@@ -199,7 +199,7 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     zeros. ``out`` (optional, shape [..., Lq, d_v], any strides) receives the result.
     ``threads`` > 1 spreads the leading indices over that many threads (one tile each).
 
-    Without mask, bias or causality, float32 runs compiled (``qkv.kernels.fused_attention``): the
+    Without mask, bias or causality, float32 runs compiled (``qkv.kernels.float32.fused_attention``): the
     same online softmax over 512-key chunks for blocks of 8 queries, the products register-blocked,
     a block's scores in L1; extra memory one head's Kᵀ (d × Lk) per thread plus 16 kB, and the
     chunk sizes given here do not apply.
@@ -226,17 +226,17 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
     cval = dtype.type(c)
     # exp(x) neither overflows nor underflows to 0 for |x| ≤ this (float32: e^±88.7 is the range).
     exp_safe = 80.0 if dtype == np.float32 else 700.0
-    fused = kernels.available() and dtype == np.float32  # the compiled tile step (qkv._kernels.c)
+    fused = cpu.available() and dtype == np.float32  # the compiled tile step (qkv/kernels/float32/kernels.c)
     # Without mask, bias or causality the whole of steps 2-5 runs compiled, blocks of 8 queries
-    # against 512-key chunks with the same online softmax (kernels.fused_attention); it declines
+    # against 512-key chunks with the same online softmax (float32.fused_attention); it declines
     # what it cannot take (strides it cannot express, odd d_v), which then runs tile by tile below.
     whole = fused and M is None and Bias is None and not causal and lq and all(
         a.dtype == np.float32 for a in (Q, K, V, out))
 
     def attend_whole(part) -> None:
-        work = np.empty(kernels.attention_work(lk, d, dv), dtype=np.float32)
+        work = np.empty(float32.attention_work(lk, d, dv), dtype=np.float32)
         for idx in part:
-            if not kernels.fused_attention(Q[idx][None], K[idx][None], V[idx][None], c, out[idx][None], work):
+            if not float32.fused_attention(Q[idx][None], K[idx][None], V[idx][None], c, out[idx][None], work):
                 attend([idx])  # declined (layout, d_v): tile by tile
 
     def attend(part) -> None:
@@ -273,9 +273,9 @@ def chunked_attention(q, k, v, *, mask=None, causal=False, bias=None, scale=None
                     if allowed is not None:
                         np.copyto(s, -np.inf, where=~allowed)
                     if fused and shift_free:  # exp and the row sums in one pass
-                        kernels.exp_tile(s, l_run)
+                        float32.exp_tile(s, l_run)
                     elif fused:  # max, exp, sum and the correction in one pass
-                        kernels.online_softmax_tile(s, m_run, l_run, corr)
+                        float32.online_softmax_tile(s, m_run, l_run, corr)
                         if ks:
                             acc *= corr
                     else:

@@ -2,14 +2,19 @@
 
 Bottom up (README "Layout"):
 
-    base          kernels (qkv.kernels, the compiled kernels' builder) and the small modules every
-                  layer may use: qkv.errors, qkv.blas, qkv.jsonable, qkv.progress
+    base          kernels (qkv.kernels: the library's loader, the builder, BLAS thread limits, one
+                  room per precision) and the small modules every layer may use: qkv.errors,
+                  qkv.jsonable, qkv.progress
     math          qkv.attention
     model         qkv.model (and the package root ``qkv``, which re-exports it); qkv.text beside it
                   (language handling any application may use)
     applications  qkv.explain, qkv.search, qkv.attributes, qkv.summarize; qkv.scale beside them
                   (and qkv.data, the sample catalog's generator)
     faces         qkv.cli, qkv.web
+
+Inside qkv.kernels the rooms are ordered too (KERNEL_ROOMS): the loader, the builder and the BLAS
+limits at the bottom (the builder and the loader import nothing of qkv), then float32, then the
+precisions built on it (bfloat16, q4); every module there must have a room.
 
 A module may import from its own layer or any lower one, never a higher one. Imports are read from
 the source with ``ast`` — every ``import``/``from … import`` anywhere in a file (inside functions
@@ -29,8 +34,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "qkv"
 
 LAYERS = [
-    ("base", ("qkv.kernels", "qkv.kernels_bf16", "qkv._build_kernels", "qkv.errors", "qkv.blas", "qkv.jsonable",
-              "qkv.progress")),
+    ("base", ("qkv.kernels", "qkv.errors", "qkv.jsonable", "qkv.progress")),
     ("math", ("qkv.attention",)),
     ("model", ("qkv.model", "qkv", "qkv.text")),  # qkv.text: language handling beside the model
     ("applications", ("qkv.explain", "qkv.search", "qkv.attributes", "qkv.summarize", "qkv.scale", "qkv.data")),
@@ -180,6 +184,52 @@ def test_no_import_cycles():
 def test_no_import_from_a_lower_layer_to_a_higher_one():
     bad = upward(GRAPH)
     assert not bad, "imports against the layers (lower layers never import higher ones):\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------- inside qkv.kernels
+KERNEL_ROOMS = [
+    ("loader", ("qkv.kernels.cpu", "qkv.kernels.build", "qkv.kernels.blas")),
+    ("float32", ("qkv.kernels.float32",)),
+    ("precisions", ("qkv.kernels.bfloat16", "qkv.kernels.q4")),
+]
+STANDALONE = ("qkv.kernels.build", "qkv.kernels.cpu")  # loaded before qkv is importable (build hook)
+
+
+def kernel_problems(graph) -> list[str]:
+    """Unplaced modules of qkv.kernels, imports against its rooms, and imports of qkv by the
+    standalone modules."""
+    mods = {m: t for m, t in graph.items() if m.startswith("qkv.kernels.")}
+    bad = [f"{m} has no room in qkv.kernels (tests/test_layers.py KERNEL_ROOMS)"
+           for m in sorted(mods) if layer_of(m, KERNEL_ROOMS) is None]
+    for m, targets in sorted(mods.items()):
+        for t in sorted(targets):
+            if m in STANDALONE:
+                bad.append(f"{m} imports {t}")
+                continue
+            rm, rt = layer_of(m, KERNEL_ROOMS), layer_of(t, KERNEL_ROOMS)
+            if rm is not None and rt is not None and rt > rm:
+                bad.append(f"{m} ({KERNEL_ROOMS[rm][0]}) imports {t} ({KERNEL_ROOMS[rt][0]})")
+    return bad
+
+
+def test_kernel_rooms_import_one_way():
+    assert {"qkv.kernels.cpu", "qkv.kernels.float32", "qkv.kernels.bfloat16", "qkv.kernels.q4"} <= set(GRAPH)
+    bad = kernel_problems(GRAPH)
+    assert not bad, "qkv.kernels' rooms:\n" + "\n".join(bad)
+
+
+def test_kernel_checker_finds_unplaced_upward_and_standalone_imports(tmp_path):
+    root = _tree(tmp_path, {
+        "__init__.py": "", "kernels/__init__.py": "",
+        "kernels/cpu.py": "", "kernels/build.py": "from qkv import errors\n", "errors.py": "",
+        "kernels/float32/__init__.py": "from qkv.kernels import bfloat16\n",  # float32 -> a room above
+        "kernels/bfloat16/__init__.py": "from qkv.kernels import cpu, float32\n",
+        "kernels/int8/__init__.py": "from qkv.kernels import cpu\n",  # a new precision without a room
+    })
+    assert kernel_problems(imports(root)) == [
+        "qkv.kernels.int8 has no room in qkv.kernels (tests/test_layers.py KERNEL_ROOMS)",
+        "qkv.kernels.build imports qkv.errors",
+        "qkv.kernels.float32 (float32) imports qkv.kernels.bfloat16 (precisions)"]
 
 
 # ---------------------------------------------------------------- the checker catches what it should

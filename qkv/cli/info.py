@@ -11,15 +11,16 @@ from qkv.cli._common import console, print_json
 
 
 def info_dict() -> dict:
-    from qkv import kernels, kernels_bf16, kernels_q4
+    from qkv.kernels import cpu, q4
     from qkv.attributes.features import PRECISION as ATTRS
     from qkv.model.linear import effective_precision
     from qkv.search.build import BUILD_PRECISION
     from qkv.search.index import query_precision
     from qkv.summarize.core import PRECISION as SUMMARIES
 
-    return {"kernels": kernels.STATUS, "bfloat16_unit": kernels_bf16.ISA, "passed_over": kernels_bf16.WHY,
-            "units_offered": kernels_bf16.offered(), "4bit_unit": kernels_q4.unit(),
+    return {"kernels": cpu.STATUS, "library": str(cpu.LIB_PATH), "built_for": cpu.TARGET,
+            "bfloat16_unit": cpu.ISA, "passed_over": cpu.WHY,
+            "units_offered": cpu.offered(), "4bit_unit": q4.unit(),
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
             print_json(d)
             return
         console.print(f"compiled kernels: {d['kernels']}")
+        console.print(f"library built for: [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another build)")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
         console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]"

@@ -10,12 +10,12 @@ is traced, ``choose`` picks a fast route from the batch's shape and what the mac
                                                       division in one pass), ·V
     per_text   compiled kernels, L ≥ TILED_FROM       text by text, cut to its own length, in the
                                                       fused kernel that keeps each block's scores in
-                                                      L1 (kernels.attention_text); texts dealt out
+                                                      L1 (float32.attention_text); texts dealt out
                                                       between threads by cost (length²)
     math       no compiled kernels (or not float32,   qkv.attention.scaled_dot_product_attention,
                or padding not at the end)             which itself goes tiled from TILED_FROM
     tiles      precision="bfloat16", the AMX unit     text by text as per_text, both products on
-               in use, head size 32, L ≥ TILES_FROM   AMX tiles (kernels_bf16.attention_text_bf16):
+               in use, head size 32, L ≥ TILES_FROM   AMX tiles (bfloat16.attention_text_bf16):
                                                       Q, K, V and the weights rounded to bfloat16,
                                                       scores, softmax and sums in float32
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import kernels, kernels_bf16
+from qkv.kernels import bfloat16, cpu, float32
 from qkv.attention import TILED_FROM, scaled_dot_product_attention
 from qkv.model.workers import deal
 
@@ -70,7 +70,7 @@ def compiled_lengths(mask: np.ndarray, dtype) -> np.ndarray | None:
     lens = mask.sum(axis=1)
     L = mask.shape[1]
     right_padded = np.array_equal(mask, np.arange(L)[None, :] < lens[:, None])
-    if kernels.available() and np.dtype(dtype) == np.float32 and right_padded:
+    if cpu.available() and np.dtype(dtype) == np.float32 and right_padded:
         return lens
     return None
 
@@ -81,7 +81,7 @@ def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int
         return "reference"
     if batch.lens is None:
         return "math"
-    if (precision == "bfloat16" and kernels_bf16.ISA == "amx" and head_dim == kernels_bf16.ATTENTION_HEAD
+    if (precision == "bfloat16" and cpu.ISA == "amx" and head_dim == bfloat16.ATTENTION_HEAD
             and batch.L >= TILES_FROM):
         return "tiles"
     return "batched" if batch.L < TILED_FROM else "per_text"
@@ -117,7 +117,7 @@ def _batched(qkv, ctx, batch: Batch, heads: int, scale: float, ws) -> np.ndarray
         padded, out = qkv, ctx
     q, k, v = padded.reshape(B, L, 3, heads, -1).transpose(2, 0, 3, 1, 4)
     s = np.matmul(q, k.transpose(0, 1, 3, 2), out=ws.get("scores", (B, heads, L, L), qkv.dtype))
-    kernels.softmax_rows(s, float(scale), batch.lens)
+    float32.softmax_rows(s, float(scale), batch.lens)
     np.matmul(s, v, out=out.reshape(B, L, heads, -1).transpose(0, 2, 1, 3))
     if batch.packed:
         ctx[:] = out[batch.flat]
@@ -129,8 +129,8 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
     if not batch.packed:  # padding rows are not attended: zero them
         ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
     pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
-    need = (kernels.attention_work(batch.L, d, d),)
-    need_tiles = (kernels_bf16.attention_work_bf16(batch.L) if tiles else 0,)
+    need = (float32.attention_work(batch.L, d, d),)
+    need_tiles = (bfloat16.attention_work_bf16(batch.L) if tiles else 0,)
     groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
 
     def run(g: int) -> None:
@@ -138,16 +138,16 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
         tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
             q, c = pairs[i]
-            if tiles and kernels_bf16.attention_text_bf16(q, heads, float(scale), c, tile_work):
+            if tiles and bfloat16.attention_text_bf16(q, heads, float(scale), c, tile_work):
                 continue
             if q.dtype == np.uint16 or c.dtype == np.uint16:  # bfloat16 bits the tiles did not take
-                q32 = kernels_bf16.from_bf16_bits(q) if q.dtype == np.uint16 else q
+                q32 = bfloat16.from_bf16_bits(q) if q.dtype == np.uint16 else q
                 c32 = np.empty(c.shape, np.float32) if c.dtype == np.uint16 else c
-                kernels.attention_text(q32, heads, float(scale), c32, work)
+                float32.attention_text(q32, heads, float(scale), c32, work)
                 if c32 is not c:
-                    c[:] = kernels_bf16.to_bf16_bits(c32)
+                    c[:] = bfloat16.to_bf16_bits(c32)
             else:
-                kernels.attention_text(q, heads, float(scale), c, work)
+                float32.attention_text(q, heads, float(scale), c, work)
 
     workers.run(run, len(groups))
     return ctx

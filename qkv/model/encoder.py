@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from qkv.errors import InputError
-from qkv.kernels import layer_norm
+from qkv.kernels.float32 import layer_norm
 from qkv.model.attend import Batch, compiled_lengths
 from qkv.model.attend import choose as choose_attention
 from qkv.model.config import ModelConfig
@@ -370,7 +370,7 @@ class Encoder:
         (see docs/engine.md). Larger batches, bound by arithmetic, stay float32.
         ``precision="bfloat16"`` (batch work: indexing, attributes, summaries): the products read
         bfloat16 weights (packed once) and x rounded to bfloat16 on the CPU's matrix unit (AMX
-        tiles, else AVX-512 BF16; ``qkv.kernels.STATUS`` names it), attention's two products too
+        tiles, else AVX-512 BF16; ``qkv.kernels.cpu.STATUS`` names it), attention's two products too
         on AMX; LayerNorm, softmax, GELU and every sum stay float32. Vectors within cosine 0.999
         of float32 ones (tested; ~0.99997 on the parity inputs). Without such a unit it is float32.
         """

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from qkv.attention import merge_heads, scale_scores, scores, softmax, split_heads, weighted_sum
-from qkv.kernels import add_layer_norm, bias_gelu, layer_norm
-from qkv.kernels_bf16 import add_layer_norm_bf16, rows_padded
+from qkv.kernels.float32 import add_layer_norm, bias_gelu, layer_norm
+from qkv.kernels.bfloat16 import add_layer_norm_bf16, rows_padded
 from qkv.model import attend as attention
 from qkv.model.layer_q4 import fused_layer
 from qkv.model.linear import dense

@@ -4,8 +4,8 @@ A lone search query on multilingual-e5-small is ~14 tokens. Each step of its lay
 microseconds of arithmetic, and running the steps one by one from Python (four products,
 attention, two add-and-norms, their checks and scratch arrays: ten calls) cost about a third of the
 layer — twelve times a query. ``fused_layer`` hands the whole layer to ``qkv_q4_layer``
-(``qkv/_kernels_q4_layer.c``): the same steps in the same order, the 4-bit products on the unit
-``kernels_q4.unit()`` names, attention by the fused per-text kernel (the ``per_text`` route's).
+(``qkv/kernels/q4/layer.c``): the same steps in the same order, the 4-bit products on the unit
+``q4.unit()`` names, attention by the fused per-text kernel (the ``per_text`` route's).
 It applies to one text (no padding) of at most FUSED_ROWS tokens whose four matrices are
 ``Q4Panels``, untraced, with float32 attention and BERT's GELU; otherwise it returns None and the
 fast layer runs step by step. tests/model/test_layer_q4.py holds it to the reference layer.
@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from qkv import kernels, kernels_q4
+from qkv.kernels import cpu, q4
 from qkv.model.linear_q4 import Q4Panels
 
 FUSED_ROWS = 32  # a query with its prefix; batches are long enough that the calls do not matter
@@ -49,7 +49,7 @@ def _pointers(p) -> tuple | None:
 def _fusable(cfg, x: np.ndarray, batch, route: str) -> bool:
     """Whether the compiled layer call takes this pass (see the module's docstring): kernels loaded,
     one unpacked float32 text of at most FUSED_ROWS rows, a compiled attention route, GELU."""
-    return (kernels._lib is not None and batch.B == 1 and not batch.packed and 0 < x.shape[0] <= FUSED_ROWS
+    return (cpu.lib is not None and batch.B == 1 and not batch.packed and 0 < x.shape[0] <= FUSED_ROWS
             and x.dtype == np.float32 and route in ("batched", "per_text") and cfg.hidden_act == "gelu")
 
 
@@ -62,7 +62,7 @@ def fused_layer(p, cfg, x: np.ndarray, batch, route: str, ws, scale: float) -> n
     ptrs = _pointers(p)
     if ptrs is None:
         return None
-    lib = kernels._lib
+    lib = cpu.lib
     heads, inter = cfg.num_heads, cfg.intermediate_size
     work = ws.get("q4_layer", (int(lib.qkv_q4_layer_work(n, H, heads, inter)),), np.float32)
     x = np.ascontiguousarray(x)
@@ -70,7 +70,7 @@ def fused_layer(p, cfg, x: np.ndarray, batch, route: str, ws, scale: float) -> n
     out = ws.get("q4_out", (n, H), np.float32)
     if out.ctypes.data == xp:  # x is the last layer's output: alternate between two buffers
         out = ws.get("q4_out2", (n, H), np.float32)
-    amx = int(kernels_q4.unit() == "amx")
+    amx = int(q4.unit() == "amx")
     if lib.qkv_q4_layer(xp, n, H, heads, inter, scale, cfg.layer_norm_eps, *ptrs, out.ctypes.data,
                         work.ctypes.data, amx) != 0:
         return None
@@ -100,14 +100,14 @@ def fused_stack(layers, cfg, x: np.ndarray, batch, route: str, ws, scale: float)
     table = _stack_pointers(layers)
     if table is None:
         return None
-    lib = kernels._lib
+    lib = cpu.lib
     heads, inter = cfg.num_heads, cfg.intermediate_size
     work = ws.get("q4_stack", (int(lib.qkv_q4_layer_work(n, H, heads, inter)) + n * H,), np.float32)
     x = np.ascontiguousarray(x)
     out = ws.get("q4_out", (n, H), np.float32)
     if out.ctypes.data == x.ctypes.data:
         out = ws.get("q4_out2", (n, H), np.float32)
-    amx = int(kernels_q4.unit() == "amx")
+    amx = int(q4.unit() == "amx")
     if lib.qkv_q4_stack(x.ctypes.data, n, len(layers), table.ctypes.data, H, heads, inter, scale,
                         cfg.layer_norm_eps, out.ctypes.data, work.ctypes.data, amx) != 0:
         return None

@@ -22,14 +22,14 @@ blocks that way, never expanded for the fast path); ``PackedWeights`` then uses 
 
 Today's products (see ``qkv.kernels``):
 
-- ``Float32Panels``: the compiled blocked product ``kernels.gemm`` on column panels, bias and the
+- ``Float32Panels``: the compiled blocked product ``float32.gemm`` on column panels, bias and the
   exact GELU applied tile by tile; rows split between threads. Faster than OpenBLAS on all four of
   all-MiniLM-L6-v2's product shapes, for a batch of reviews and for a lone query (figures in
   docs/engine.md). Packed on first use: 42 MB for all-MiniLM-L6-v2.
 - ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
   product is bound by reading W): half the bytes, sums in float32.
 - ``BFloat16Panels``: ``precision="bfloat16"`` (batch work): bfloat16 panels in VNNI pairs read by
-  ``kernels_bf16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
+  ``bfloat16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
   else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
   is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import kernels, kernels_bf16
+from qkv.kernels import bfloat16, cpu, float32
 from qkv.errors import InputError
 from qkv.model.workers import row_cuts
 
@@ -71,7 +71,7 @@ def dense(w) -> np.ndarray:
 def _finish(out: np.ndarray, bias, act) -> np.ndarray:
     """The bias and the activation, for products that did not fuse them."""
     if act is not None:
-        return kernels.bias_gelu(out, np.zeros(out.shape[1], out.dtype) if bias is None else bias, act)
+        return float32.bias_gelu(out, np.zeros(out.shape[1], out.dtype) if bias is None else bias, act)
     if bias is not None:
         out += bias
     return out
@@ -84,7 +84,7 @@ def _by_rows(gemm, panels, x, out, bias, act, workers, *, step: int) -> np.ndarr
     fused = act in (None, "gelu")
     b, gelu = (bias if fused else None), act == "gelu"
     cuts = row_cuts(out.shape[0], 1 if workers is None else workers.threads, step=step)
-    # a bfloat16 x (bits, padded rows: kernels_bf16.gemm_bf16) is handed over from a worker's first row on
+    # a bfloat16 x (bits, padded rows: bfloat16.gemm_bf16) is handed over from a worker's first row on
     xs = (lambda g: x[cuts[g]:]) if x.dtype == np.uint16 else (lambda g: x[cuts[g]:cuts[g + 1]])  # noqa: E731
     run = lambda g: gemm(xs(g), panels, b, out[cuts[g]:cuts[g + 1]], gelu=gelu)  # noqa: E731
     if workers is None or len(cuts) == 2:
@@ -116,43 +116,43 @@ class Blas(Linear):
 
 
 class Float32Panels(Linear):
-    """The compiled blocked product on float32 column panels (``kernels.gemm``): bias and BERT's
+    """The compiled blocked product on float32 column panels (``float32.gemm``): bias and BERT's
     exact GELU fused, rows split between the workers' threads (same floats at any count)."""
 
     def __init__(self, w: np.ndarray):
-        self.panels, self.shape = kernels.pack_panels(w, np.float32), w.shape
+        self.panels, self.shape = float32.pack_panels(w, np.float32), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        return _by_rows(kernels.gemm, self.panels, x, out, bias, act, workers, step=12)
+        return _by_rows(float32.gemm, self.panels, x, out, bias, act, workers, step=12)
 
     def dense(self):
-        return kernels.unpack_panels(self.panels)
+        return float32.unpack_panels(self.panels)
 
 
 class Float16Panels(Linear):
-    """float16 column panels read by ``kernels.panel_matmul`` (half the bytes; sums in float32):
+    """float16 column panels read by ``float32.panel_matmul`` (half the bytes; sums in float32):
     for a few rows, where the product is bound by reading W. The bias is fused; an activation
     follows."""
 
     precision = "float16"
 
     def __init__(self, w: np.ndarray):
-        self.panels, self.shape = kernels.pack_panels(w, np.float16), w.shape
+        self.panels, self.shape = float32.pack_panels(w, np.float16), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        kernels.panel_matmul(np.ascontiguousarray(x), self.panels, None if act else bias, out)
+        float32.panel_matmul(np.ascontiguousarray(x), self.panels, None if act else bias, out)
         return _finish(out, bias, act) if act else out
 
     def dense(self):
-        return kernels.unpack_panels(self.panels)
+        return float32.unpack_panels(self.panels)
 
 
 class BFloat16Panels(Linear):
-    """bfloat16 panels (``kernels_bf16.pack_bf16``) multiplied on the CPU's bfloat16 unit
-    (``kernels_bf16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
+    """bfloat16 panels (``bfloat16.pack_bf16``) multiplied on the CPU's bfloat16 unit
+    (``bfloat16.gemm_bf16``): x rounded to bfloat16 as each call starts, float32 sums, bias
     and BERT's exact GELU fused; rows split between the workers in whole 32-row tile blocks.
 
-    ``bf16_bits``: x may also be bfloat16 bits (uint16, ``kernels_bf16.rows_padded(R)`` rows of
+    ``bf16_bits``: x may also be bfloat16 bits (uint16, ``bfloat16.rows_padded(R)`` rows of
     Kp) and out uint16 (the result rounded to bfloat16), so that a product's output feeds the
     next product without a float32 round trip (the feed-forward's hidden layer: fast_layer)."""
 
@@ -160,13 +160,13 @@ class BFloat16Panels(Linear):
     bf16_bits = True
 
     def __init__(self, w: np.ndarray):
-        self.panels, self.shape = kernels_bf16.pack_bf16(w), w.shape
+        self.panels, self.shape = bfloat16.pack_bf16(w), w.shape
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        return _by_rows(kernels_bf16.gemm_bf16, self.panels, x, out, bias, act, workers, step=32)
+        return _by_rows(bfloat16.gemm_bf16, self.panels, x, out, bias, act, workers, step=32)
 
     def dense(self):
-        return kernels_bf16.unpack_bf16(self.panels, self.shape[0])
+        return bfloat16.unpack_bf16(self.panels, self.shape[0])
 
 
 def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
@@ -174,12 +174,12 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
     None when W is already a ``Linear`` (a reader packed it; its precision is its own)."""
     if isinstance(w, Linear):
         return None
-    panels = kernels.available() and w.dtype == np.float32 and w.ndim == 2 and w.shape[1] % kernels.PANEL == 0
+    panels = cpu.available() and w.dtype == np.float32 and w.ndim == 2 and w.shape[1] % float32.PANEL == 0
     if not panels:
         return Blas
     if precision == "float16" and rows <= FEW_ROWS:
         return Float16Panels
-    if precision == "bfloat16" and kernels_bf16.ISA != "float32":
+    if precision == "bfloat16" and cpu.ISA != "float32":
         return BFloat16Panels
     return Float32Panels
 
@@ -188,8 +188,8 @@ def effective_precision(precision: str, encoder=None) -> str:
     """The precision ``encode(precision=...)`` actually runs for batches: "bfloat16" only where a
     bfloat16 unit runs it (float32 otherwise); float16 touches only a few-row pass, so batches
     of it are float32 as well. What an index manifest records."""
-    ok = kernels.available() and (encoder is None or encoder.dtype == np.float32)
-    return "bfloat16" if precision == "bfloat16" and ok and kernels_bf16.ISA != "float32" else "float32"
+    ok = cpu.available() and (encoder is None or encoder.dtype == np.float32)
+    return "bfloat16" if precision == "bfloat16" and ok and cpu.ISA != "float32" else "float32"
 
 
 class PackedWeights:
@@ -205,7 +205,7 @@ class PackedWeights:
 
     def linear(self, w, precision: str = "float32", rows: int = 0) -> Linear:
         """The packed product for W asked for in ``precision`` over ``rows`` rows (see ``choose``)."""
-        unit = kernels_bf16.ISA if precision == "bfloat16" else None  # QKV_ISA / select() may change it
+        unit = cpu.ISA if precision == "bfloat16" else None  # QKV_ISA / select() may change it
         key = (id(w), precision, rows <= FEW_ROWS, unit)  # what choose() reads, so a hit skips it
         hit = self._chosen.get(key)
         if hit is not None and hit[0] is w:

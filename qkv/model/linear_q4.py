@@ -3,10 +3,10 @@
 A reader of a 4-bit format (``qkv.model.weights.e5s1``) puts these straight into the parameter set;
 ``PackedWeights`` then uses them as they are. The blocks are llama.cpp's Q4_0 (32 weights share a
 float16 scale; a weight is (q − 8)·d), rearranged once at load into column panels
-(``qkv.kernels_q4.pack_q4``; layout in ``qkv/_kernels_q4.c``) and expanded inside the product: the
+(``qkv.kernels.q4.pack_q4``; layout in ``qkv/kernels/q4/kernels.c``) and expanded inside the product: the
 activations stay float32, so the result is x times the dequantized matrix up to float32 rounding.
-Where the AMX tiles are in use (``kernels_q4.unit()``) the same panels are multiplied on them, x
-split into three bfloat16 parts (exact products; ``qkv/_kernels_q4_amx.c``). 0.625 bytes a weight
+Where the AMX tiles are in use (``q4.unit()``) the same panels are multiplied on them, x
+split into three bfloat16 parts (exact products; ``qkv/kernels/q4/amx.c``). 0.625 bytes a weight
 in memory (float32: 4).
 """
 
@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from qkv import kernels, kernels_q4
+from qkv.kernels import float32, q4
 from qkv.model.linear import Linear, _finish
 from qkv.model.workers import row_cuts
 
@@ -28,8 +28,8 @@ class Q4Panels(Linear):
     _scratch = threading.local()  # per thread: float32 panels for products of many rows
 
     def __init__(self, blocks: np.ndarray):
-        self.panels = kernels_q4.pack_q4(blocks)
-        self.shape = (blocks.shape[1] * kernels_q4.BLOCK, blocks.shape[0])
+        self.panels = q4.pack_q4(blocks)
+        self.shape = (blocks.shape[1] * q4.BLOCK, blocks.shape[0])
 
     @property
     def nbytes(self) -> int:
@@ -37,10 +37,10 @@ class Q4Panels(Linear):
 
     def _work(self) -> np.ndarray | None:
         """This thread's scratch for the many-rows product (the expanded matrix, ≤ 2.4 MB here)."""
-        need = kernels_q4.q4_work(*self.shape)
+        need = q4.q4_work(*self.shape)
         buf = getattr(self._scratch, "buf", None)
         if buf is None or buf.size < need:
-            buf = self._scratch.buf = kernels.aligned_empty(need, np.float32)
+            buf = self._scratch.buf = float32.aligned_empty(need, np.float32)
         return buf
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
@@ -51,13 +51,13 @@ class Q4Panels(Linear):
         b = bias if fused else None
         gelu = act == "gelu"
         threads = 1 if workers is None else workers.threads
-        tiles = kernels_q4.unit() == "amx"  # whole 32-row tile blocks per thread; the tiles keep their scratch
+        tiles = q4.unit() == "amx"  # whole 32-row tile blocks per thread; the tiles keep their scratch
         cuts = row_cuts(x.shape[0], threads, step=32 if tiles else 12)
 
         def run(g: int) -> None:
             lo, hi = cuts[g], cuts[g + 1]
-            work = self._work() if hi - lo >= kernels_q4.EXPAND_FROM and not tiles else None
-            kernels_q4.q4_matmul(x[lo:hi], self.panels, b, out[lo:hi], gelu=gelu, work=work)
+            work = self._work() if hi - lo >= q4.EXPAND_FROM and not tiles else None
+            q4.q4_matmul(x[lo:hi], self.panels, b, out[lo:hi], gelu=gelu, work=work)
 
         if workers is None or len(cuts) == 2:
             run(0)
@@ -66,7 +66,7 @@ class Q4Panels(Linear):
         return out if fused else _finish(out, bias, act)
 
     def dense(self) -> np.ndarray:
-        return kernels_q4.unpack_q4(self.panels)
+        return q4.unpack_q4(self.panels)
 
     def __repr__(self) -> str:
         return f"Q4Panels({self.shape[0]}×{self.shape[1]}, {self.nbytes / 2**20:.1f} MiB)"

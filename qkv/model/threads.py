@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from qkv.blas import blas_threads  # noqa: F401  (re-exported: callers import it from here)
+from qkv.kernels.blas import blas_threads  # noqa: F401  (re-exported: callers import it from here)
 from qkv.errors import InputError
 
 WORKER_THREADS = 1

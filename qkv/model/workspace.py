@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from qkv import kernels
+from qkv.kernels import float32
 
 
 class Workspace:
@@ -36,5 +36,5 @@ class Workspace:
         n = math.prod(shape)
         buf = self._bufs.get(name)
         if buf is None or buf.size < n or buf.dtype != dtype:
-            buf = self._bufs[name] = kernels.aligned_empty(max(n, 1), dtype)  # see aligned_empty
+            buf = self._bufs[name] = float32.aligned_empty(max(n, 1), dtype)  # see aligned_empty
         return buf[:n].reshape(shape)

@@ -75,9 +75,9 @@ def query_precision() -> str:
     """The precision of a lone query's pass: bfloat16 on AMX tiles (forward 4.2 ms CPU against
     5.3 for float16 panels and 7.2 for float32, docs/engine.md), else float16 panels (half the
     bytes of a pass bound by reading the weights; within cosine distance ~2e-7 of float32)."""
-    from qkv import kernels_bf16
+    from qkv.kernels import cpu
 
-    return "bfloat16" if kernels_bf16.ISA == "amx" else "float16"
+    return "bfloat16" if cpu.ISA == "amx" else "float16"
 
 
 class Index:

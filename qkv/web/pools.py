@@ -87,7 +87,7 @@ class _BlasGate:
     def __enter__(self):
         with self._lock:
             if self._users == 0:
-                from qkv.blas import blas_threads
+                from qkv.kernels.blas import blas_threads
 
                 self._ctx = blas_threads(self._threads())
                 self._ctx.__enter__()
@@ -128,7 +128,7 @@ def _child_init(state_class: type, config: dict, nice: int, parent: int) -> None
             os.nice(nice)
         except OSError:
             pass
-    from qkv.blas import blas_threads
+    from qkv.kernels.blas import blas_threads
 
     _CHILD_STATE = state_class(**config, pools={k: {"process": False} for k in KINDS})
     blas_threads(_CHILD_STATE._blas_threads()).__enter__()  # the child does nothing else: for good

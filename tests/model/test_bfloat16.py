@@ -5,14 +5,13 @@ float32 stays the default and is never replaced silently."""
 import numpy as np
 import pytest
 
-from qkv import kernels
-from qkv import kernels_bf16 as bf16
+from qkv.kernels import bfloat16 as bf16, cpu
 from qkv.model import attend
 from qkv.model import linear as L
 from qkv.model.workers import Workers
 
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels not in use: {kernels.STATUS}")
-UNITS = [u for u in bf16.offered()]  # the units to force, float32 included
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels not in use: {cpu.STATUS}")
+UNITS = [u for u in cpu.offered()]  # the units to force, float32 included
 
 
 def _parity_inputs() -> list[str]:
@@ -29,10 +28,10 @@ def _parity_inputs() -> list[str]:
 @pytest.fixture(params=UNITS)
 def unit(request):
     """Each unit this CPU offers, forced as QKV_ISA would; the process's choice put back after."""
-    before = bf16.ISA
-    assert bf16.select(request.param) == request.param
+    before = cpu.ISA
+    assert cpu.select(request.param) == request.param
     yield request.param
-    bf16.select(before)
+    cpu.select(before)
 
 
 @needs_lib
@@ -62,22 +61,22 @@ def test_bfloat16_panels_are_x_times_w_plus_b_within_bfloat16_rounding(rows, act
 @needs_lib
 def test_the_dispatcher_gives_bfloat16_only_where_a_unit_runs_it(monkeypatch):
     w = np.zeros((64, 96), np.float32)
-    monkeypatch.setattr(bf16, "ISA", "amx")
+    monkeypatch.setattr(cpu, "ISA", "amx")
     assert L.choose(w, "bfloat16", 500) is L.BFloat16Panels
     assert L.choose(w, "float32", 500) is L.Float32Panels  # float32 is never replaced
-    monkeypatch.setattr(bf16, "ISA", "float32")  # no unit: bfloat16 is not emulated, float32 runs
+    monkeypatch.setattr(cpu, "ISA", "float32")  # no unit: bfloat16 is not emulated, float32 runs
     assert L.choose(w, "bfloat16", 500) is L.Float32Panels
 
 
 @needs_lib
 def test_the_tile_route_is_chosen_for_bfloat16_on_amx_only(monkeypatch):
     batch = attend.Batch(2, 80, np.ones((2, 80), bool), np.array([80, 80]))
-    monkeypatch.setattr(bf16, "ISA", "amx")
+    monkeypatch.setattr(cpu, "ISA", "amx")
     assert attend.choose(batch, False, "bfloat16", 32) == "tiles"
     assert attend.choose(batch, False, "float32", 32) == "per_text"
     assert attend.choose(batch, False, "bfloat16", 64) == "per_text"  # the tiles take head size 32
     assert attend.choose(batch, True, "bfloat16", 32) == "reference"  # traced: float32, every step
-    monkeypatch.setattr(bf16, "ISA", "avx512bf16")
+    monkeypatch.setattr(cpu, "ISA", "avx512bf16")
     assert attend.choose(batch, False, "bfloat16", 32) == "per_text"
 
 
@@ -199,7 +198,7 @@ def test_any_cut_into_pieces_claimed_in_any_order_gives_the_same_floats(encoder,
             for threads in (2, 3):
                 many = encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, upto=upto, threads=threads)
                 np.testing.assert_array_equal(one, many)
-    if bf16.ISA != "float32":
+    if cpu.ISA != "float32":
         assert seen and all(p == pieces for p in seen)
 
 

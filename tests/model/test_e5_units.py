@@ -5,19 +5,19 @@ weights: the issue's 1e-4 on the last hidden state holds whichever kernel runs."
 import numpy as np
 import pytest
 
-from qkv import kernels, kernels_bf16, kernels_q4
+from qkv.kernels import cpu, q4
 from qkv.model.weights.e5s1 import E5S1
 
-HAS_AMX = kernels.available() and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx()
+HAS_AMX = cpu.available() and "amx" in cpu.offered() and cpu.request_amx()
 UNITS = [pytest.param("float32"),
-         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {kernels_bf16.offered()}"))]
+         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {cpu.offered()}"))]
 
 
 @pytest.fixture
 def unit_restored():
-    before = kernels_bf16.ISA
+    before = cpu.ISA
     yield
-    kernels_bf16.select(before)
+    cpu.select(before)
 
 
 @pytest.mark.parametrize("unit", UNITS)
@@ -25,8 +25,8 @@ def test_fast_forward_on_each_4bit_kernel_matches_the_float64_reference(e5, e5_p
                                                                         unit_restored):
     """A lone query (a few rows: B tiles made block by block) and a batch of short texts, padding
     packed out (over 32 rows: the whole matrix made once), through the untraced fast layers."""
-    kernels_bf16.select(unit)
-    assert kernels_q4.unit() == unit
+    cpu.select(unit)
+    assert q4.unit() == unit
     f = E5S1(e5_path)
     for texts in (["query: 透气跑鞋 轻便"], ["运动鞋 跑步 轻便 透气", "breathable running shoes", "a", "",
                                          "无线蓝牙耳机 降噪 运动 防水", "Tênis de corrida leve e respirável"]):

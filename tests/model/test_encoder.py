@@ -181,26 +181,26 @@ def test_packed_rows_give_the_padded_result(encoder):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_few_rows_take_their_own_products_with_the_same_result(encoder, monkeypatch, compiled):
-    """Products run on weights packed for them (compiled panels for kernels.gemm, or BLAS with a
+    """Products run on weights packed for them (compiled panels for float32.gemm, or BLAS with a
     transposed copy for a few rows without the kernels); the sentence vectors are those of plain
     x·W in BLAS, for a few rows and for many."""
-    from qkv import kernels
+    from qkv.kernels import cpu
     from qkv.model.encoder import Encoder
     from qkv.model.linear import Blas, Float32Panels, PackedWeights
 
     texts = ["breathable running shoes", "透气跑鞋 men"]
     many = texts * 12  # over FEW_ROWS rows in one batch
-    lib = kernels._lib
-    monkeypatch.setattr(kernels, "_lib", None)  # plain: every product x·W in BLAS
+    lib = cpu.lib
+    monkeypatch.setattr(cpu, "lib", None)  # plain: every product x·W in BLAS
     plain = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1)
     plain._packed = PackedWeights(force=Blas)
     want = plain.encode(texts), plain.encode(many)
-    monkeypatch.setattr(kernels, "_lib", lib if compiled else None)
+    monkeypatch.setattr(cpu, "lib", lib if compiled else None)
     enc = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1)
     few = enc.encode(texts), enc.encode(many)
     made = enc._packed.made()
     assert len(made) == 4 * encoder.config.num_layers  # Wqkv, Wo, W1, W2 of every layer
-    kind = Float32Panels if compiled and kernels.available() else Blas
+    kind = Float32Panels if compiled and cpu.available() else Blas
     assert all(type(m) is kind for m in made)
     for got, ref in zip(few, want):
         np.testing.assert_allclose(got, ref, atol=1e-6)
@@ -210,14 +210,14 @@ def test_float16_few_row_weights_give_the_same_sentence_vectors(encoder):
     """precision="float16" halves what a lone query reads; the pooled, normalised vectors stay
     within cosine distance 1e-6 of float32 (measured ~2e-7), while the hidden states do move
     (so the float16 copies were really used), and batches over FEW_ROWS tokens are untouched."""
-    from qkv import kernels
+    from qkv.kernels import cpu
     from qkv.model.linear import FEW_ROWS
 
     queries = ["breathable running shoes", "透气跑鞋", "stainless steel water bottle 1l", "2x4x18 pine board"]
     exact = encoder.encode(queries, batch_size=1)
     half = encoder.encode(queries, batch_size=1, precision="float16")
     assert ((exact * half).sum(axis=1) > 1 - 1e-6).all()
-    if kernels.available():
+    if cpu.available():
         assert not np.array_equal(exact, half)
         assert any(m.precision == "float16" for m in encoder._packed.made())
     long = ["a long product description " * 3] * 4  # 4 texts in one batch: over FEW_ROWS rows

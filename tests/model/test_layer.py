@@ -31,12 +31,12 @@ def _selector(enc, names):
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("texts", [SHORT, LONG], ids=["short", "long"])
 def test_fast_layer_equals_the_reference_layer(encoder, monkeypatch, texts, compiled, threads):
-    from qkv import kernels
+    from qkv.kernels import cpu
 
-    if compiled and not kernels.available():
-        pytest.skip(f"compiled kernels not in use: {kernels.STATUS}")
+    if compiled and not cpu.available():
+        pytest.skip(f"compiled kernels not in use: {cpu.STATUS}")
     if not compiled:
-        monkeypatch.setattr(kernels, "_lib", None)
+        monkeypatch.setattr(cpu, "lib", None)
     enc = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=threads)
     b = enc._pad(enc.tokenize(texts))
     routes = []

@@ -7,17 +7,17 @@ leave to the step-by-step layer."""
 import numpy as np
 import pytest
 
-from qkv import kernels, kernels_bf16, kernels_q4
+from qkv.kernels import cpu, q4
 from qkv.model import attend
 from qkv.model.layer import fast_layer, reference_layer
 from qkv.model.layer_q4 import FUSED_ROWS, fused_layer, fused_stack
 from qkv.model.workers import Workers
 from qkv.model.workspace import Workspace
 
-HAS_AMX = kernels.available() and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx()
+HAS_AMX = cpu.available() and "amx" in cpu.offered() and cpu.request_amx()
 UNITS = [pytest.param("float32"),
-         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {kernels_bf16.offered()}"))]
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=kernels.STATUS)
+         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {cpu.offered()}"))]
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=cpu.STATUS)
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +29,9 @@ def e5_file(e5_path):
 
 @pytest.fixture
 def unit_restored():
-    before = kernels_bf16.ISA
+    before = cpu.ISA
     yield
-    kernels_bf16.select(before)
+    cpu.select(before)
 
 
 def _one_text(n):
@@ -43,8 +43,8 @@ def _one_text(n):
 @pytest.mark.parametrize("unit", UNITS)
 @pytest.mark.parametrize("n", [1, 2, 14, 16, 17, 32])
 def test_one_call_equals_the_reference_layer(e5, unit, n, unit_restored):
-    kernels_bf16.select(unit)
-    assert kernels_q4.unit() == unit
+    cpu.select(unit)
+    assert q4.unit() == unit
     cfg = e5.config
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, cfg.hidden_size)).astype(np.float32)
@@ -90,7 +90,7 @@ def test_what_it_leaves_to_the_step_by_step_layer(e5):
 def test_the_stack_in_one_call_is_its_layers_one_by_one(e5, unit, n, unit_restored):
     """The same compiled layer, called from C for each layer: the very bits of twelve fused_layer
     calls, and the input left as it was."""
-    kernels_bf16.select(unit)
+    cpu.select(unit)
     cfg, scale = e5.config, float(e5._scale)
     x = np.random.default_rng(n).standard_normal((n, cfg.hidden_size)).astype(np.float32)
     before = x.copy()
@@ -119,7 +119,7 @@ def test_a_lone_text_through_the_encoder_matches_the_float64_forward(e5, e5_file
     E5's prefix; 33 tokens run layer by layer."""
     from qkv.model import encoder as encoder_module
 
-    kernels_bf16.select(unit)
+    cpu.select(unit)
     calls = []
     real = encoder_module.fused_stack
     monkeypatch.setattr(encoder_module, "fused_stack", lambda *a: calls.append(real(*a)) or calls[-1])

@@ -4,12 +4,12 @@ precision, rows and what the machine offers."""
 import numpy as np
 import pytest
 
-from qkv import kernels
+from qkv.kernels import cpu
 from qkv.errors import InputError
 from qkv.model import linear as L
 from qkv.model.workers import Workers
 
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels not in use: {kernels.STATUS}")
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels not in use: {cpu.STATUS}")
 
 
 def _case(rows, k=64, n=96, seed=0):
@@ -36,7 +36,7 @@ def _expect(x, w, b, act):
 @pytest.mark.parametrize("kind", ["Blas", "Float32Panels", "Float16Panels"])
 def test_each_product_is_x_times_w_plus_b(kind, rows, act):
     cls = getattr(L, kind)
-    if kind != "Blas" and not kernels.available():
+    if kind != "Blas" and not cpu.available():
         pytest.skip("panels need the compiled kernels")
     x, w, b = _case(rows)
     lin = cls(w)

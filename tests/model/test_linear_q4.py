@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from qkv import kernels
+from qkv.kernels import cpu
 from qkv.model.linear import PackedWeights
 from qkv.model.linear_q4 import Q4Panels
 from qkv.model.weights.e5s1 import dequantize, quantize
@@ -36,7 +36,7 @@ def test_q4_panels_equal_x_times_the_dequantized_matrix(rows, act):
     assert np.abs(out - ref).max() <= 1e-5 * max(1, np.abs(ref).max())
 
 
-@pytest.mark.skipif(not kernels.available(), reason=kernels.STATUS)
+@pytest.mark.skipif(not cpu.available(), reason=cpu.STATUS)
 def test_two_threads_give_the_same_floats():
     rng = np.random.default_rng(9)
     lin = Q4Panels(_blocks(rng, 64, 96))

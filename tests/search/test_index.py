@@ -318,7 +318,7 @@ def test_refresh_refuses_a_generation_of_another_model(tmp_path, small_csv, enco
 
 
 def test_the_manifest_records_the_precision_titles_were_embedded_in(tmp_path, small_csv, encoder):
-    from qkv import kernels, kernels_bf16
+    from qkv.kernels import cpu
     from qkv.errors import InputError
     from qkv.search import build_index
     from qkv.search.store import read_manifest
@@ -326,7 +326,7 @@ def test_the_manifest_records_the_precision_titles_were_embedded_in(tmp_path, sm
     build_index(small_csv, tmp_path / "a", encoder, precision="float32")
     assert read_manifest(tmp_path / "a").extra["precision"] == "float32"
     build_index(small_csv, tmp_path / "b", encoder)  # the default: bfloat16 where a unit runs it
-    unit = kernels_bf16.ISA != "float32" and kernels.available()
+    unit = cpu.ISA != "float32" and cpu.available()
     assert read_manifest(tmp_path / "b").extra["precision"] == ("bfloat16" if unit else "float32")
     with pytest.raises(InputError, match="precision must be one of"):
         build_index(small_csv, tmp_path / "c", encoder, precision="int4")

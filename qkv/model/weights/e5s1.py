@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from qkv.errors import ModelError
-from qkv.kernels_q4 import Q4_BLOCK
+from qkv.kernels.q4 import Q4_BLOCK
 
 if TYPE_CHECKING:
     from qkv.model.config import ModelConfig
@@ -287,9 +287,9 @@ def read_weights(f: E5S1, cfg: "ModelConfig | None" = None) -> "Parameters":
     """The encoder's parameter set from an E5S1 file, every shape checked against the header (and
     against ``cfg`` when a config.json came with it): linear weights as Q4 panels
     (``qkv.model.linear_q4.Q4Panels``, packed once, ~13 MB), the word embeddings as the file's own
-    blocks (``qkv.kernels_q4.Q4Rows``: a view into the mapped file, rows expanded when looked up),
+    blocks (``qkv.kernels.q4.Q4Rows``: a view into the mapped file, rows expanded when looked up),
     the rest float32."""
-    from qkv.kernels_q4 import Q4Rows
+    from qkv.kernels.q4 import Q4Rows
     from qkv.model.linear_q4 import Q4Panels
     from qkv.model.weights.parameters import LayerParameters, Parameters
 

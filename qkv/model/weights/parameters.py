@@ -34,7 +34,7 @@ class LayerParameters:
 
 @dataclass(frozen=True)
 class Parameters:
-    word: np.ndarray  # [vocab, H] (or a 4-bit table, qkv.kernels_q4.Q4Rows: rows expanded on lookup)
+    word: np.ndarray  # [vocab, H] (or a 4-bit table, qkv.kernels.q4.Q4Rows: rows expanded on lookup)
     position: np.ndarray  # [max_positions, H]
     token_type: np.ndarray  # [type_vocab, H]
     emb_ln_g: np.ndarray
@@ -47,7 +47,7 @@ class Parameters:
         cast = lambda a: np.ascontiguousarray(dense(a), dtype=dtype)  # noqa: E731
         layers = tuple(LayerParameters(**{f.name: cast(getattr(lw, f.name)) for f in fields(lw)})
                        for lw in self.layers)
-        # a 4-bit word table (qkv.kernels_q4.Q4Rows) stays in blocks, its rows expanded in dtype on lookup
+        # a 4-bit word table (qkv.kernels.q4.Q4Rows) stays in blocks, its rows expanded in dtype on lookup
         word = self.word.astype(dtype) if hasattr(self.word, "blocks") else cast(self.word)
         return Parameters(word, cast(self.position), cast(self.token_type),
                           cast(self.emb_ln_g), cast(self.emb_ln_b), layers)

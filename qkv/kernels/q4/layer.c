@@ -6,7 +6,7 @@
  * This runs the fast layer's steps in the same order with the same kernels:
  *
  *   qkv = x·Wqkv + b                    qkv_q4_amx (tiles) or qkv_q4_matmul (float32)
- *   ctx = softmax(scale·Q·Kᵀ)·V         qkv_attention_heads (_kernels.c), every head, no padding
+ *   ctx = softmax(scale·Q·Kᵀ)·V         qkv_attention_heads (float32/kernels.c), every head, no padding
  *   a   = LayerNorm(ctx·Wo + bo + x)    product, then qkv_add_layernorm
  *   h   = GELU(a·Win + bin)             BERT's exact GELU, fused in the product
  *   out = LayerNorm(h·Wout + bout + a)
@@ -22,10 +22,10 @@
 #include <stdint.h>
 
 int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
-                   const float *bias, int gelu, float *y);                               /* _kernels_q4_amx.c */
+                   const float *bias, int gelu, float *y);                               /* q4/amx.c */
 void qkv_q4_matmul(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
-                   const float *bias, int gelu, float *y);                               /* _kernels_q4.c */
-int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv);                           /* _kernels.c */
+                   const float *bias, int gelu, float *y);                               /* q4/kernels.c */
+int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv);                           /* float32/kernels.c */
 void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t heads, int64_t hq,
                          int64_t hk, int64_t hv, int64_t ho, int64_t ldq, int64_t ldk, int64_t ldv,
                          int64_t ldo, int64_t nq, int64_t nk, int64_t d, int64_t dv, float scale,

@@ -1,4 +1,4 @@
-"""The products on 4-bit blocks (qkv/_kernels_q4.c, and on AMX tiles qkv/_kernels_q4_amx.c)
+"""The products on 4-bit blocks (qkv/kernels/q4/kernels.c, and on AMX tiles qkv/kernels/q4/amx.c)
 against a float64 product over the same weights dequantized, at every block edge, and against
 their NumPy twin; and the choice between the two kernels.
 
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from qkv import kernels, kernels_bf16, kernels_q4
-from qkv.kernels_q4 import Q4Rows, pack_q4, q4_matmul, q4_rows, unpack_q4
+from qkv.kernels import bfloat16, cpu, float32, q4
+from qkv.kernels.q4 import Q4Rows, pack_q4, q4_matmul, q4_rows, unpack_q4
 from qkv.model.weights.e5s1 import dequantize, quantize
 
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
-HAS_AMX = kernels.available() and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx()
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels: {cpu.STATUS}")
+HAS_AMX = cpu.available() and "amx" in cpu.offered() and cpu.request_amx()
 UNITS = [pytest.param("float32"),
-         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {kernels_bf16.offered()}"))]
+         pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {cpu.offered()}"))]
 
 
 def _weights(rng, n_out, k_in):
@@ -46,12 +46,12 @@ def _reference(x, blocks, bias, gelu):
 def test_packing_round_trips_to_the_dequantized_matrix():
     blocks = _weights(np.random.default_rng(0), 96, 128)
     panels = pack_q4(blocks)
-    assert panels.shape == (3, 4, kernels_q4.BLOCK_BYTES) and panels.ctypes.data % kernels.ALIGN == 0
+    assert panels.shape == (3, 4, q4.BLOCK_BYTES) and panels.ctypes.data % float32.ALIGN == 0
     np.testing.assert_array_equal(unpack_q4(panels), dequantize(blocks).T)
 
 
 def test_dequantize_is_q_minus_8_times_d():
-    b = np.zeros(1, dtype=kernels_q4.Q4_BLOCK)
+    b = np.zeros(1, dtype=q4.Q4_BLOCK)
     b["d"] = 0.5
     b["qs"][0] = np.arange(16) | (np.arange(16)[::-1] << 4)  # low nibbles 0..15, high 15..0
     w = dequantize(b)
@@ -74,14 +74,14 @@ def test_product_equals_float64_over_dequantized_weights(rows, k_in, n_out, bias
     ref = _reference(x, blocks, b, gelu)
     tol = 2e-6 * max(1.0, np.abs(ref).max()) * np.sqrt(k_in / 32)
     panels = pack_q4(blocks)
-    out = kernels.aligned_empty((rows, n_out))
+    out = float32.aligned_empty((rows, n_out))
     q4_matmul(x, panels, b, out, gelu=gelu, isa=isa)
     assert np.abs(out - ref).max() <= tol
-    lib, kernels._lib = kernels._lib, None
+    lib, cpu.lib = cpu.lib, None
     try:
         plain = q4_matmul(x, panels, b, np.empty((rows, n_out), np.float32), gelu=gelu)
     finally:
-        kernels._lib = lib
+        cpu.lib = lib
     assert np.abs(plain - ref).max() <= tol
     np.testing.assert_allclose(out, plain, rtol=0, atol=tol)
 
@@ -89,16 +89,16 @@ def test_product_equals_float64_over_dequantized_weights(rows, k_in, n_out, bias
 @needs_lib
 def test_both_ways_through_give_the_same_floats_as_the_float32_product():
     """Few rows (expanded in registers) and many rows (expanded, then the blocked float32 product)
-    both sum over k in order, bias last: the same floats as kernels.gemm on the dequantized panels."""
+    both sum over k in order, bias last: the same floats as float32.gemm on the dequantized panels."""
     rng = np.random.default_rng(5)
     blocks = _weights(rng, 128, 384)
-    w32 = kernels.pack_panels(dequantize(blocks).T.copy())
+    w32 = float32.pack_panels(dequantize(blocks).T.copy())
     panels = pack_q4(blocks)
     bias = rng.standard_normal(128).astype(np.float32)
     for rows in (5, 60):
         x = rng.standard_normal((rows, 384)).astype(np.float32)
-        a = q4_matmul(x, panels, bias, kernels.aligned_empty((rows, 128)), isa="float32")
-        b = kernels.gemm(x, w32, bias, kernels.aligned_empty((rows, 128)))
+        a = q4_matmul(x, panels, bias, float32.aligned_empty((rows, 128)), isa="float32")
+        b = float32.gemm(x, w32, bias, float32.aligned_empty((rows, 128)))
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 
 
@@ -112,10 +112,10 @@ def test_bad_shapes_are_refused():
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_embedding_rows_are_expanded_only_when_looked_up(compiled, monkeypatch):
-    if compiled and not kernels.available():
-        pytest.skip(kernels.STATUS)
+    if compiled and not cpu.available():
+        pytest.skip(cpu.STATUS)
     if not compiled:
-        monkeypatch.setattr(kernels, "_lib", None)
+        monkeypatch.setattr(cpu, "lib", None)
     blocks = _weights(np.random.default_rng(2), 50, 96)
     ids = np.array([[0, 49, 7], [7, 7, 1]])
     table = Q4Rows(blocks)
@@ -136,7 +136,7 @@ def _gamma(n: int) -> float:
     return n * U32 / (1 - n * U32)
 
 
-needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"needs AMX tiles; this CPU offers {kernels_bf16.offered()}")
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"needs AMX tiles; this CPU offers {cpu.offered()}")
 
 
 @needs_amx
@@ -178,15 +178,15 @@ def test_tiles_are_exact_where_float32_sums_are():
     assert np.array_equal(x.astype(np.float64), m * 2.0 ** -10)
     y = q4_matmul(x, pack_q4(blocks), None, np.empty((20, 64), np.float32), isa="amx")
     np.testing.assert_array_equal(y, x.astype(np.float64) @ dequantize(blocks, np.float64).T)
-    two = x - kernels_bf16.round_bf16(x)  # dropping the third part would lose these bits:
-    assert np.abs(two - kernels_bf16.round_bf16(two)).max() > 0
+    two = x - bfloat16.round_bf16(x)  # dropping the third part would lose these bits:
+    assert np.abs(two - bfloat16.round_bf16(two)).max() > 0
 
 
 @pytest.fixture
 def restore_vbmi():
-    before = kernels._lib.qkv_q4_amx_vbmi(-1)
+    before = cpu.lib.qkv_q4_amx_vbmi(-1)
     yield
-    kernels._lib.qkv_q4_amx_vbmi(before)
+    cpu.lib.qkv_q4_amx_vbmi(before)
 
 
 @needs_amx
@@ -197,15 +197,15 @@ def test_a_lone_query_schedule_gives_the_bits_of_the_general_one(k_in, n_out, vb
     at a time, B made a block ahead), with B made by VPERMB or by the permute way; the sums are
     the same in the same order, so each row must be bit for bit what the 17-row path gives it.
     K from one block (fewer halves than the drain lags) up; 1..16 rows."""
-    if vbmi and not kernels._lib.qkv_q4_amx_vbmi(-1):
+    if vbmi and not cpu.lib.qkv_q4_amx_vbmi(-1):
         pytest.skip("this CPU has no AVX-512 VBMI")
     rng = np.random.default_rng(k_in + n_out + vbmi)
     panels = pack_q4(_weights(rng, n_out, k_in))
     x = (rng.standard_normal((17, k_in)) * 10.0 ** rng.integers(-3, 4, (17, k_in))).astype(np.float32)
     b = rng.standard_normal(n_out).astype(np.float32)
-    kernels._lib.qkv_q4_amx_vbmi(0)  # the reference: two row tiles (tile_rows), B by the permute way
+    cpu.lib.qkv_q4_amx_vbmi(0)  # the reference: two row tiles (tile_rows), B by the permute way
     ref = {g: q4_matmul(x, panels, b, np.empty((17, n_out), np.float32), g, isa="amx") for g in (False, True)}
-    assert kernels._lib.qkv_q4_amx_vbmi(vbmi) == vbmi
+    assert cpu.lib.qkv_q4_amx_vbmi(vbmi) == vbmi
     for rows in (1, 2, 5, 13, 15, 16):
         for gelu in (False, True):
             want = ref[gelu]
@@ -226,9 +226,9 @@ def test_tiles_write_only_their_rows(rows):
 # --------------------------------------------------------------------------------- dispatch
 @pytest.fixture
 def restore_unit():
-    before = kernels_bf16.ISA
+    before = cpu.ISA
     yield
-    kernels_bf16.select(before)
+    cpu.select(before)
 
 
 @needs_lib
@@ -236,34 +236,34 @@ def restore_unit():
 def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit):
     """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it), the float32 kernel
     everywhere else (AVX-512 BF16 alone, e.g. Zen 4, runs float32); STATUS names it."""
-    got = kernels_bf16.select(want)
-    assert kernels_q4.unit() == ("amx" if got == "amx" else "float32")
-    assert f"4-bit products: {kernels_q4.unit()}" in kernels.STATUS
+    got = cpu.select(want)
+    assert q4.unit() == ("amx" if got == "amx" else "float32")
+    assert f"4-bit products: {q4.unit()}" in cpu.STATUS
     from qkv.cli.info import info_dict
 
-    assert info_dict()["4bit_unit"] == kernels_q4.unit()
+    assert info_dict()["4bit_unit"] == q4.unit()
 
 
 @needs_lib
 def test_a_refused_tile_permission_runs_the_float32_kernel(monkeypatch, restore_unit):
-    monkeypatch.setattr(kernels_bf16, "request_amx", lambda: False)
-    monkeypatch.setattr(kernels_bf16, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had AMX
-    kernels_bf16.select("amx")
-    assert kernels_q4.unit() == "float32" and kernels_q4.unit("amx") == "float32"
+    monkeypatch.setattr(cpu, "request_amx", lambda: False)
+    monkeypatch.setattr(cpu, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had AMX
+    cpu.select("amx")
+    assert q4.unit() == "float32" and q4.unit("amx") == "float32"
     rng = np.random.default_rng(4)
     blocks = _weights(rng, 32, 64)
     x = rng.standard_normal((5, 64)).astype(np.float32)
     y = q4_matmul(x, pack_q4(blocks), None, np.empty((5, 32), np.float32), isa="amx")
     np.testing.assert_allclose(y, x.astype(np.float64) @ dequantize(blocks, np.float64).T, rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="one of"):
-        kernels_q4.unit("tpu")
+        q4.unit("tpu")
 
 
 @needs_lib
 @pytest.mark.parametrize("isa", ["float32", "amx"])
 def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa):
     env = dict(os.environ, QKV_ISA=isa)
-    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_q4; print(kernels_q4.unit()); "
-                          "print(kernels.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu, q4; print(q4.unit()); "
+                          "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     unit, status = out.splitlines()
     assert unit == ("amx" if isa == "amx" and HAS_AMX else "float32") and f"4-bit products: {unit}" in status

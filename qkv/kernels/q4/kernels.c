@@ -2,7 +2,7 @@
  *
  * The blocks are llama.cpp / ggml's Q4_0 (ggml-quants.c): 32 weights share a scale d, each weight
  * is a 4-bit q and means (q − 8)·d, exact in float32 (4 bits times an 11-bit float16 scale). The
- * file stores a linear layer's weights [out, in] blocked along `in`; qkv.kernels_q4.pack_q4 rearranges
+ * file stores a linear layer's weights [out, in] blocked along `in`; qkv.kernels.q4.pack_q4 rearranges
  * them once, at load, into the column panels of the float32 products (PANEL = 32 outputs), so a
  * product walks the weights in the order it reads them:
  *
@@ -13,12 +13,12 @@
  *   (0.625 bytes a weight; float32 panels take 4.) The product expands 16 bytes into the 32 weights
  *   of one input row of the panel, (q·d) + (−8·d), which is exactly (q − 8)·d (both products exact).
  *
- * Two ways through, chosen by the caller (qkv.kernels_q4.q4_matmul) by row count:
+ * Two ways through, chosen by the caller (qkv.kernels.q4.q4_matmul) by row count:
  *  - qkv_q4_matmul: a few rows (a search query): up to Q4_ROWS rows, each panel row is expanded
  *    into registers and used at once; up to EXPAND_FROM, each 32 × 32 block is expanded once into
  *    an L1 buffer that every row tile reads. The product streams 0.625 bytes a weight, where a
  *    lone query is bound by reading weights.
- *  - qkv_q4_expand + qkv_gemm (in _kernels.c): many rows: the whole matrix is expanded once into
+ *  - qkv_q4_expand + qkv_gemm (in float32/kernels.c): many rows: the whole matrix is expanded once into
  *    float32 panels in a scratch buffer and multiplied by the blocked product; the expansion costs
  *    one pass over K·N weights against R·K·N multiply-adds.
  * Sums run over k in order, in float32, bias added last, as the float32 products do; so a product
@@ -39,11 +39,11 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef uint8_t v16u8 __attribute__((vector_size(16)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width);                 /* _kernels.c */
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width);                 /* float32/kernels.c */
 void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t N,
-              const float *bias, int gelu, float *y);                                    /* _kernels.c */
+              const float *bias, int gelu, float *y);                                    /* float32/kernels.c */
 
-int64_t qkv_q4_block_bytes(void) { return QBLOCK_BYTES; } /* read by qkv.kernels_q4: one owner of the layout */
+int64_t qkv_q4_block_bytes(void) { return QBLOCK_BYTES; } /* read by qkv.kernels.q4: one owner of the layout */
 
 static inline v16f ld(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
 static inline void st(float *p, v16f v) { memcpy(p, &v, sizeof v); }

@@ -1,114 +1,26 @@
-"""qkv's compiled kernels, each with its NumPy twin: the products, fused attention, element-wise steps.
+"""The float32 kernels, each with its NumPy twin: the products, fused attention, element-wise steps.
 
-``qkv/_kernels.c`` holds the encoder's matrix products (a blocked product on weights packed once
-into column panels, bias and GELU applied tile by tile; a few-row product on float16 panels), the
-fused attention of one text's heads, the tiles of the online softmax, and the element-wise steps
-(the exact GELU, LayerNorm with its residual, the masked softmax) each in one pass over memory,
-where NumPy makes one pass per operation. It is compiled at install time (``hatch_build.py``; or
-``python -m qkv._build_kernels``) and loaded here with ctypes. Which weight goes to which product
-is decided in ``qkv.model.linear``; BLAS runs what the kernels do not take.
+``kernels.c`` beside this file holds the encoder's matrix products (a blocked product on weights
+packed once into column panels, bias and GELU applied tile by tile; a few-row product on float16
+panels), the fused attention of one text's heads, the tiles of the online softmax, and the
+element-wise steps (the exact GELU, LayerNorm with its residual, the masked softmax) each in one
+pass over memory, where NumPy makes one pass per operation. It is compiled at install time
+(``hatch_build.py``; or ``python -m qkv.kernels.build``) into the one library that
+``qkv.kernels.cpu`` loads. Which weight goes to which product is decided in ``qkv.model.linear``;
+BLAS runs what the kernels do not take.
 
-Every function works without it: when the library is missing, cannot be loaded (no C compiler at
-install), is older than its source, or ``QKV_KERNELS=0`` is set, the NumPy twin runs instead. The
-tests hold the two equal.
+Every function works without it: when the library is missing or not loaded (see
+``qkv.kernels.cpu.STATUS``; ``QKV_KERNELS=0`` turns it off), the NumPy twin runs instead. The
+tests (tests/kernels/test_float32.py) hold the two equal.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
-_HERE = Path(__file__).parent
-LIB_PATH = _HERE / "_kernels.so"
-SRC_PATH = _HERE / "_kernels.c"
-SOURCES = sorted(_HERE.glob("_kernels*.c"))  # all compiled into LIB_PATH (see qkv._build_kernels)
-
-_p, _i64, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-_SIGNATURES = {
-    "qkv_bias_gelu": (_p, _p, _i64, _i64),
-    "qkv_add_layernorm": (_p, _p, _p, _p, _p, _i64, _i64, _f32),
-    "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
-    "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
-    "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
-    "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
-    "qkv_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
-    "qkv_panel_width": (),
-    "qkv_attention_work": (_i64, _i64, _i64),
-    "qkv_bf16_cpu": (),
-    "qkv_amx_request": (),
-    "qkv_bf16_panel_width": (),
-    "qkv_bf16_depth": (),
-    "qkv_gemm_bf16": (_p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _i64),
-    "qkv_gemm_bf16_io": (_p, _p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _p, _i64),
-    "qkv_bf16_rows_padded": (_i64,),
-    "qkv_bf16_profile": (_i64, _p),
-    "qkv_attention_bf16_io": (_p, _p, _i64, _i64, _i64, _f32, _p, _p, _i64, _p),
-    "qkv_add_layernorm_bf16": (_p, _p, _p, _p, _p, _i64, _i64, _f32, _p),
-    "qkv_attention_bf16_work": (_i64,),
-    "qkv_amx_peak": (_i64,),
-    "qkv_attention_bf16": (_p, _i64, _i64, _i64, _f32, _p, _i64, _p),
-    "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
-                            _i64, _i64, _i64, _i64, _f32, _p, _p),
-    # _kernels_q4.c: products on 4-bit blocks (wrapped in qkv.kernels_q4)
-    "qkv_q4_block_bytes": (),
-    "qkv_q4_matmul": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
-    "qkv_q4_expand": (_p, _i64, _i64, _p),
-    "qkv_q4_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p, _p),
-    "qkv_q4_rows": (_p, _i64, _p, _i64, _p),
-    # _kernels_q4_amx.c: the same products on AMX tiles, x split into three bfloat16 parts
-    "qkv_q4_amx": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
-    "qkv_q4_amx_vbmi": (_i64,),
-    # _kernels_q4_layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
-    "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
-    "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
-    "qkv_q4_stack": (_p, _i64, _i64, _p, _i64, _i64, _i64, _f32, _f32, _p, _p, _i64),
-}
-
-
-_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64, "qkv_q4_block_bytes": _i64,
-            "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64, "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64,
-            "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64, "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64,
-            "qkv_attention_bf16_work": _i64, "qkv_amx_peak": _i64,
-            "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
-            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing
-
-
-def _load():
-    if os.environ.get("QKV_KERNELS", "1").strip().lower() in ("0", "off", "false", "no"):
-        return None, "disabled by QKV_KERNELS=0"
-    if not LIB_PATH.is_file():
-        return None, f"{LIB_PATH.name} not built (needs a C compiler at install time)"
-    for src in SOURCES:
-        if src.stat().st_mtime > LIB_PATH.stat().st_mtime + 1:
-            return None, f"{LIB_PATH.name} is older than {src.name}: run `python -m qkv._build_kernels`"
-    try:
-        lib = ctypes.CDLL(str(LIB_PATH))
-        for name, args in _SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, _RETURNS.get(name)
-    except (OSError, AttributeError) as e:
-        return None, f"{LIB_PATH.name} could not be loaded: {e}"
-    return lib, "loaded"
-
-
-_lib, STATUS = _load()
-
-
-def available() -> bool:
-    """True when the compiled kernels are in use (see ``STATUS`` for why not)."""
-    return _lib is not None
-
-
-def _native(*arrays) -> bool:
-    return _lib is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
-
-
-def _ptr(a: np.ndarray | None):
-    return None if a is None else a.ctypes.data
+from qkv.kernels import cpu
 
 
 # --------------------------------------------------------------------------------------- GELU
@@ -175,8 +87,8 @@ def bias_gelu(h: np.ndarray, b: np.ndarray, kind: str = "gelu", rows: int = 32) 
 
     Compiled: one pass. NumPy: for float32 the ~20 element-wise passes run over blocks of ``rows``
     rows, so a block and its scratch stay in cache (about twice as fast as whole-array passes)."""
-    if kind == "gelu" and h.ndim == 2 and _native(h, b):
-        _lib.qkv_bias_gelu(_ptr(h), _ptr(b), h.shape[0], h.shape[1])
+    if kind == "gelu" and h.ndim == 2 and cpu.native(h, b):
+        cpu.lib.qkv_bias_gelu(cpu.ptr(h), cpu.ptr(b), h.shape[0], h.shape[1])
         return h
     if h.dtype != np.float32 or kind != "gelu" or h.ndim != 2:
         h += b
@@ -201,8 +113,8 @@ def add_layer_norm(x: np.ndarray, res: np.ndarray | None, bias: np.ndarray | Non
     """LayerNorm(x + bias + res) in place on ``x`` [n, width] (bias and res optional): the
     residual step after attention and after the feed-forward block."""
     arrays = [a for a in (x, res, bias, g, b) if a is not None]
-    if x.ndim == 2 and _native(*arrays) and (res is None or res.shape == x.shape):
-        _lib.qkv_add_layernorm(_ptr(x), _ptr(res), _ptr(bias), _ptr(g), _ptr(b), x.shape[0], x.shape[1], eps)
+    if x.ndim == 2 and cpu.native(*arrays) and (res is None or res.shape == x.shape):
+        cpu.lib.qkv_add_layernorm(cpu.ptr(x), cpu.ptr(res), cpu.ptr(bias), cpu.ptr(g), cpu.ptr(b), x.shape[0], x.shape[1], eps)
         return x
     if bias is not None:
         x += bias
@@ -233,8 +145,8 @@ def softmax_rows(s: np.ndarray, scale: float, valid: np.ndarray | None = None) -
         valid = np.ascontiguousarray(valid, dtype=np.int64)
         if valid.shape != (groups,):
             raise ValueError(f"valid must have one length per leading index, shape ({groups},)")
-    if rows and _native(s):
-        _lib.qkv_softmax_rows(_ptr(s), rows, n, scale, _ptr(valid), rows // groups)
+    if rows and cpu.native(s):
+        cpu.lib.qkv_softmax_rows(cpu.ptr(s), rows, n, scale, cpu.ptr(valid), rows // groups)
         return s
     s *= s.dtype.type(scale)
     if valid is not None:
@@ -251,27 +163,27 @@ def softmax_rows(s: np.ndarray, scale: float, valid: np.ndarray | None = None) -
 
 
 def online_softmax_tile(s: np.ndarray, m: np.ndarray, l: np.ndarray, corr: np.ndarray) -> bool:
-    """One key tile of the online softmax, in place (see ``_kernels.c``): s [rows, n] (row stride
+    """One key tile of the online softmax, in place (see ``kernels.c``): s [rows, n] (row stride
     free, unit column stride), running max m [rows], running sum l [rows], corr [rows] receives
     exp(m_old - m_new). Returns False (and does nothing) when the compiled kernel cannot run it;
     ``qkv.attention.chunked_attention`` then runs its NumPy steps."""
-    if _lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not _native(m, l, corr):
+    if cpu.lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not cpu.native(m, l, corr):
         return False
-    _lib.qkv_online_softmax_tile(_ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, _ptr(m), _ptr(l), _ptr(corr))
+    cpu.lib.qkv_online_softmax_tile(cpu.ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, cpu.ptr(m), cpu.ptr(l), cpu.ptr(corr))
     return True
 
 
 def exp_tile(s: np.ndarray, l: np.ndarray) -> bool:
     """s = exp(s) in place and l += row sums, for a tile whose scores the caller has bounded (no
     shift needed; see ``qkv.attention.chunked_attention``). Same contract as ``online_softmax_tile``."""
-    if _lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not _native(l):
+    if cpu.lib is None or s.dtype != np.float32 or s.ndim != 2 or s.strides[1] != 4 or not cpu.native(l):
         return False
-    _lib.qkv_exp_tile(_ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, _ptr(l))
+    cpu.lib.qkv_exp_tile(cpu.ptr(s), s.shape[0], s.shape[1], s.strides[0] // 4, cpu.ptr(l))
     return True
 
 
 # ------------------------------------------------------------------- products for a few rows
-PANEL = _lib.qkv_panel_width() if _lib is not None else 32  # columns per panel: the C file decides
+PANEL = cpu.lib.qkv_panel_width() if cpu.lib is not None else 32  # columns per panel: the C file decides
 
 
 ALIGN = 64  # bytes: a cache line, and the width of an AVX-512 load
@@ -280,7 +192,7 @@ ALIGN = 64  # bytes: a cache line, and the width of an AVX-512 load
 def aligned_empty(shape, dtype=np.float32) -> np.ndarray:
     """np.empty whose data starts on a cache line. NumPy's own arrays start 16 or 32 bytes into
     one, so every 64-byte vector load or store of a panel row straddles two lines: aligning the
-    panels and the products' outputs made qkv.kernels.gemm 7% faster on the encoder's shapes."""
+    panels and the products' outputs made qkv.kernels.float32.gemm 7% faster on the encoder's shapes."""
     dtype = np.dtype(dtype)
     n = math.prod(shape) if isinstance(shape, tuple) else int(shape)
     buf = np.empty(n * dtype.itemsize + ALIGN, dtype=np.uint8)
@@ -294,7 +206,7 @@ def pack_panels(w: np.ndarray, dtype=np.float32) -> np.ndarray | None:
     (half the bytes to read, each weight rounded to 11 significant bits). None when the compiled
     kernels are not in use or N is not a multiple of PANEL (callers then use BLAS)."""
     dtype = np.dtype(dtype)
-    if (_lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL
+    if (cpu.lib is None or w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % PANEL
             or dtype not in (np.float32, np.float16)):
         return None
     k, n = w.shape
@@ -312,7 +224,7 @@ def unpack_panels(panels: np.ndarray) -> np.ndarray:
 def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
     """out [R, N] = x [R, K] · W + bias, W packed by ``pack_panels`` (float16 panels: half the
     bytes to read, sums in float32; float32 panels are handed to ``gemm``). Meant for a few rows
-    (a lone query), where the product is bound by reading W; see ``_kernels.c``. The NumPy twin
+    (a lone query), where the product is bound by reading W; see ``kernels.c``. The NumPy twin
     unpacks W."""
     R, K = x.shape
     N = panels.shape[0] * panels.shape[2]
@@ -321,8 +233,8 @@ def panel_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out
     if panels.dtype == np.float32:  # the blocked product reads float32 panels as well, faster
         return gemm(x, panels, bias, out)
     arrays = [a for a in (x, bias, out) if a is not None]
-    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float16:
-        _lib.qkv_panel_matmul_f16bits(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), _ptr(out))
+    if cpu.native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float16:
+        cpu.lib.qkv_panel_matmul_f16bits(cpu.ptr(x), R, K, cpu.ptr(panels), N, cpu.ptr(bias), cpu.ptr(out))
         return out
     np.matmul(x, unpack_panels(panels), out=out)
     if bias is not None:
@@ -334,15 +246,15 @@ def gemm(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.nda
          gelu: bool = False) -> np.ndarray:
     """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W packed by
     ``pack_panels`` as float32. Any number of rows: blocked for the caches, the weights packed
-    once, bias and GELU applied tile by tile while in cache (see ``_kernels.c``).
+    once, bias and GELU applied tile by tile while in cache (see ``kernels.c``).
     One thread. The NumPy twin unpacks W and runs the steps one after another."""
     R, K = x.shape
     N = panels.shape[0] * panels.shape[2]
     if panels.ndim != 3 or panels.shape[1:] != (K, PANEL) or out.shape != (R, N):
         raise ValueError(f"gemm: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
     arrays = [a for a in (x, bias, out) if a is not None]
-    if _native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float32:
-        _lib.qkv_gemm(_ptr(x), R, K, _ptr(panels), N, _ptr(bias), int(gelu), _ptr(out))
+    if cpu.native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.float32:
+        cpu.lib.qkv_gemm(cpu.ptr(x), R, K, cpu.ptr(panels), N, cpu.ptr(bias), int(gelu), cpu.ptr(out))
         return out
     np.matmul(x, unpack_panels(panels), out=out)
     if gelu:
@@ -356,7 +268,7 @@ def gemm(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.nda
 def attention_work(nk: int, d: int, dv: int) -> int:
     """Floats of scratch the fused attention needs for nk keys (Kᵀ of one head, one block), as
     the C file computes it; 0 without the compiled kernels (the NumPy steps need none)."""
-    return int(_lib.qkv_attention_work(nk, d, dv)) if _lib is not None else 0
+    return int(cpu.lib.qkv_attention_work(nk, d, dv)) if cpu.lib is not None else 0
 
 
 def _rows(a: np.ndarray) -> tuple[int, int] | None:
@@ -375,12 +287,12 @@ def _rows(a: np.ndarray) -> tuple[int, int] | None:
 
 def fused_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, out: np.ndarray,
                     work: np.ndarray | None = None) -> bool:
-    """softmax(scale·Q·Kᵀ)·V per head into ``out``, compiled and fused (see ``_kernels.c``): no
+    """softmax(scale·Q·Kᵀ)·V per head into ``out``, compiled and fused (see ``kernels.c``): no
     mask, no bias. q [heads, nq, d], k [heads, nk, d], v [heads, nk, dv], out [heads, nq, dv],
     float32, any head and row strides with adjacent columns; dv 16 or a multiple of 32. Extra
     memory: one head's Kᵀ plus a 16 kB block, whatever the lengths. Returns False (doing
     nothing) when it cannot run that; callers then take the NumPy steps."""
-    if _lib is None:
+    if cpu.lib is None:
         return False
     layout = [_rows(a) for a in (q, k, v, out)]
     h, nq, d = q.shape if q.ndim == 3 else (0, 0, 0)
@@ -393,8 +305,8 @@ def fused_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, o
     if work is None or work.size < need or work.dtype != np.float32 or not work.flags.c_contiguous:
         work = aligned_empty(need, np.float32)
     (hq, lq), (hk, lk), (hv, lv), (ho, lo) = layout
-    _lib.qkv_attention_heads(_ptr(q), _ptr(k), _ptr(v), h, hq, hk, hv, ho, lq, lk, lv, lo, nq, nk, d, dv,
-                             scale, _ptr(out), _ptr(work))
+    cpu.lib.qkv_attention_heads(cpu.ptr(q), cpu.ptr(k), cpu.ptr(v), h, hq, hk, hv, ho, lq, lk, lv, lo, nq, nk, d, dv,
+                             scale, cpu.ptr(out), cpu.ptr(work))
     return True
 
 

@@ -13,14 +13,64 @@
  *   that the loops call no library function; no -ffast-math (it would let the compiler assume that
  *   no value is ever inf or NaN, and masked scores are -inf).
  *
- * Built at install time by hatch_build.py into qkv/_kernels.so; qkv/kernels.py loads it with
- * ctypes and holds a NumPy twin of every function, which the tests compare it with. One file of
+ * Built at install time by hatch_build.py into qkv/kernels/_kernels.so (qkv/kernels/build.py);
+ * qkv/kernels/cpu.py loads it with ctypes and qkv/kernels/float32/__init__.py and holds a NumPy twin of every function, which the tests compare it with. One file of
  * about 540 lines, past the project's ~500, on purpose: it is one library from one compiler call,
  * and its parts share the inline exp/GELU and the panel layout (PANEL), which must not diverge.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* The instruction sets the compiler was allowed to use everywhere in this library (its -march),
+ * named as Linux's /proc/cpuinfo names them: qkv.kernels.cpu refuses to load a library built for
+ * features this CPU lacks (it would die of SIGILL at the first product), and `qkv info` names the
+ * target. The bfloat16 and AMX kernels are not counted: they carry target attributes of their own
+ * and run only after CPUID says the CPU has them (bfloat16/kernels.c). */
+const char *qkv_built_for(void)
+{
+    return ""
+#if defined(__AVX__)
+           " avx"
+#endif
+#if defined(__AVX2__)
+           " avx2"
+#endif
+#if defined(__FMA__)
+           " fma"
+#endif
+#if defined(__F16C__)
+           " f16c"
+#endif
+#if defined(__AVX512F__)
+           " avx512f"
+#endif
+#if defined(__AVX512BW__)
+           " avx512bw"
+#endif
+#if defined(__AVX512DQ__)
+           " avx512dq"
+#endif
+#if defined(__AVX512VL__)
+           " avx512vl"
+#endif
+#if defined(__AVX512BF16__)
+           " avx512_bf16"
+#endif
+#if defined(__AVX512VBMI__)
+           " avx512vbmi"
+#endif
+#if defined(__AVX512VNNI__)
+           " avx512_vnni"
+#endif
+#if defined(__AMX_TILE__)
+           " amx_tile"
+#endif
+#if defined(__AMX_BF16__)
+           " amx_bf16"
+#endif
+        ;
+}
 
 /* exp(x) for the softmax, inlined so the loops around it vectorise without a call: x = n·ln2 + r
  * with |r| ≤ ln2/2 (ln2 split in two parts so n·ln2 is exact, after Cody & Waite), e^r from its
@@ -182,7 +232,7 @@ void qkv_exp_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *l)
  * every weight once and does little with it, so it is bound by how fast W streams from memory;
  * BLAS packs W into its own layout on every call, and W's rows are N floats apart, so each step
  * of the walk down W lands on a new page, where the hardware prefetcher stops.
- * Here W comes packed once (qkv.kernels.pack_panels) into column panels of PANEL values stored
+ * Here W comes packed once (qkv.kernels.float32.pack_panels) into column panels of PANEL values stored
  * one after another, [N / PANEL][K][PANEL], so the walk is sequential, and each panel row serves
  * up to ROWS rows of x while it sits in registers: ROWS × PANEL/16 accumulators of 16 floats (16
  * of the 32 AVX-512 registers). This product reads float16 panels (IEEE binary16, half the memory

@@ -1,4 +1,4 @@
-/* Products on 4-bit weights (the Q4 panels of _kernels_q4.c) on AMX tiles, with EXACT products:
+/* Products on 4-bit weights (the Q4 panels of q4/kernels.c) on AMX tiles, with EXACT products:
  * the activations are split into three bfloat16 parts, no activation is quantised.
  *
  * Why it is exact (Henry, Tang & Heinecke, "Leveraging the bfloat16 Artificial Intelligence
@@ -12,7 +12,7 @@
  * float32 sums), then acc += C ⊙ d (the block's per-output scale, a vector FMA after a tile
  * store), bias last (then GELU).
  *
- * Error bound (what tests/test_kernels_q4.py holds the kernel to): every product is exact; C
+ * Error bound (what tests/kernels/test_q4.py holds the kernel to): every product is exact; C
  * sums 96 of them (3 parts × 32 inputs) in float32, C·d + acc is one rounded FMA per block, so
  * for any order the unit takes inside a tile (Higham, Accuracy and Stability, §3.1)
  *     |ŷ − y| ≤ γ_(96 + K/32 + 1) · (1 + 2^-7) · Σ_k |x_k|·|w_k|   (+ γ_1·|b| for the bias),
@@ -20,7 +20,7 @@
  * (1 + 2^-7) covers |x1| + |x2| + |x3| ≤ (1 + 2^-7)|x|. One caveat: the tile unit and the
  * conversion treat subnormal inputs as zero and flush subnormal outputs, so parts below 2^-126
  * are lost (an absolute error < 2^-120 per product: nothing for the activations of an encoder).
- * The float32 kernel of _kernels_q4.c obeys γ_(K)·Σ|x||w|: the same order of error.
+ * The float32 kernel of q4/kernels.c obeys γ_(K)·Σ|x||w|: the same order of error.
  *
  * The tiles: C0..C3 a 32 × 32 block of the block's sums (2 × 2 tiles of 16 × 16 float32), A0,
  * A1 two 16-row slices of one part of x, B0, B1 the block's 16 pair rows for outputs 0-15 and
@@ -31,11 +31,11 @@
  * tiles one block ahead into an L1 ring and orders the tiles for that size; up to ONE_PASS rows
  * make a panel's B tiles once for both row tiles; more rows make the whole matrix once per
  * call (K·N bf16 in a per-thread scratch, 2 bytes a weight, dropped with the thread) and walk it
- * in column blocks, rows in blocks of 32 as _kernels_bf16.c's gemm_amx does (its tile config
+ * in column blocks, rows in blocks of 32 as bfloat16/kernels.c's gemm_amx does (its tile config
  * helper, with the compiler barrier, is repeated here: that file is static and not ours).
  *
- * The caller (qkv.kernels_q4) runs this only where qkv.kernels_bf16 chose the "amx" unit (CPUID,
- * XCR0 and the arch_prctl tile permission); otherwise the float32 kernel of _kernels_q4.c.
+ * The caller (qkv.kernels.q4) runs this only where qkv.kernels.bfloat16 chose the "amx" unit (CPUID,
+ * XCR0 and the arch_prctl tile permission); otherwise the float32 kernel of q4/kernels.c.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,12 +43,12 @@
 
 #define PANEL 32
 #define QBLOCK 32
-#define QBLOCK_BYTES (PANEL * 4 + QBLOCK * PANEL / 2) /* 640: _kernels_q4.c's layout */
+#define QBLOCK_BYTES (PANEL * 4 + QBLOCK * PANEL / 2) /* 640: q4/kernels.c's layout */
 #define ONE_PASS 32                                    /* up to this many rows, B tiles made per block */
 #define ROW_CHUNK 256                                  /* rows split into parts at a time (bounds the scratch) */
 #define COL_BLOCK 256                                  /* outputs per column block (many rows) */
 
-void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* _kernels.c */
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* float32/kernels.c */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -106,7 +106,7 @@ T_BF16 static inline void make_b_perm(const uint8_t *blk, uint16_t *b)
 
 /* The same tiles with one permute fewer a row: VPERMB (AVX-512 VBMI) takes the 32 bytes of inputs k,
  * k + 1 straight to the interleaved, zero-extended words (odd bytes zeroed by the mask), where
- * make_b_perm zero-extends and then permutes the words. Same bits out (tests/test_kernels_q4.py). */
+ * make_b_perm zero-extends and then permutes the words. Same bits out (tests/kernels/test_q4.py). */
 __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vbmi"))) static inline void make_b_vbmi(const uint8_t *blk,
                                                                                                  uint16_t *b)
 {

@@ -1,43 +1,43 @@
-"""The compiled kernels (qkv/_kernels.c) against their NumPy twins, and the build that makes them."""
+"""The float32 kernels (qkv/kernels/float32/kernels.c) against their NumPy twins, and the build that makes them."""
 
 import numpy as np
 import pytest
 
-from qkv import _build_kernels, kernels
+from qkv.kernels import build, cpu, float32
 from qkv.attention import chunked_attention, scaled_dot_product_attention
 
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels: {cpu.STATUS}")
 
 
 @pytest.fixture
 def numpy_only(monkeypatch):
     """Run the NumPy twins: as if the library had not been built."""
-    monkeypatch.setattr(kernels, "_lib", None)
+    monkeypatch.setattr(cpu, "lib", None)
 
 
 def twin(fn, *args):
     """fn(*args) on copies, once compiled and once with the NumPy twin."""
     native = fn(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
-    lib, kernels._lib = kernels._lib, None
+    lib, cpu.lib = cpu.lib, None
     try:
         plain = fn(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
     finally:
-        kernels._lib = lib
+        cpu.lib = lib
     return native, plain
 
 
 def test_the_library_is_built_where_a_compiler_exists():
-    if _build_kernels.compiler() is None:
+    if build.compiler() is None:
         pytest.skip("no C compiler on this machine: qkv runs the NumPy twins")
-    if kernels.STATUS.startswith("disabled"):
+    if cpu.STATUS.startswith("disabled"):
         pytest.skip("QKV_KERNELS=0 is set")
-    assert kernels.available(), kernels.STATUS
+    assert cpu.available(), cpu.STATUS
 
 
 def test_build_writes_a_loadable_library(tmp_path):
-    if _build_kernels.compiler() is None:
+    if build.compiler() is None:
         pytest.skip("no C compiler on this machine")
-    out = _build_kernels.build(out=tmp_path / "k.so", log=lambda m: None)
+    out = build.build(out=tmp_path / "k.so", log=lambda m: None)
     assert out == tmp_path / "k.so" and out.stat().st_size > 0
     import ctypes
 
@@ -45,9 +45,9 @@ def test_build_writes_a_loadable_library(tmp_path):
 
 
 def test_build_without_a_compiler_reports_and_builds_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(_build_kernels, "compiler", lambda: None)
+    monkeypatch.setattr(build, "compiler", lambda: None)
     said = []
-    assert _build_kernels.build(out=tmp_path / "k.so", log=said.append) is None
+    assert build.build(out=tmp_path / "k.so", log=said.append) is None
     assert "NumPy" in said[0] and not (tmp_path / "k.so").exists()
 
 
@@ -59,7 +59,7 @@ def test_gelu_matches_the_exact_formula_and_the_twin():
     h = (rng.standard_normal((37, 1536)) * 3).astype(np.float32)
     h[0, :8] = [0, -0.0, 1e-30, -1e-30, 30, -30, 1e20, -1e20]
     b = rng.standard_normal(1536).astype(np.float32) * 0.1
-    native, plain = twin(kernels.bias_gelu, h, b)
+    native, plain = twin(float32.bias_gelu, h, b)
     x = h.astype(np.float64) + b
     exact = x * 0.5 * (1 + erf(x / np.sqrt(2)))
     assert np.abs(native - exact).max() <= 1e-6 * max(1, np.abs(exact[:, 8:]).max())
@@ -75,7 +75,7 @@ def test_add_layer_norm_matches_the_twin(with_res, with_bias):
     res = rng.standard_normal((50, 384)).astype(np.float32) if with_res else None
     bias = rng.standard_normal(384).astype(np.float32) if with_bias else None
     g, beta = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
-    native, plain = twin(kernels.add_layer_norm, x, res, bias, g, beta, 1e-12)
+    native, plain = twin(float32.add_layer_norm, x, res, bias, g, beta, 1e-12)
     np.testing.assert_allclose(native, plain, rtol=1e-5, atol=2e-5)
     y = x.astype(np.float64) + (0 if res is None else res) + (0 if bias is None else bias)
     y = (y - y.mean(1, keepdims=True)) / y.std(1, keepdims=True) * g + beta
@@ -87,21 +87,21 @@ def test_softmax_rows_with_lengths_matches_the_twin():
     rng = np.random.default_rng(2)
     s = (rng.standard_normal((4, 3, 7, 9)) * 20).astype(np.float32)
     valid = np.array([9, 4, 0, 1])
-    native, plain = twin(kernels.softmax_rows, s, 0.25, valid)
+    native, plain = twin(float32.softmax_rows, s, 0.25, valid)
     np.testing.assert_allclose(native, plain, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(native[0].sum(-1), 1, rtol=1e-6)
     assert (native[1, ..., 4:] == 0).all() and (native[2] == 0).all() and (native[3, ..., 0] == 1).all()
     with pytest.raises(ValueError, match="positive"):
-        kernels.softmax_rows(s, -1.0)
+        float32.softmax_rows(s, -1.0)
     with pytest.raises(ValueError, match="one length"):
-        kernels.softmax_rows(s, 1.0, np.array([1, 2]))
+        float32.softmax_rows(s, 1.0, np.array([1, 2]))
 
 
 def test_softmax_rows_twin_alone(numpy_only):
     s = np.array([[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]], dtype=np.float32)
-    out = kernels.softmax_rows(s.copy(), 1.0, np.array([2]))
+    out = float32.softmax_rows(s.copy(), 1.0, np.array([2]))
     np.testing.assert_allclose(out[0, 0], [1 / (1 + np.e), np.e / (1 + np.e), 0], rtol=1e-6)
-    assert not kernels.available()
+    assert not cpu.available()
 
 
 @needs_lib
@@ -109,7 +109,7 @@ def test_exp_tile_adds_row_sums():
     s = np.array([[0.0, 1.0, -np.inf, 80.0], [-3.0, 2.0, 0.5, -90.0]], dtype=np.float32)
     l = np.array([1.0, 0.0], np.float32)
     t = s.copy()
-    assert kernels.exp_tile(t, l)
+    assert float32.exp_tile(t, l)
     np.testing.assert_allclose(t, np.exp(s.astype(np.float64)), rtol=2e-7, atol=1e-37)  # below e^-87.3: 0
     np.testing.assert_allclose(l, [1 + np.exp(s[0].astype(np.float64)).sum(), np.exp(s[1].astype(np.float64)).sum()],
                                rtol=1e-6)
@@ -123,27 +123,27 @@ def test_panel_matmul_matches_blas_for_every_row_count(with_bias, dtype):
     float16 panels give the product of the rounded weights."""
     rng = np.random.default_rng(5)
     w = rng.standard_normal((48, 96), dtype=np.float32)
-    panels = kernels.pack_panels(w, dtype)
+    panels = float32.pack_panels(w, dtype)
     assert panels.shape == (3, 48, 32) and panels.dtype == dtype
-    np.testing.assert_array_equal(kernels.unpack_panels(panels), w.astype(dtype).astype(np.float32))
+    np.testing.assert_array_equal(float32.unpack_panels(panels), w.astype(dtype).astype(np.float32))
     bias = rng.standard_normal(96, dtype=np.float32) if with_bias else None
     rounded = w.astype(dtype).astype(np.float64)
     for rows in range(1, 20):
         x = rng.standard_normal((rows, 48), dtype=np.float32)
         expect = x.astype(np.float64) @ rounded + (0 if bias is None else bias)
-        native, plain = twin(kernels.panel_matmul, x, panels, bias, np.full((rows, 96), np.nan, np.float32))
+        native, plain = twin(float32.panel_matmul, x, panels, bias, np.full((rows, 96), np.nan, np.float32))
         np.testing.assert_allclose(native, expect, rtol=1e-5, atol=2e-5)
         np.testing.assert_allclose(plain, expect, rtol=1e-5, atol=2e-5)
 
 
 def test_panel_matmul_refuses_what_it_cannot_run():
     w = np.ones((8, 40), np.float32)
-    assert kernels.pack_panels(w) is None  # 40 columns are not whole panels: callers use BLAS
-    assert kernels.pack_panels(np.ones((8, 64))) is None  # float64
-    assert kernels.pack_panels(np.ones((8, 64), np.float32), np.int8) is None
+    assert float32.pack_panels(w) is None  # 40 columns are not whole panels: callers use BLAS
+    assert float32.pack_panels(np.ones((8, 64))) is None  # float64
+    assert float32.pack_panels(np.ones((8, 64), np.float32), np.int8) is None
     panels = np.ones((2, 8, 32), np.float32)
     with pytest.raises(ValueError, match="do not fit"):
-        kernels.panel_matmul(np.ones((3, 9), np.float32), panels, None, np.empty((3, 64), np.float32))
+        float32.panel_matmul(np.ones((3, 9), np.float32), panels, None, np.empty((3, 64), np.float32))
 
 
 def _gelu64(z):
@@ -168,7 +168,7 @@ def test_gemm_matches_float64_at_every_block_edge(with_bias, gelu):
             expect = x.astype(np.float64) @ w + (0 if bias is None else bias)
             if gelu:
                 expect = _gelu64(expect)
-            native, plain = twin(lambda *a: kernels.gemm(*a, gelu=gelu), x, kernels.pack_panels(w), bias,
+            native, plain = twin(lambda *a: float32.gemm(*a, gelu=gelu), x, float32.pack_panels(w), bias,
                                  np.full((rows, N), np.nan, np.float32))
             np.testing.assert_allclose(native, expect, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{K}x{N}")
             np.testing.assert_allclose(plain, expect, rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{K}x{N}")
@@ -178,21 +178,21 @@ def test_gemm_matches_float64_at_every_block_edge(with_bias, gelu):
 def test_aligned_arrays_start_on_a_cache_line(dtype):
     for shape in [(1,), (7, 3), (3, 48, 32), 5]:
         for _ in range(4):  # numpy's own allocations land at varying offsets
-            a = kernels.aligned_empty(shape, dtype)
-            assert a.ctypes.data % kernels.ALIGN == 0 and a.dtype == dtype and a.flags.c_contiguous
+            a = float32.aligned_empty(shape, dtype)
+            assert a.ctypes.data % float32.ALIGN == 0 and a.dtype == dtype and a.flags.c_contiguous
             assert a.shape == (shape if isinstance(shape, tuple) else (shape,))
             a[...] = 1
-    assert kernels.aligned_empty((0, 3), dtype).shape == (0, 3)
-    if kernels.available():  # panels exist only with the compiled library
-        assert kernels.pack_panels(np.ones((5, 64), np.float32)).ctypes.data % kernels.ALIGN == 0
+    assert float32.aligned_empty((0, 3), dtype).shape == (0, 3)
+    if cpu.available():  # panels exist only with the compiled library
+        assert float32.pack_panels(np.ones((5, 64), np.float32)).ctypes.data % float32.ALIGN == 0
 
 
 def test_gemm_refuses_what_it_cannot_run():
     panels = np.ones((2, 8, 32), np.float32)
     with pytest.raises(ValueError, match="do not fit"):
-        kernels.gemm(np.ones((40, 9), np.float32), panels, None, np.empty((40, 64), np.float32))
+        float32.gemm(np.ones((40, 9), np.float32), panels, None, np.empty((40, 64), np.float32))
     with pytest.raises(ValueError, match="do not fit"):
-        kernels.gemm(np.ones((40, 8), np.float32), panels, None, np.empty((40, 32), np.float32))
+        float32.gemm(np.ones((40, 8), np.float32), panels, None, np.empty((40, 32), np.float32))
 
 
 @needs_lib
@@ -207,7 +207,7 @@ def test_fused_attention_matches_the_five_steps(n, heads, d):
     qkv = wide[:, :3 * H]
     q, k, v = qkv.astype(np.float64).reshape(n, 3, heads, d).transpose(1, 2, 0, 3)
     expect = scaled_dot_product_attention(q, k, v).transpose(1, 0, 2).reshape(n, H)
-    native, plain = twin(lambda a, c: kernels.attention_text(a, heads, 1 / np.sqrt(d), c),
+    native, plain = twin(lambda a, c: float32.attention_text(a, heads, 1 / np.sqrt(d), c),
                          qkv, np.full((n, H), np.nan, np.float32))
     np.testing.assert_allclose(native, expect, atol=1e-5)  # float32 rounding of sums over d and n
     np.testing.assert_allclose(plain, expect, atol=1e-5)
@@ -220,11 +220,11 @@ def test_fused_attention_shifts_when_scores_are_large():
     qkv = (rng.standard_normal((40, 3 * 32)) * 30).astype(np.float32)
     q, k, v = qkv.astype(np.float64).reshape(40, 3, 1, 32).transpose(1, 2, 0, 3)
     expect = scaled_dot_product_attention(q, k, v).transpose(1, 0, 2).reshape(40, 32)
-    out = kernels.attention_text(qkv, 1, 1 / np.sqrt(32), np.zeros((40, 32), np.float32))
+    out = float32.attention_text(qkv, 1, 1 / np.sqrt(32), np.zeros((40, 32), np.float32))
     assert np.isfinite(out).all()
     np.testing.assert_allclose(out, expect, atol=1e-4)
     with pytest.raises(ValueError, match="do not fit"):
-        kernels.attention_text(qkv, 5, 0.1, np.zeros((40, 32), np.float32))
+        float32.attention_text(qkv, 5, 0.1, np.zeros((40, 32), np.float32))
 
 
 @needs_lib
@@ -239,7 +239,7 @@ def test_fused_attention_over_key_chunks(nq, nk, d, dv, spread):
     k = (rng.standard_normal((3, nk, d)) * spread).astype(np.float32)
     v = rng.standard_normal((3, nk, dv)).astype(np.float32)
     out = np.full((3, nq, dv + 5), np.nan, np.float32)[:, :, :dv]
-    assert kernels.fused_attention(q, k, v, 1 / np.sqrt(d), out)
+    assert float32.fused_attention(q, k, v, 1 / np.sqrt(d), out)
     if nk == 0:
         assert (out == 0).all()
         return
@@ -249,9 +249,9 @@ def test_fused_attention_over_key_chunks(nq, nk, d, dv, spread):
 
 def test_fused_attention_declines_what_it_cannot_run():
     q = np.ones((2, 4, 32), np.float32)
-    assert not kernels.fused_attention(q, q, np.ones((2, 4, 24), np.float32), 0.1, np.empty((2, 4, 24), np.float32))
-    assert not kernels.fused_attention(q.astype(np.float64), q, q, 0.1, np.empty((2, 4, 32), np.float32))
-    assert not kernels.fused_attention(q, q, q, 0.1, np.empty((2, 4, 64), np.float32)[:, :, ::2])
+    assert not float32.fused_attention(q, q, np.ones((2, 4, 24), np.float32), 0.1, np.empty((2, 4, 24), np.float32))
+    assert not float32.fused_attention(q.astype(np.float64), q, q, 0.1, np.empty((2, 4, 32), np.float32))
+    assert not float32.fused_attention(q, q, q, 0.1, np.empty((2, 4, 64), np.float32)[:, :, ::2])
 
 
 @needs_lib
@@ -268,14 +268,14 @@ def test_online_tiles_give_the_softmax_and_masked_entries_zero():
     acc = np.zeros((5, 3), np.float32)
     for ks in range(0, 40, 20):
         t = s[:, ks:ks + 20].copy()
-        assert kernels.online_softmax_tile(t, m, l, corr)
+        assert float32.online_softmax_tile(t, m, l, corr)
         acc = acc * corr[:, None] + t @ v[ks:ks + 20]
         if ks == 0:
             assert (t[0] == 0).all() and t[1, 7] == 0
     w = np.exp(s - s.max(1, keepdims=True))
     w /= w.sum(1, keepdims=True)
     np.testing.assert_allclose(acc / l[:, None], w @ v, rtol=1e-5, atol=1e-6)
-    assert not kernels.online_softmax_tile(s.astype(np.float64), m, l, corr)  # not float32: declined
+    assert not float32.online_softmax_tile(s.astype(np.float64), m, l, corr)  # not float32: declined
 
 
 @needs_lib
@@ -303,7 +303,7 @@ def test_encoder_is_the_same_with_and_without_the_kernels(encoder):
 
 @needs_lib
 def test_encoder_on_two_threads_is_the_same_float_for_float(encoder, monkeypatch):
-    """Every product runs in kernels.gemm with its bias (and, for the first feed-forward one, the
+    """Every product runs in float32.gemm with its bias (and, for the first feed-forward one, the
     GELU) fused; at two threads each product's rows are split between the threads and the texts'
     attention dealt out, which changes no sum: the hidden states are identical."""
     from qkv.model.encoder import Encoder
@@ -311,8 +311,8 @@ def test_encoder_on_two_threads_is_the_same_float_for_float(encoder, monkeypatch
     texts = ["Stainless Steel Electric Kettle 1.7L"] * 3 + ["a long review of a kettle " * 12] * 4
     b = encoder._pad(encoder.tokenize(texts))
     calls = []
-    real = kernels.gemm
-    monkeypatch.setattr(kernels, "gemm", lambda x, *a, **k: calls.append((len(x), k.get("gelu"))) or real(x, *a, **k))
+    real = float32.gemm
+    monkeypatch.setattr(float32, "gemm", lambda x, *a, **k: calls.append((len(x), k.get("gelu"))) or real(x, *a, **k))
     layers = encoder.config.num_layers
     one = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1).forward(b.ids, b.mask)
     rows = int(b.mask.sum())  # padding rows are not computed
@@ -342,7 +342,7 @@ def test_rows_and_texts_are_shared_out_between_threads():
 def test_chunked_attention_on_two_threads_is_the_same(fused, monkeypatch):
     """Spreading (batch, head) pairs over threads changes nothing, compiled steps or NumPy."""
     if not fused:
-        monkeypatch.setattr(kernels, "_lib", None)
+        monkeypatch.setattr(cpu, "lib", None)
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 3, 70, 16)).astype(np.float32) for _ in range(3))
     mask = rng.random((2, 1, 1, 70)) > 0.3
@@ -360,8 +360,8 @@ def test_unmasked_chunked_attention_runs_fused_or_declines_to_tiles(dv, threads,
     k = rng.standard_normal((1, 3, 600, 32)).astype(np.float32)  # broadcast over the batch
     v = rng.standard_normal((1, 3, 600, dv)).astype(np.float32)
     calls = []
-    fused = kernels.fused_attention
-    monkeypatch.setattr(kernels, "fused_attention", lambda *a: calls.append(fused(*a)) or calls[-1])
+    fused = float32.fused_attention
+    monkeypatch.setattr(float32, "fused_attention", lambda *a: calls.append(fused(*a)) or calls[-1])
     out = chunked_attention(q, k, v, threads=threads)
     plain = scaled_dot_product_attention(q, k, v, return_weights=True)[0]
     np.testing.assert_allclose(out, plain, atol=1e-5)

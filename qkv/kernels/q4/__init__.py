@@ -2,32 +2,32 @@
 
 The blocks come from a file such as multilingual-e5-small's E5S1 (``qkv.model.weights.e5s1``): 32 weights
 share a float16 scale d and each is (q − 8)·d. ``pack_q4`` rearranges a linear layer's blocks once,
-at load, into Q4 panels (layout documented in ``_kernels_q4.c``); ``q4_matmul`` multiplies by them:
+at load, into Q4 panels (layout documented in ``q4/kernels.c``); ``q4_matmul`` multiplies by them:
 a few rows expand each panel row into registers as they go (the product reads 0.625 bytes a weight
 instead of 4), many rows expand the matrix once into float32 panels in a scratch buffer and run the
 blocked float32 product. No quantization of the activations, so the result equals x times the
 dequantized matrix up to float32 rounding: the parity of the model holds.
 
-Where ``qkv.kernels_bf16`` chose AMX tiles (CPUID, XCR0, the arch_prctl permission; ``QKV_ISA``
-forces a unit), the products run on the tiles instead (``qkv/_kernels_q4_amx.c``): x split into
+Where ``qkv.kernels.bfloat16`` chose AMX tiles (CPUID, XCR0, the arch_prctl permission; ``QKV_ISA``
+forces a unit), the products run on the tiles instead (``qkv/kernels/q4/amx.c``): x split into
 three bfloat16 parts whose sum is x exactly (Henry, Tang & Heinecke, ARITH 2019), each times the
 exact bfloat16 q − 8 of a block, the block's scale applied in float32: exact products, float32
 sums, an error bound of the float32 kernel's order (stated in the C file). ``unit()`` names the
 one in use; ``QKV_ISA=float32`` (or avx512bf16, or no AMX) runs the float32 kernel.
 
 Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
-kernels are off, and held equal to the compiled one by tests/test_kernels_q4.py.
+kernels are off, and held equal to the compiled one by tests/kernels/test_q4.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qkv import kernels, kernels_bf16
+from qkv.kernels import cpu, float32
 
 BLOCK = 32  # weights per block, along the input dimension
 PANEL = 32  # outputs per panel, as the float32 products
-BLOCK_BYTES = int(kernels._lib.qkv_q4_block_bytes()) if kernels._lib is not None else PANEL * 4 + BLOCK * PANEL // 2
+BLOCK_BYTES = int(cpu.lib.qkv_q4_block_bytes()) if cpu.lib is not None else PANEL * 4 + BLOCK * PANEL // 2
 # From this many rows the matrix is expanded once into float32 panels for the blocked product
 # (qkv_q4_gemm); below it each panel row is expanded into registers as it is used (qkv_q4_matmul).
 EXPAND_FROM = 48
@@ -49,12 +49,12 @@ def dequantize_rows(blocks: np.ndarray) -> np.ndarray:
 
 def pack_q4(blocks: np.ndarray) -> np.ndarray:
     """A linear layer's Q4_0 blocks [out N, in K / 32] (the file's [out, in] order) -> Q4 panels
-    [N / 32, K / 32, BLOCK_BYTES] uint8, 64-byte aligned; see ``_kernels_q4.c`` for the layout."""
+    [N / 32, K / 32, BLOCK_BYTES] uint8, 64-byte aligned; see ``q4/kernels.c`` for the layout."""
     _blocks_check(blocks)
     n, nb = blocks.shape
     if n % PANEL:
         raise ValueError(f"pack_q4: {n} outputs are not whole panels of {PANEL}")
-    out = kernels.aligned_empty((n // PANEL, nb, BLOCK_BYTES), np.uint8)
+    out = float32.aligned_empty((n // PANEL, nb, BLOCK_BYTES), np.uint8)
     b = blocks.reshape(n // PANEL, PANEL, nb).transpose(0, 2, 1)  # [panel, block, output]
     out[..., :PANEL * 4] = np.ascontiguousarray(b["d"], dtype=np.float32).view(np.uint8).reshape(n // PANEL, nb, PANEL * 4)
     qs = b["qs"]  # [panel, block, output j, byte i]: weight i (low) and i + 16 (high) of output j
@@ -81,15 +81,15 @@ UNITS = ("amx", "float32")
 
 def unit(isa: str | None = None) -> str:
     """The unit 4-bit products run on: "amx" (tiles, exact bfloat16 splits of x) where the
-    bfloat16 unit in use (``qkv.kernels_bf16.ISA``) is AMX, else "float32". ``isa`` forces one:
+    bfloat16 unit in use (``qkv.cpu.ISA``) is AMX, else "float32". ``isa`` forces one:
     "amx" runs on the tiles where the CPU has them and Linux grants them, else float32."""
-    if kernels._lib is None:
+    if cpu.lib is None:
         return "float32"
     if isa is None:
-        return "amx" if kernels_bf16.ISA == "amx" else "float32"
+        return "amx" if cpu.ISA == "amx" else "float32"
     if isa not in UNITS:
         raise ValueError(f"4-bit products run on one of {', '.join(UNITS)}, not {isa!r}")
-    return "amx" if isa == "amx" and "amx" in kernels_bf16.offered() and kernels_bf16.request_amx() else "float32"
+    return "amx" if isa == "amx" and "amx" in cpu.offered() and cpu.request_amx() else "float32"
 
 
 def q4_work(k: int, n: int) -> int:
@@ -110,26 +110,26 @@ def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: n
     if panels.ndim != 3 or nb * BLOCK != K or width != BLOCK_BYTES or out.shape != (R, N):
         raise ValueError(f"q4_matmul: x {x.shape}, panels {panels.shape}, out {out.shape} do not fit")
     arrays = [a for a in (x, bias, out) if a is not None]
-    if kernels._native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.uint8:
+    if cpu.native(*arrays) and panels.flags.c_contiguous and panels.dtype == np.uint8:
         if gelu and bias is None:
             bias = np.zeros(N, np.float32)
-        lib = kernels._lib
+        lib = cpu.lib
         if unit(isa) == "amx" and lib.qkv_q4_amx(
-                x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu), out.ctypes.data) == 0:
+                x.ctypes.data, R, K, panels.ctypes.data, N, cpu.ptr(bias), int(gelu), out.ctypes.data) == 0:
             return out
         if R >= EXPAND_FROM:
             if (work is None or work.size < K * N or work.dtype != np.float32 or not work.flags.c_contiguous
-                    or work.ctypes.data % kernels.ALIGN):
-                work = kernels.aligned_empty(K * N, np.float32)
-            lib.qkv_q4_gemm(x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu),
+                    or work.ctypes.data % float32.ALIGN):
+                work = float32.aligned_empty(K * N, np.float32)
+            lib.qkv_q4_gemm(x.ctypes.data, R, K, panels.ctypes.data, N, cpu.ptr(bias), int(gelu),
                             out.ctypes.data, work.ctypes.data)
         else:
-            lib.qkv_q4_matmul(x.ctypes.data, R, K, panels.ctypes.data, N, kernels._ptr(bias), int(gelu),
+            lib.qkv_q4_matmul(x.ctypes.data, R, K, panels.ctypes.data, N, cpu.ptr(bias), int(gelu),
                               out.ctypes.data)
         return out
     np.matmul(x, unpack_q4(panels).astype(x.dtype, copy=False), out=out)
     if gelu:
-        return kernels.bias_gelu(out, np.zeros(N, out.dtype) if bias is None else bias)
+        return float32.bias_gelu(out, np.zeros(N, out.dtype) if bias is None else bias)
     if bias is not None:
         out += bias
     return out
@@ -143,9 +143,9 @@ def q4_rows(blocks: np.ndarray, ids: np.ndarray, dtype=np.float32) -> np.ndarray
     if ids.size and (ids.min() < 0 or ids.max() >= blocks.shape[0]):
         raise IndexError(f"row ids must lie in [0, {blocks.shape[0]}), got {ids.min()}..{ids.max()}")
     nb = blocks.shape[1]
-    if kernels._lib is not None and blocks.flags.c_contiguous and np.dtype(dtype) == np.float32:
+    if cpu.lib is not None and blocks.flags.c_contiguous and np.dtype(dtype) == np.float32:
         out = np.empty((ids.size, nb * BLOCK), np.float32)
-        kernels._lib.qkv_q4_rows(blocks.ctypes.data, nb, ids.ctypes.data, ids.size, out.ctypes.data)
+        cpu.lib.qkv_q4_rows(blocks.ctypes.data, nb, ids.ctypes.data, ids.size, out.ctypes.data)
         return out
     return dequantize_rows(blocks[ids]).astype(dtype, copy=False)
 

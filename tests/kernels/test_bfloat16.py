@@ -1,4 +1,4 @@
-"""The bfloat16 products (qkv/_kernels_bf16.c) against their float64 twins, and the choice of unit.
+"""The bfloat16 products (qkv/kernels/bfloat16/kernels.c) against their float64 twins, and the choice of unit.
 
 Bounds (derived in the C file's opening comment): bfloat16 keeps 8 significant bits, u_b = 2^-8;
 products of two bfloat16 values are exact in float32 and summed in float32 (u = 2^-24), so
@@ -15,14 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qkv import kernels
-from qkv import kernels_bf16 as bf16
+from qkv.kernels import bfloat16 as bf16, cpu, float32
 
 U32, UB = 2.0 ** -24, 2.0 ** -8
-EXP2_ERR = 7.5e-5  # the 2^f polynomial of softmax and GELU, relative (exp2_soft in qkv/_kernels_bf16.c)
+EXP2_ERR = 7.5e-5  # the 2^f polynomial of softmax and GELU, relative (exp2_soft in qkv/kernels/bfloat16/kernels.c)
 GELU_EXP_ERR = EXP2_ERR + 1.1e-5  # and GELU's t = -x²·log2(e)/2 rounded twice (ln2·2^-23·|t|, |t| ≤ 130)
-UNITS = [u for u in ("amx", "avx512bf16") if u in bf16.offered()]
-needs_lib = pytest.mark.skipif(not kernels.available(), reason=f"compiled kernels: {kernels.STATUS}")
+UNITS = [u for u in ("amx", "avx512bf16") if u in cpu.offered()]
+needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels: {cpu.STATUS}")
 
 
 def gamma(n: int) -> float:
@@ -31,16 +30,16 @@ def gamma(n: int) -> float:
 
 def unit_param():
     """Every bfloat16 unit; those this CPU lacks are skipped, saying so."""
-    return [pytest.param(u, marks=pytest.mark.skipif(u not in UNITS, reason=f"this CPU offers {bf16.offered()}"))
+    return [pytest.param(u, marks=pytest.mark.skipif(u not in UNITS, reason=f"this CPU offers {cpu.offered()}"))
             for u in ("amx", "avx512bf16")]
 
 
 @pytest.fixture(autouse=True)
 def restore_unit():
     """Tests that re-choose the unit put the process's choice back."""
-    before = bf16.ISA
+    before = cpu.ISA
     yield
-    bf16.select(before)
+    cpu.select(before)
 
 
 # ----------------------------------------------------------------------------------- packing
@@ -139,7 +138,7 @@ def test_bfloat16_bits_in_and_out_at_every_block_edge(unit, R, K, N):
 
 
 @needs_lib
-@pytest.mark.skipif("amx" not in UNITS, reason=f"this CPU offers {bf16.offered()}")
+@pytest.mark.skipif("amx" not in UNITS, reason=f"this CPU offers {cpu.offered()}")
 @pytest.mark.parametrize("n", [1, 15, 17, 48, 100, 256])
 def test_attention_on_tiles_reads_and_writes_bfloat16_bits_as_it_rounds(n):
     """Q | K | V handed in as bfloat16 bits give what float32 ones give (the kernel rounds them the
@@ -159,11 +158,11 @@ def test_attention_on_tiles_reads_and_writes_bfloat16_bits_as_it_rounds(n):
 @needs_lib
 @pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
 def test_layer_norm_with_bits_is_layer_norm_then_rounded(unit):
-    bf16.select(unit)  # a unit the CPU lacks falls to the next: each path that runs here is checked
+    cpu.select(unit)  # a unit the CPU lacks falls to the next: each path that runs here is checked
     rng = np.random.default_rng(8)
     x, res = rng.standard_normal((2, 37, 384)).astype(np.float32)
     bias, g, beta = rng.standard_normal((3, 384)).astype(np.float32)
-    want = kernels.add_layer_norm(x.copy(), res, bias, g, beta, 1e-12)
+    want = float32.add_layer_norm(x.copy(), res, bias, g, beta, 1e-12)
     bits = np.zeros((37, 384), np.uint16)
     got = bf16.add_layer_norm_bf16(x.copy(), res, bias, g, beta, 1e-12, bits)
     np.testing.assert_array_equal(got, want)
@@ -208,7 +207,7 @@ def _attention64(qkv, heads, scale):
 
 
 @needs_lib
-@pytest.mark.skipif("amx" not in UNITS, reason=f"attention on tiles needs AMX; this CPU offers {bf16.offered()}")
+@pytest.mark.skipif("amx" not in UNITS, reason=f"attention on tiles needs AMX; this CPU offers {cpu.offered()}")
 @pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 31, 32, 33, 64, 100, 256, 511])
 def test_attention_on_tiles_within_the_bfloat16_bound(n):
     """Bound: q, k rounded move each score by at most Δ = scale·(2u_b + u_b²)·Σ|q||k| (+ float32
@@ -247,54 +246,54 @@ def test_attention_on_tiles_refuses_what_it_cannot_run():
 
 # ---------------------------------------------------------------------------------- dispatch
 def test_the_unit_in_use_is_named_in_status():
-    assert bf16.ISA in bf16.ISAS
-    assert f"bfloat16 products: {bf16.ISA}" in kernels.STATUS
+    assert cpu.ISA in cpu.ISAS
+    assert f"bfloat16 products: {cpu.ISA}" in cpu.STATUS
 
 
 @needs_lib
 @pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
 def test_each_unit_can_be_forced_and_a_missing_one_falls_to_the_next(unit):
-    got = bf16.select(unit)
-    order = bf16.ISAS[bf16.ISAS.index(unit):]
-    expected = next(u for u in order if u in bf16.offered())
-    if unit == "amx" and "amx" in bf16.offered() and not bf16.request_amx():
+    got = cpu.select(unit)
+    order = cpu.ISAS[cpu.ISAS.index(unit):]
+    expected = next(u for u in order if u in cpu.offered())
+    if unit == "amx" and "amx" in cpu.offered() and not cpu.request_amx():
         expected = "avx512bf16"
-    assert got == expected == bf16.ISA
+    assert got == expected == cpu.ISA
     if got != unit:
-        assert unit in bf16.WHY and unit in kernels.STATUS
+        assert unit in cpu.WHY and unit in cpu.STATUS
 
 
 @needs_lib
 def test_a_refused_amx_permission_falls_to_avx512bf16(monkeypatch):
-    monkeypatch.setattr(bf16, "request_amx", lambda: False)
-    monkeypatch.setattr(bf16, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had both units
-    assert bf16.select("amx") == "avx512bf16"
-    assert "refused" in bf16.WHY
+    monkeypatch.setattr(cpu, "request_amx", lambda: False)
+    monkeypatch.setattr(cpu, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had both units
+    assert cpu.select("amx") == "avx512bf16"
+    assert "refused" in cpu.WHY
 
 
 @needs_lib
 def test_a_cpu_without_either_unit_runs_float32(monkeypatch):
-    monkeypatch.setattr(bf16, "cpu_bits", lambda: 0)
-    assert bf16.select(None) == "float32"
-    assert "amx" in bf16.WHY and "avx512bf16" in bf16.WHY
+    monkeypatch.setattr(cpu, "cpu_bits", lambda: 0)
+    assert cpu.select(None) == "float32"
+    assert "amx" in cpu.WHY and "avx512bf16" in cpu.WHY
 
 
 def test_without_the_library_float32_and_a_bad_name_is_ignored(monkeypatch):
-    monkeypatch.setattr(kernels, "_lib", None)
-    assert bf16.choose("amx")[0] == "float32"
+    monkeypatch.setattr(cpu, "lib", None)
+    assert cpu.choose("amx")[0] == "float32"
     monkeypatch.setenv("QKV_ISA", "tpu")
-    assert "ignored" in bf16.choose()[1]
+    assert "ignored" in cpu.choose()[1]
 
 
 @needs_lib
 @pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
 def test_qkv_isa_in_the_environment_chooses_at_import(unit):
     env = dict(os.environ, QKV_ISA=unit)
-    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_bf16; print(kernels_bf16.ISA); "
-                          "print(kernels.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu; print(cpu.ISA); "
+                          "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     isa, status = out.splitlines()
-    assert isa in bf16.ISAS[bf16.ISAS.index(unit):] and f"bfloat16 products: {isa}" in status
-    if unit in bf16.offered():
+    assert isa in cpu.ISAS[cpu.ISAS.index(unit):] and f"bfloat16 products: {isa}" in status
+    if unit in cpu.offered():
         assert isa == unit
 
 
@@ -303,13 +302,13 @@ def test_qkv_isa_in_the_environment_chooses_at_import(unit):
 def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
     """CI may build on a CPU without AMX (-march=native then lacks it): the tile code must still
     compile (per-function target attributes) and the library load."""
-    from qkv import _build_kernels
+    from qkv.kernels import build
 
-    cc = _build_kernels.compiler()
+    cc = build.compiler()
     if cc is None:
         pytest.skip("no C compiler")
     out = tmp_path / "k.so"
-    cmd = [cc, *_build_kernels.FLAGS, f"-march={march}", *map(str, _build_kernels.SOURCES), "-o", str(out), "-lm"]
+    cmd = [cc, *build.FLAGS, f"-march={march}", *map(str, build.SOURCES), "-o", str(out), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     import ctypes
@@ -319,7 +318,7 @@ def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
 
 def test_without_the_library_qkv_imports_and_runs_float32():
     env = dict(os.environ, QKV_KERNELS="0")
-    out = subprocess.run([sys.executable, "-c", "from qkv import kernels, kernels_bf16; print(kernels_bf16.ISA)"],
+    out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu; print(cpu.ISA)"],
                          capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "float32"
 
@@ -339,9 +338,9 @@ def test_qkv_info_names_the_unit_and_each_precision():
 def test_the_softmax_exp_polynomial_is_within_its_stated_error():
     """exp2_soft's degree-3 polynomial for 2^f on [-1/2, 1/2], evaluated as the kernel does (float32
     coefficients, Horner in float32), is within EXP2_ERR of 2^f: the figure the attention bound
-    above adds. (The coefficients are those in qkv/_kernels_bf16.c.)"""
+    above adds. (The coefficients are those in qkv/kernels/bfloat16/kernels.c.)"""
     c = np.float32([0.9999280571937561, 0.6932609677314758, 0.24261116981506348, 0.05517167970538139])
-    src = (Path(bf16.__file__).parent / "_kernels_bf16.c").read_text()
+    src = (Path(bf16.__file__).parent / "kernels.c").read_text()
     for v in c[1:]:
         assert f"{float(v)!r}f" in src, f"coefficient {float(v)!r} is not the kernel's"
     f = np.linspace(-0.5, 0.5, 200_001).astype(np.float32)

@@ -1,5 +1,5 @@
 /* Matrix products with bfloat16 inputs and float32 sums: on AMX tiles, or on AVX-512 BF16 dot
- * products, chosen at run time by what the CPU reports (qkv/kernels.py dispatches; see
+ * products, chosen at run time by what the CPU reports (qkv/kernels/float32/__init__.py dispatches; see
  * docs/engine.md).
  *
  * y = x·W (+ bias, then GELU) where W is packed once (qkv.kernels.pack_bf16) as bfloat16 panels of
@@ -26,7 +26,7 @@
  *
  * Why one file of ~700 lines: the products, attention on tiles and the bfloat16 LayerNorm share the
  * panel layout, the tile configuration and the per-function target attributes above; split apart,
- * each part would repeat them and could drift from the layout qkv.kernels_bf16 packs.
+ * each part would repeat them and could drift from the layout qkv.kernels.bfloat16 packs.
  */
 #include <math.h>
 #include <stdint.h>
@@ -40,7 +40,7 @@ int64_t qkv_bf16_depth(void) { return BK; }
 
 /* Bits of qkv_bf16_cpu() */
 void qkv_add_layernorm(float *x, const float *res, const float *bias, const float *g, const float *beta,
-                       int64_t rows, int64_t width, float eps); /* _kernels.c */
+                       int64_t rows, int64_t width, float eps); /* float32/kernels.c */
 
 #define CPU_AVX512BF16 1 /* AVX-512 F/BW/BF16, and the OS saves the zmm and mask registers */
 #define CPU_AMX_BF16 2   /* AMX-TILE and AMX-BF16 */
@@ -139,7 +139,7 @@ T_BF16 static void to_bf16(const float *x, int64_t R, int64_t K, uint16_t *xb, i
  * polynomial fitted to 2^f's relative error on that interval (Lawson's iteration; the coefficients
  * rounded to float32), then scaled by 2^n (VSCALEFPS, which gives 0 below float32's range, so no
  * clamp). Relative error ≤ EXP2_ERR = 7.5e-5 = 2^-13.7 (Horner in float32 included; measured on
- * 20,001 points and stated in tests/test_kernels_bf16.py), 4 % of the bfloat16 rounding that
+ * 20,001 points and stated in tests/kernels/test_bfloat16.py), 4 % of the bfloat16 rounding that
  * follows. Seven operations a vector against fifteen (softmax: Cody–Waite, a degree-5 polynomial,
  * clamp, mask) or seventeen (GELU: degree 7) before. The error of t itself (in the softmax one
  * rounding of a fused multiply-subtract, ≤ 2^-24·|t|, as before) moves a weight by
@@ -154,12 +154,12 @@ T_BF16 static inline __attribute__((always_inline)) __m512 exp2_soft(__m512 t)
     return _mm512_scalef_ps(p, n);
 }
 
-/* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of _kernels.c's gelu_f32 (erf after
+/* BERT's exact GELU x·Φ(x) on 16 lanes: the formula of float32/kernels.c's gelu_f32 (erf after
  * Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7), with 1/(1 + p·|z|) from VRCP14PS and one
  * Newton step (relative error ~2^-28, against a division's ~10 cycles a vector) and e^(-x²/2) as
  * 2^(-x²·log2(e)/2) from exp2_soft: its relative error ε (7.5e-5, plus ≤ 1.1e-5 from the two
  * roundings of t while e^(-x²/2) is above float32's range) moves Φ by (1 - Φ(|x|))·ε, so GELU by at
- * most ε·|GELU(x)| on either side of 0 (tests/test_kernels_bf16.py adds it to the bound). For x < 0,
+ * most ε·|GELU(x)| on either side of 0 (tests/kernels/test_bfloat16.py adds it to the bound). For x < 0,
  * Φ(x) = ½·erfc(|x|/√2) is formed directly (A&S's coefficients halved), not as ½ - (½ - ½·erfc),
  * whose float32 cancellation cost up to 2^-25·|x| absolute in the tail; two operations fewer. */
 T_BF16 static inline __attribute__((always_inline)) __m512 gelu_v(__m512 x)
@@ -496,12 +496,162 @@ int64_t qkv_attention_bf16_work(int64_t n)
            + 64 * kp * 4 /* scores, two blocks */ + 32 * kp * 2 /* weights */ + 32 * ATT_D * 4 /* O */ + 4 * 64;
 }
 
+/* The steps of qkv_attention_bf16_io, one function each (inlined: the same code as one body).
+ * Tile numbers: 0-3 sums (C), 4-5 Q or P rows (A), 6-7 Kᵀ or V (B). */
+
+/* Step 1: Q, Kᵀ, V of head h in bfloat16, zero past n up to kp, 16 keys at a time: qb [kp][32],
+ * kb [16 pairs of d][kp keys][2] (K's 16 keys × 16 pairs of dimensions transposed in registers),
+ * vb [kp/2 pairs of keys][32][2] (V's keys interleaved in pairs). From float32 qkv (rounded here)
+ * or, when qkvb is not NULL, from bfloat16 qkvb. */
+T_BF16 static inline __attribute__((always_inline)) void att_pack_head(
+    const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t H, int64_t h, int64_t kp,
+    uint16_t *qb, uint16_t *kb, uint16_t *vb)
+{
+    for (int64_t j0 = 0; j0 < kp; j0 += 16) {
+        __m512i kt[16];
+        for (int t = 0; t < 16; t += 2) {
+            __m512i v2[2];
+            for (int u = 0; u < 2; u++) {
+                const int64_t j = j0 + t + u;
+                __m512i qq = _mm512_setzero_si512(), kk = qq, vv = qq;
+                if (j < n && qkvb) {
+                    const uint16_t *row = qkvb + j * ld + h * ATT_D;
+                    qq = _mm512_loadu_si512((const void *)row);
+                    kk = _mm512_loadu_si512((const void *)(row + H));
+                    vv = _mm512_loadu_si512((const void *)(row + 2 * H));
+                } else if (j < n) {
+                    const float *row = qkv + j * ld + h * ATT_D;
+                    qq = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+                    kk = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + H + 16), _mm512_loadu_ps(row + H));
+                    vv = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * H + 16), _mm512_loadu_ps(row + 2 * H));
+                }
+                _mm512_store_si512((void *)(qb + j * ATT_D), qq);
+                kt[t + u] = kk;
+                v2[u] = vv;
+            }
+            /* keys (j, j+1) of dimension c side by side: vb[j/2][c][0..1] */
+            _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2), _mm512_permutex2var_epi16(v2[0], VIDX_LO, v2[1]));
+            _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2 + 32), _mm512_permutex2var_epi16(v2[0], VIDX_HI, v2[1]));
+        }
+        transpose16(kt); /* kt[c] = pair c of keys j0 … j0 + 15 */
+        for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
+    }
+}
+
+/* Step 2: scores of the 32 query rows in A tiles 4 and 5 (rows i0 … i0+15, i0+16 … i0+31) against
+ * keys t0·16 … t1·16 - 1 into sdst [32][kp], 16 keys (one B tile of Kᵀ, loaded once for both) at
+ * a time, on two pairs of C tiles in turn (0/1 with B tile 6, 2/3 with 7): tiles are not renamed,
+ * so one pair would wait on its own stores. t0 and t1 even. Returns t1. */
+T_AMX static inline __attribute__((always_inline)) int64_t att_scores(const uint16_t *kb, int64_t kp, int64_t t0,
+                                                                      int64_t t1, float *sdst)
+{
+#define S_PAIR(c0, c1, kt, j)                               \
+    do {                                                    \
+        _tile_zero(c0);                                     \
+        _tile_zero(c1);                                     \
+        _tile_loadd(kt, kb + (j) * 2, kp * 4);              \
+        _tile_dpbf16ps(c0, 4, kt);                          \
+        _tile_dpbf16ps(c1, 5, kt);                          \
+        _tile_stored(c0, sdst + (j), kp * 4);               \
+        _tile_stored(c1, sdst + 16 * kp + (j), kp * 4);     \
+    } while (0)
+    for (int64_t t = t0; t < t1; t += 2) {
+        S_PAIR(0, 1, 6, t * 16);
+        S_PAIR(2, 3, 7, t * 16 + 16);
+    }
+#undef S_PAIR
+    return t1;
+}
+
+/* Step 3, one row: softmax of the scores sr [n] in float32, e^(scale·(s - max)) = 2^(c·s - c·max)
+ * with c = cl2 = log2(e)·scale (one fused multiply-subtract), the weights rounded to bfloat16
+ * into pr [kp] (zero past n); returns their float32 sum. */
+T_BF16 static inline __attribute__((always_inline)) float att_softmax_row(const float *sr, uint16_t *pr, int64_t n,
+                                                                          int64_t kp, float cl2)
+{
+    const __m512 vscale = _mm512_set1_ps(cl2);
+    __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(sr + j)), mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(sr + j + 16));
+    for (; j < n; j += 16)
+        mx0 = _mm512_mask_max_ps(mx0, n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1), mx0,
+                                 _mm512_loadu_ps(sr + j));
+    const __m512 ms = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * cl2);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
+    for (j = 0; j + 32 <= n; j += 32) {
+        const __m512 e0 = exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms));
+        const __m512 e1 = exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms));
+        sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
+        _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    for (; j < kp; j += 32) {
+        const __mmask16 m0 = n - j >= 16 ? 0xffff : n - j > 0 ? (__mmask16)((1u << (n - j)) - 1) : 0;
+        const __mmask16 m1 = n - j - 16 >= 16 ? 0xffff : n - j - 16 > 0 ? (__mmask16)((1u << (n - j - 16)) - 1) : 0;
+        const __m512 e0 = _mm512_maskz_mov_ps(m0, exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms)));
+        const __m512 e1 = _mm512_maskz_mov_ps(m1, exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms)));
+        sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
+        _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
+/* Step 4: o [32][32] = P·V over the keys, 32 at a time: 2 × 2 tiles (rows 0-15 and 16-31 of the
+ * block's weights pb [32][kp] against V's dimensions 0-15 and 16-31), four independent sums.
+ * Rows of pb past n hold whatever was there: row r of O reads row r of P only, and is not
+ * written out. */
+T_AMX static inline __attribute__((always_inline)) void att_pv(const uint16_t *pb, const uint16_t *vb, int64_t kp,
+                                                               float *o)
+{
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t j = 0; j < kp; j += 32) {
+        _tile_loadd(4, pb + j, kp * 2);
+        _tile_loadd(5, pb + 16 * kp + j, kp * 2);
+        _tile_loadd(6, vb + (j / 2) * ATT_D * 2, ATT_D * 4);
+        _tile_loadd(7, vb + (j / 2) * ATT_D * 2 + 32, ATT_D * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, o, ATT_D * 4);
+    _tile_stored(1, o + 16, ATT_D * 4);
+    _tile_stored(2, o + 16 * ATT_D, ATT_D * 4);
+    _tile_stored(3, o + 16 * ATT_D + 16, ATT_D * 4);
+}
+
+/* Step 5: rows o[r] / l[r] of the block, r < rows, to ctx (float32) or ctxb (bfloat16), row stride
+ * ldc, starting at dst_off elements. */
+T_BF16 static inline __attribute__((always_inline)) void att_store(const float *o, const float *l, int rows,
+                                                                   float *ctx, uint16_t *ctxb, int64_t ldc,
+                                                                   int64_t dst_off)
+{
+    for (int r = 0; r < rows; r++) {
+        const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+        const __m512 a = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv);
+        const __m512 b = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D + 16), inv);
+        if (ctxb) {
+            _mm512_storeu_si512((void *)(ctxb + r * ldc + dst_off), (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        } else {
+            float *dst = ctx + r * ldc + dst_off;
+            _mm512_storeu_ps(dst, a);
+            _mm512_storeu_ps(dst + 16, b);
+        }
+    }
+}
+
 /* ctx[i, h·32:(h+1)·32] = softmax(scale·q_i·Kᵀ)·V for each head h of one text: qkv [n][ld] holds
- * Q | K | V (heads side by side in each, H = heads·32), ctx [n][ldc]. work: at least
- * qkv_attention_bf16_work(n) bytes. Returns 0, or -1 when it cannot run (n too long). */
-/* As qkv_attention_bf16, with Q | K | V given in bfloat16 (qkvb, row stride ld) instead of float32
- * when qkvb is not NULL, and the output written in bfloat16 (ctxb, row stride ldc) instead of
- * float32 when ctxb is not NULL: what the next product reads, no rounding pass between. */
+ * Q | K | V (heads side by side in each, H = heads·32), ctx [n][ldc]; or Q | K | V given in
+ * bfloat16 (qkvb, row stride ld) when qkvb is not NULL, and the output written in bfloat16 (ctxb,
+ * row stride ldc) when ctxb is not NULL: what the next product reads, no rounding pass between.
+ * work: at least qkv_attention_bf16_work(n) bytes. Returns 0, or -1 when it cannot run (n too
+ * long). Per head: pack (step 1), the first block's scores (2), then per block of 32 query rows
+ * the softmax (3) with the next block's score tiles spread between its rows — the tile unit makes
+ * them while the vector unit exponentiates, out-of-order execution overlapping the two, in the
+ * other half of a double buffer of scores — then P·V (4) and the output (5). */
 T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t heads,
                                     float scale, float *ctx, uint16_t *ctxb, int64_t ldc, void *work)
 {
@@ -517,65 +667,14 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
     float *o = (float *)(pb + 32 * kp);        /* [32][32] */
     config_tiles();
     const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
-    const __m512 vscale = _mm512_set1_ps(cl2);
+    const int64_t ntiles = kp / 16; /* tiles of 16 keys per row block: even (kp is a multiple of 32) */
     uint64_t t0 = PROF_T();
     for (int64_t h = 0; h < heads; h++) {
-        /* Q, Kᵀ, V of this head in bfloat16, zero past n, 16 keys at a time: K's 16 keys × 16 pairs
-         * of dimensions transposed in registers, V's keys interleaved in pairs */
-        for (int64_t j0 = 0; j0 < kp; j0 += 16) {
-            __m512i kt[16];
-            for (int t = 0; t < 16; t += 2) {
-                __m512i v2[2];
-                for (int u = 0; u < 2; u++) {
-                    const int64_t j = j0 + t + u;
-                    __m512i qq = _mm512_setzero_si512(), kk = qq, vv = qq;
-                    if (j < n && qkvb) {
-                        const uint16_t *row = qkvb + j * ld + h * ATT_D;
-                        qq = _mm512_loadu_si512((const void *)row);
-                        kk = _mm512_loadu_si512((const void *)(row + H));
-                        vv = _mm512_loadu_si512((const void *)(row + 2 * H));
-                    } else if (j < n) {
-                        const float *row = qkv + j * ld + h * ATT_D;
-                        qq = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
-                        kk = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + H + 16), _mm512_loadu_ps(row + H));
-                        vv = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * H + 16), _mm512_loadu_ps(row + 2 * H));
-                    }
-                    _mm512_store_si512((void *)(qb + j * ATT_D), qq);
-                    kt[t + u] = kk;
-                    v2[u] = vv;
-                }
-                /* keys (j, j+1) of dimension c side by side: vb[j/2][c][0..1] */
-                _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2), _mm512_permutex2var_epi16(v2[0], VIDX_LO, v2[1]));
-                _mm512_store_si512((void *)(vb + ((j0 + t) >> 1) * ATT_D * 2 + 32), _mm512_permutex2var_epi16(v2[0], VIDX_HI, v2[1]));
-            }
-            transpose16(kt); /* kt[c] = pair c of keys j0 … j0 + 15 */
-            for (int c = 0; c < 16; c++) _mm512_store_si512((void *)(kb + (c * kp + j0) * 2), kt[c]);
-        }
+        att_pack_head(qkv, qkvb, n, ld, H, h, kp, qb, kb, vb);
         PROF_ADD(PROF_PACK, t0);
-        /* The scores of block i0 + 32 are made on the tile unit while the vector unit computes the
-         * softmax of block i0 (their tile instructions spread between its rows: out-of-order
-         * execution overlaps the two), in the other half of a double buffer of scores. */
-#define S_PAIR(c0, c1, kt, j, sdst)                         \
-    do {                                                    \
-        _tile_zero(c0);                                     \
-        _tile_zero(c1);                                     \
-        _tile_loadd(kt, kb + (j) * 2, kp * 4);              \
-        _tile_dpbf16ps(c0, 4, kt);                          \
-        _tile_dpbf16ps(c1, 5, kt);                          \
-        _tile_stored(c0, (sdst) + (j), kp * 4);             \
-        _tile_stored(c1, (sdst) + 16 * kp + (j), kp * 4);   \
-    } while (0)
-        const int64_t ntiles = kp / 16; /* tiles of 16 keys per row block: even (kp is a multiple of 32) */
-        /* scores of 32 query rows (two A tiles: Q rows i0 … i0+15, i0+16 … i0+31) against every key,
-         * 16 keys (one B tile of Kᵀ, loaded once for both) at a time, on two pairs of C tiles in turn
-         * (0/1 with B tile 6, 2/3 with 7): tiles are not renamed, so one pair would wait on its own
-         * stores */
         _tile_loadd(4, qb, ATT_D * 2);
         _tile_loadd(5, qb + 16 * ATT_D, ATT_D * 2);
-        for (int64_t t = 0; t < ntiles; t += 2) {
-            S_PAIR(0, 1, 6, t * 16, s);
-            S_PAIR(2, 3, 7, t * 16 + 16, s);
-        }
+        att_scores(kb, kp, 0, ntiles, s);
         PROF_ADD(PROF_SCORES, t0);
         for (int64_t i0 = 0; i0 < n; i0 += 32) {
             float *scur = s + ((i0 >> 5) & 1) * 32 * kp, *snext = s + (((i0 >> 5) + 1) & 1) * 32 * kp;
@@ -585,90 +684,23 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
                 _tile_loadd(5, qb + (i0 + 48) * ATT_D, ATT_D * 2);
             }
             int64_t tdone = 0; /* tiles of the next block's scores issued so far */
-            /* softmax of each row over its n keys, in float32 (rows past n skipped: never stored);
-             * weights rounded to bfloat16, zero past n up to kp */
             float l[32];
-            const int rows = n - i0 < 32 ? (int)(n - i0) : 32;
+            const int rows = n - i0 < 32 ? (int)(n - i0) : 32; /* rows past n skipped: never stored */
             for (int r = 0; r < rows; r++) {
                 if (next) /* this row's share of the next block's score tiles (all by row 31) */
-                    for (const int64_t upto = ((int64_t)(r + 1) * ntiles + 31) / 32 & ~(int64_t)1; tdone < upto; tdone += 2) {
-                        S_PAIR(0, 1, 6, tdone * 16, snext);
-                        S_PAIR(2, 3, 7, tdone * 16 + 16, snext);
-                    }
-                const float *sr = scur + r * kp;
-                uint16_t *pr = pb + r * kp;
-                __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
-                int64_t j = 0;
-                for (; j + 32 <= n; j += 32)
-                    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(sr + j)), mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(sr + j + 16));
-                for (; j < n; j += 16)
-                    mx0 = _mm512_mask_max_ps(mx0, n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1), mx0,
-                                             _mm512_loadu_ps(sr + j));
-                /* e^(scale·(s - max)) = 2^(c·s - c·max), c = log2(e)·scale: one fused multiply-subtract */
-                const __m512 ms = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * cl2);
-                __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
-                for (j = 0; j + 32 <= n; j += 32) {
-                    const __m512 e0 = exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms));
-                    const __m512 e1 = exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms));
-                    sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
-                    _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
-                }
-                for (; j < kp; j += 32) {
-                    const __mmask16 m0 = n - j >= 16 ? 0xffff : n - j > 0 ? (__mmask16)((1u << (n - j)) - 1) : 0;
-                    const __mmask16 m1 = n - j - 16 >= 16 ? 0xffff : n - j - 16 > 0 ? (__mmask16)((1u << (n - j - 16)) - 1) : 0;
-                    const __m512 e0 = _mm512_maskz_mov_ps(m0, exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j), vscale, ms)));
-                    const __m512 e1 = _mm512_maskz_mov_ps(m1, exp2_soft(_mm512_fmsub_ps(_mm512_loadu_ps(sr + j + 16), vscale, ms)));
-                    sum0 = _mm512_add_ps(sum0, e0), sum1 = _mm512_add_ps(sum1, e1);
-                    _mm512_storeu_si512((void *)(pr + j), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
-                }
-                l[r] = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+                    tdone = att_scores(kb, kp, tdone, ((int64_t)(r + 1) * ntiles + 31) / 32 & ~(int64_t)1, snext);
+                l[r] = att_softmax_row(scur + r * kp, pb + r * kp, n, kp, cl2);
             }
-            if (next)
-                for (; tdone < ntiles; tdone += 2) {
-                    S_PAIR(0, 1, 6, tdone * 16, snext);
-                    S_PAIR(2, 3, 7, tdone * 16 + 16, snext);
-                }
+            if (next) att_scores(kb, kp, tdone, ntiles, snext);
             PROF_ADD(PROF_SOFTMAX, t0);
-            /* O = P·V over the keys, 32 at a time: 2 × 2 tiles (rows i0 … i0+15 and i0+16 … i0+31 of
-             * P against V's dimensions 0-15 and 16-31), four independent sums. Rows of pb past n
-             * hold whatever was there: row r of O reads row r of P only, and is not written. */
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int64_t j = 0; j < kp; j += 32) {
-                _tile_loadd(4, pb + j, kp * 2);
-                _tile_loadd(5, pb + 16 * kp + j, kp * 2);
-                _tile_loadd(6, vb + (j / 2) * ATT_D * 2, ATT_D * 4);
-                _tile_loadd(7, vb + (j / 2) * ATT_D * 2 + 32, ATT_D * 4);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-            _tile_stored(0, o, ATT_D * 4);
-            _tile_stored(1, o + 16, ATT_D * 4);
-            _tile_stored(2, o + 16 * ATT_D, ATT_D * 4);
-            _tile_stored(3, o + 16 * ATT_D + 16, ATT_D * 4);
-            for (int r = 0; r < rows; r++) {
-                const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
-                const __m512 a = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D), inv);
-                const __m512 b = _mm512_mul_ps(_mm512_load_ps(o + r * ATT_D + 16), inv);
-                if (ctxb) {
-                    _mm512_storeu_si512((void *)(ctxb + (i0 + r) * ldc + h * ATT_D), (__m512i)_mm512_cvtne2ps_pbh(b, a));
-                } else {
-                    float *dst = ctx + (i0 + r) * ldc + h * ATT_D;
-                    _mm512_storeu_ps(dst, a);
-                    _mm512_storeu_ps(dst + 16, b);
-                }
-            }
+            att_pv(pb, vb, kp, o);
+            att_store(o, l, rows, ctx, ctxb, ldc, i0 * ldc + h * ATT_D);
             PROF_ADD(PROF_PV, t0);
         }
     }
     _tile_release();
     return 0;
 }
-#undef S_PAIR
 
 T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_t heads, float scale,
                                  float *ctx, int64_t ldc, void *work)
@@ -676,7 +708,7 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     return qkv_attention_bf16_io(qkv, NULL, n, ld, heads, scale, ctx, NULL, ldc, work);
 }
 
-/* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (_kernels.c's qkv_add_layernorm, float32, the
+/* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (float32/kernels.c's qkv_add_layernorm, float32, the
  * residual stream), and the result rounded to bfloat16 into xb [rows][width] for the products
  * that read it, 16 rows at a time while they are in L1. */
 T_BF16 void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,

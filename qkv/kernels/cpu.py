@@ -1,0 +1,244 @@
+"""The one compiled library, what this CPU offers, and which path runs.
+
+Loads ``qkv/kernels/_kernels.so`` (every ``*.c`` under ``qkv/kernels/``, built by
+``python -m qkv.kernels.build`` or at install) with ctypes, or the library named by
+``QKV_KERNELS_LIB=/path/lib.so`` (e.g. one built for another target: the tests run the kernels
+against an x86-64-v3 build that way). It is not loaded when ``QKV_KERNELS=0`` is set, when it is
+missing or older than a source, or when it was built for instructions this CPU lacks (its
+``qkv_built_for()`` against ``/proc/cpuinfo``): then ``lib`` is None and every kernel runs its
+NumPy twin (``qkv.kernels.float32``, ``.bfloat16``, ``.q4``).
+
+The bfloat16 unit is chosen here at import, best first:
+
+- ``amx``: AMX tiles (TDPBF16PS), where CPUID reports AMX-TILE and AMX-BF16 (with AVX-512 BF16,
+  which the rounding of x uses), XCR0 says the OS saves the tile state, and Linux grants this
+  process the tile data state (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``);
+- ``avx512bf16``: AVX-512 BF16 dot products (VDPBF16PS), e.g. AMD Zen 4;
+- ``float32``: neither — bfloat16 callers run the float32 product.
+
+``QKV_ISA=amx|avx512bf16|float32`` starts the search at that unit (so a machine with more
+features also tests the lesser paths); one the CPU lacks or the kernel refuses falls to the next,
+never a crash. 4-bit products run on AMX tiles where the bfloat16 unit is AMX, else the float32
+kernel. ``ISA`` is the unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
+says all of it in one line (``qkv info``). This module imports nothing from qkv.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+DEFAULT_LIB = HERE / "_kernels.so"
+SOURCES = sorted(HERE.rglob("*.c"))  # all compiled into one library (qkv.kernels.build)
+
+_p, _i64, _f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+_SIGNATURES = {
+    # float32/kernels.c
+    "qkv_bias_gelu": (_p, _p, _i64, _i64),
+    "qkv_add_layernorm": (_p, _p, _p, _p, _p, _i64, _i64, _f32),
+    "qkv_softmax_rows": (_p, _i64, _i64, _f32, _p, _i64),
+    "qkv_online_softmax_tile": (_p, _i64, _i64, _i64, _p, _p, _p),
+    "qkv_exp_tile": (_p, _i64, _i64, _i64, _p),
+    "qkv_panel_matmul_f16bits": (_p, _i64, _i64, _p, _i64, _p, _p),
+    "qkv_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
+    "qkv_panel_width": (),
+    "qkv_attention_work": (_i64, _i64, _i64),
+    "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
+                            _i64, _i64, _i64, _i64, _f32, _p, _p),
+    # bfloat16/kernels.c
+    "qkv_bf16_cpu": (),
+    "qkv_amx_request": (),
+    "qkv_bf16_panel_width": (),
+    "qkv_bf16_depth": (),
+    "qkv_gemm_bf16": (_p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _i64),
+    "qkv_gemm_bf16_io": (_p, _p, _i64, _i64, _p, _i64, _i64, _p, ctypes.c_int, _p, _p, _i64),
+    "qkv_bf16_rows_padded": (_i64,),
+    "qkv_bf16_profile": (_i64, _p),
+    "qkv_attention_bf16_io": (_p, _p, _i64, _i64, _i64, _f32, _p, _p, _i64, _p),
+    "qkv_add_layernorm_bf16": (_p, _p, _p, _p, _p, _i64, _i64, _f32, _p),
+    "qkv_attention_bf16_work": (_i64,),
+    "qkv_amx_peak": (_i64,),
+    "qkv_attention_bf16": (_p, _i64, _i64, _i64, _f32, _p, _i64, _p),
+    # q4/kernels.c: products on 4-bit blocks
+    "qkv_q4_block_bytes": (),
+    "qkv_q4_matmul": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
+    "qkv_q4_expand": (_p, _i64, _i64, _p),
+    "qkv_q4_gemm": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p, _p),
+    "qkv_q4_rows": (_p, _i64, _p, _i64, _p),
+    # q4/amx.c: the same products on AMX tiles, x split into three bfloat16 parts
+    "qkv_q4_amx": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
+    "qkv_q4_amx_vbmi": (_i64,),
+    # q4/layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
+    "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
+    "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
+    "qkv_q4_stack": (_p, _i64, _i64, _p, _i64, _i64, _i64, _f32, _f32, _p, _p, _i64),
+}
+_RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
+            "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64,
+            "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64, "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64,
+            "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
+            "qkv_amx_peak": _i64, "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
+            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing
+
+
+# ------------------------------------------------------------------------------ the CPU, the target
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags as Linux names them (/proc/cpuinfo), or None where unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
+def target_name(features: set[str]) -> str:
+    """A library's compile target in words, from the features it was built with."""
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= features:
+        return "x86-64-v4 (AVX-512)"
+    if {"avx2", "fma"} <= features:
+        return "x86-64-v3 (AVX2 + FMA)"
+    return "baseline (no AVX2)" if os.uname().machine == "x86_64" else os.uname().machine
+
+
+def lib_path() -> Path:
+    """The library to load: ``QKV_KERNELS_LIB`` when set, else the installed one."""
+    named = os.environ.get("QKV_KERNELS_LIB", "").strip()
+    return Path(named) if named else DEFAULT_LIB
+
+
+def _load(path: Path, flags: set[str] | None) -> tuple[ctypes.CDLL | None, str, set[str]]:
+    """(library or None, why, the features it was built for)."""
+    if os.environ.get("QKV_KERNELS", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None, "disabled by QKV_KERNELS=0", set()
+    if not path.is_file():
+        hint = "QKV_KERNELS_LIB names no file" if path != DEFAULT_LIB else "needs a C compiler at install time"
+        return None, f"{path} not built ({hint})", set()
+    if path == DEFAULT_LIB:  # a library named by QKV_KERNELS_LIB is the caller's to keep current
+        for src in SOURCES:
+            if src.stat().st_mtime > path.stat().st_mtime + 1:
+                return None, f"{path.name} is older than {src.relative_to(HERE)}: run `python -m qkv.kernels.build`", set()
+    try:
+        lib = ctypes.CDLL(str(path))
+        for name, args in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, _RETURNS.get(name)
+    except (OSError, AttributeError) as e:
+        return None, f"{path.name} could not be loaded: {e}", set()
+    built = _built_for(lib)
+    missing = sorted(built - flags) if flags is not None else []
+    if missing:
+        return None, (f"{path.name} was built for {target_name(built)} but this CPU lacks {', '.join(missing)}: "
+                      "rebuild it here with `python -m qkv.kernels.build`"), built
+    return lib, "loaded", built
+
+
+def _built_for(lib: ctypes.CDLL) -> set[str]:
+    """The features ``lib`` was compiled to use (a constant string: safe to read on any CPU); an
+    older build without ``qkv_built_for`` (bench/bf16.py's ab section loads one) says nothing."""
+    fn = getattr(lib, "qkv_built_for", None)
+    if fn is None:
+        return set()
+    fn.argtypes, fn.restype = (), ctypes.c_char_p
+    return set(fn().decode().split())
+
+
+LIB_PATH = lib_path()
+lib, LOADED, BUILT_FOR = _load(LIB_PATH, cpu_flags())
+TARGET = target_name(BUILT_FOR) if lib is not None else "none"  # what the float32 kernels were compiled for
+
+
+def available() -> bool:
+    """True when the compiled kernels are in use (see ``STATUS`` for why not)."""
+    return lib is not None
+
+
+def native(*arrays) -> bool:
+    """The compiled kernels are loaded and every array is float32 and C-contiguous."""
+    return lib is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def ptr(a: np.ndarray | None):
+    return None if a is None else a.ctypes.data
+
+
+# ------------------------------------------------------------------------------ the bfloat16 unit
+ISAS = ("amx", "avx512bf16", "float32")
+_CPU_AVX512BF16, _CPU_AMX, _OS_AMX = 1, 2, 4  # bits of qkv_bf16_cpu()
+ISA_CODE = {"avx512bf16": 1, "amx": 2}  # the unit as the C kernels take it
+
+
+def cpu_bits() -> int:
+    """What the CPU and OS offer (bits above, from CPUID and XGETBV); 0 without the library."""
+    return int(lib.qkv_bf16_cpu()) if lib is not None else 0
+
+
+def request_amx() -> bool:
+    """Ask Linux for the AMX tile data state for this process (idempotent)."""
+    return lib is not None and bool(lib.qkv_amx_request())
+
+
+def offered() -> list[str]:
+    """The units this CPU has (before any permission request), best first; float32 always."""
+    bits = cpu_bits()
+    out = []
+    if bits & _CPU_AMX and bits & _OS_AMX and bits & _CPU_AVX512BF16:
+        out.append("amx")
+    if bits & _CPU_AVX512BF16:
+        out.append("avx512bf16")
+    return out + ["float32"]
+
+
+def choose(want: str | None = None) -> tuple[str, str]:
+    """(unit, why): the best unit from ``want`` (default ``QKV_ISA``, else the best) down that
+    this process can use, and why each better one was passed over."""
+    want = (os.environ.get("QKV_ISA", "") if want is None else want).strip().lower()
+    why = []
+    if want and want not in ISAS:
+        why.append(f"QKV_ISA={want!r} is not one of {', '.join(ISAS)}: ignored")
+        want = ""
+    if lib is None:
+        return "float32", "; ".join(why + ["the compiled kernels are not in use"])
+    bits = cpu_bits()
+    for isa in ISAS[ISAS.index(want) if want else 0:]:
+        if isa == "amx":
+            if not bits & _CPU_AMX:
+                why.append("amx: the CPU has no AMX-BF16")
+            elif not bits & _OS_AMX:
+                why.append("amx: the OS does not enable the tile state (XCR0)")
+            elif not bits & _CPU_AVX512BF16:
+                why.append("amx: the CPU has no AVX-512 BF16 (used to round x)")
+            elif not request_amx():
+                why.append("amx: Linux refused the tile data permission (arch_prctl)")
+            else:
+                return isa, "; ".join(why)
+        elif isa == "avx512bf16":
+            if bits & _CPU_AVX512BF16:
+                return isa, "; ".join(why)
+            why.append("avx512bf16: the CPU (or OS) has no AVX-512 BF16")
+        else:
+            return isa, "; ".join(why)
+    raise AssertionError("unreachable: float32 is always offered")
+
+
+ISA, WHY, STATUS = "float32", "", LOADED
+
+
+def select(want: str | None = None) -> str:
+    """Choose the unit again (``want`` as ``QKV_ISA``), update ``ISA``, ``WHY`` and ``STATUS``;
+    returns the unit. Packed weights do not depend on it."""
+    global ISA, WHY, STATUS
+    ISA, WHY = choose(want)
+    built = f" ({LIB_PATH}, built for {TARGET})" if lib is not None else ""
+    STATUS = (f"{LOADED}{built}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
+              + f"; 4-bit products: {'amx (x in three exact bfloat16 parts)' if ISA == 'amx' else 'float32'}")
+    return ISA
+
+
+select()
