@@ -6,7 +6,9 @@ Bottom up (README "Layout"):
                   layer may use: qkv.errors, qkv.blas, qkv.jsonable, qkv.progress
     math          qkv.attention
     model         qkv.model (and the package root ``qkv``, which re-exports it); qkv.text beside it
-                  (language handling any application may use)
+                  (language handling any application may use: Chinese, the keyword tokenizer)
+    translation   qkv.translate (a Chinese query into a catalog's English terms): search uses it,
+                  it never uses search
     applications  qkv.explain, qkv.search, qkv.attributes, qkv.summarize; qkv.scale beside them
                   (and qkv.data, the sample catalog's generator)
     faces         qkv.cli, qkv.web
@@ -33,6 +35,7 @@ LAYERS = [
               "qkv.progress")),
     ("math", ("qkv.attention",)),
     ("model", ("qkv.model", "qkv", "qkv.text")),  # qkv.text: language handling beside the model
+    ("translation", ("qkv.translate",)),  # below search, which asks it for a query's English
     ("applications", ("qkv.explain", "qkv.search", "qkv.attributes", "qkv.summarize", "qkv.scale", "qkv.data")),
     ("faces", ("qkv.cli", "qkv.web")),
 ]

@@ -6,9 +6,10 @@
         print(r.rank, r.score, r.title)
 
 Layout: ``store`` (the store contract and the registry of backends), ``embedded/`` (the default
-store: faiss + SQLite, one module per job), ``writelock`` (the single-writer lock), ``text`` (the
-keyword tokenizer), ``catalog`` (readers), ``filters``, ``build`` (building and updating),
-``index`` (searching), ``fusion``, ``explain``, ``evaluate``.
+store: faiss + SQLite, one module per job), ``writelock`` (the single-writer lock), ``catalog``
+(readers), ``filters``, ``build`` (building and updating),
+``index`` (searching), ``crosslingual`` (searching with a translated query), ``fusion``, ``explain``,
+``evaluate``. The keyword tokenizer is ``qkv.text.keywords``; query translation is ``qkv.translate``.
 """
 
 from __future__ import annotations

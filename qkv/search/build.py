@@ -19,7 +19,7 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.progress import Count, Progress, relay
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.catalog import Catalog, read_catalog
 from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
                               read_manifest, store_class, title_hash)

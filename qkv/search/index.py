@@ -10,7 +10,7 @@
 Titles and queries are embedded with the prefixes the index's manifest records (E5: "passage: " /
 "query: "; none for MiniLM): ``query_vectors`` applies them, so callers never do.
 
-A query holding Han characters is also translated (``qkv.search.translate``, against the catalog's
+A query holding Han characters is also translated (``qkv.translate.translator``, against the catalog's
 own vocabulary): the keyword side searches the original and its English together, each word's
 English alternatives as one synonym group; the dense side searches normalize(w·v(original) +
 (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by w·cos(original) + (1 − w)·cos(English),
@@ -84,7 +84,7 @@ class Index:
     """A searchable index (any ``VectorStore`` backend) plus the encoder its vectors came from."""
 
     def __init__(self, store: VectorStore, encoder=None, glossary=None, trade_glossary: str | None = "default"):
-        from qkv.search.translate import DEFAULT_TRADE_GLOSSARY, trade_glossary as load_trade
+        from qkv.translate import DEFAULT_TRADE_GLOSSARY, trade_glossary as load_trade
 
         self.store = store
         self.trade_glossary = DEFAULT_TRADE_GLOSSARY if trade_glossary == "default" else (trade_glossary or "none")
@@ -126,7 +126,7 @@ class Index:
         see docs/search.md); a store without the setting refuses it. ``glossary``: a seller's
         CSV (Chinese term, English term) or dict, which overrides the dictionary when Chinese
         queries are translated. ``trade_glossary``: the built-in trade glossary consulted after
-        the seller's and before the dictionary (``qkv.search.translate.TRADE_GLOSSARIES``;
+        the seller's and before the dictionary (``qkv.translate.translator.TRADE_GLOSSARIES``;
         "default": home-improvement; "none" or None: the dictionary alone)."""
         store = open_store(path)
         if ef_search is not None:
@@ -200,7 +200,7 @@ class Index:
     def translator(self, store: VectorStore | None = None):
         """The query translator for ``store``'s catalog (default: the current generation), built
         on first use; a store that cannot count its keyword terms gets first dictionary senses."""
-        from qkv.search.translate import Translator, UniformVocabulary
+        from qkv.translate import Translator, UniformVocabulary
 
         st = self.store if store is None else store
         held, tr = self._translator
@@ -214,7 +214,7 @@ class Index:
         """How ``query`` is searched: ``(keyword_query, translation)``.
 
         * ``translation``: None when the query holds no Han character (or ``translate`` is off);
-          else a ``qkv.search.translate.Translation`` — ``.text`` is what it was searched as
+          else a ``qkv.translate.translator.Translation`` — ``.text`` is what it was searched as
           (``SearchResult.searched_as``), ``.pieces`` each word's English and its source,
           ``.to_json()`` both for an API.
         * ``keyword_query``: the text the keyword side searches — the query itself, or the

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from qkv.search import Index
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.crosslingual import SOURCE_TRUST
 from qkv.search.catalog import read_catalog
 from qkv.search.store import open_store

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from qkv.search import Index, crosslingual, fusion
-from qkv.search.translate import TitleVocabulary, Translator
+from qkv.translate import TitleVocabulary, Translator
 
 from .conftest import catalog_index
 
@@ -53,7 +53,7 @@ def test_each_word_is_one_synonym_group(translation):
 
 
 def test_a_term_is_searched_once_even_when_two_words_give_it(translation):
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("x", "duct duct brace", (Piece("风管", "duct", "dictionary"), Piece("管", "duct", "dictionary"),
                                              Piece("吊带", "brace", "dictionary")), ((), (), ("duct",)))
@@ -94,7 +94,7 @@ def test_without_alternatives_and_feedback_it_is_the_flat_querys_fusion(idx, tra
 
 
 def test_trust_follows_the_source_and_a_lone_characters_gloss_counts_least():
-    from qkv.search.translate import Piece
+    from qkv.translate import Piece
 
     trust = crosslingual.piece_trust
     for source in ("glossary", "trade glossary", "units"):
@@ -113,7 +113,7 @@ def test_translation_rows_say_each_words_english_source_weight_and_alternatives(
     """One row per piece, as the CLI and the web API show a translation: translated words with the
     trust their group is searched at and the alternatives searched beside them; pieces searched as
     typed with no weight."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("pvc 除 跳蚤 吊带 鬯", "pvc divide flea brace",
                     (Piece("pvc", "pvc", "as typed"), Piece("除", "divide", "dictionary"),
@@ -149,7 +149,7 @@ b1,Dog Bed Large,25
 def test_a_wrongly_glossed_character_no_longer_outranks_the_trusted_word(tmp_path_factory, encoder):
     """除跳蚤 ("flea remover") with 除 glossed "divide": the rare "divide" has the larger BM25, so with
     every word at full weight the board game leads; with trust, the flea products do."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("除跳蚤", "divide flea", (Piece("除", "divide", "dictionary"), Piece("跳蚤", "flea", "trade glossary")),
                     ((), ()))
@@ -173,7 +173,7 @@ s1,Circular Saw Blade,15
 def test_coverage_counts_the_shoppers_words_not_the_english_terms(tmp_path_factory, encoder):
     """油锯 is one word: the product holding its chosen "chainsaw" must not be out-covered by one
     holding its two-term alternative "chain saw" (which, counted by English terms, matches 3 to 2)."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("ECHO 油锯", "ECHO chainsaw", (Piece("ECHO", "ECHO", "as typed"), Piece("油锯", "chainsaw", "trade glossary")),
                     ((), ("chain saw",)))

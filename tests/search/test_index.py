@@ -54,7 +54,7 @@ def test_semantic_match_without_shared_words(idx):
 
 def test_chinese_queries_match_through_keywords(idx):
     # MiniLM is an English model: Chinese titles are found by the word-aware keyword side, English
-    # ones through the query's translation (qkv.search.translate), which every result names
+    # ones through the query's translation (qkv.translate.translator), which every result names
     res = idx.search("透气跑鞋", k=5, mode="hybrid")
     titles = [r.title for r in res]
     assert any("跑鞋" in t for t in titles) and any("Running Shoes" in t for t in titles), titles

@@ -102,7 +102,7 @@ def _highlights(explanation, terms) -> list[dict]:
 def _terms_of_word(word: str) -> frozenset:
     """A title word's keyword terms (titles come back again and again; normalising each word of
     three titles was a tenth of an explained search's time)."""
-    from qkv.search.text import normalize
+    from qkv.text.keywords import normalize
 
     return frozenset(normalize(word).split())
 
