@@ -88,9 +88,7 @@ def register(app: typer.Typer) -> None:
 
         enc = None
         if model or not (index / "manifest.json").is_file():
-            from qkv.search.build import SEARCH_MODEL
-
-            enc = load_encoder(model or SEARCH_MODEL, threads)
+            enc = load_encoder(model, threads)  # none named: the rule's model for an index (qkv.model.default_model)
         elif threads:
             enc = load_encoder(read_manifest(index).model, threads)
         with progress_bars({"embed": "embedding"}) as progress:
@@ -103,7 +101,7 @@ def register(app: typer.Typer) -> None:
             return
         c = rep.catalog
         console.print(f"[bold green]{rep.count:,}[/] products in {rep.path} "
-                      f"({rep.embedded:,} embedded, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
+                      f"({rep.embedded:,} embedded with {rep.model}, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
                       + (f", {rep.embedded / rep.embed_seconds:,.0f} titles/s" if rep.embed_seconds else ""))
         console.print(f"columns: id={c['id_column']!r} title={c['title_column']!r}; fields: "
                       + ", ".join(f"{k} ({v})" for k, v in c["fields"].items()))
@@ -232,11 +230,9 @@ def register(app: typer.Typer) -> None:
 
         if half not in ("all", "a", "b"):
             raise typer.BadParameter("half must be all, a or b")
-        from qkv.search.build import SEARCH_MODEL
-
         if model is None and index is not None and (index / "manifest.json").is_file():
             model = read_manifest(index).model  # an existing index is searched with its own model
-        enc = load_encoder(model or SEARCH_MODEL, threads)
+        enc = load_encoder(model, threads)
         if index is None:
             key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}|{precision or ''}".encode(),
                                   digest_size=6).hexdigest()
