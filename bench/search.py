@@ -429,11 +429,11 @@ def main(argv=None) -> int:
                 parts = {k: [] for k in ("encode", "ann", "keyword", "fuse", "fetch", "total", "cpu", "index")}
                 for q in qs:
                     c1, t1 = time.process_time(), time.perf_counter()
-                    idx.search(q, k=10, mode=mode, where=where)
+                    res = idx.search(q, k=10, mode=mode, where=where)
                     parts["total"].append(time.perf_counter() - t1)
                     parts["cpu"].append(time.process_time() - c1)
                     for k_ in ("encode", "ann", "keyword", "fuse", "fetch"):
-                        parts[k_].append(idx.last_timings.get(k_, 0.0))
+                        parts[k_].append(res.timings.get(k_, 0.0))
                     parts["index"].append(parts["total"][-1] - parts["encode"][-1])  # all but the encoder
                 lat_rows.append((n, mode if where is None else f"{mode} where {where}",
                                  *[(pct(parts[k], 50), pct(parts[k], 99)) for k in

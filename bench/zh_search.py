@@ -123,10 +123,10 @@ def main() -> None:
     print(f"index {a.index}: {store.count():,} products, model {idx.manifest.model}, "
           f"query prefix {idx.manifest.extra.get('query_prefix', '')!r}")
     t0 = time.perf_counter()
-    plans = [idx.plan_query(r["text"]) for r in recs]  # (keyword query, Translation), as Index.search
+    plans = [idx.plan(r["text"]) for r in recs]  # as Index.search plans them
     t_tr = (time.perf_counter() - t0) / len(recs)
     # (a query without Han characters is not translated: Index.search searches it as typed)
-    trans = [tr if tr is not None else Translation(r["text"], "") for r, (_, tr) in zip(recs, plans)]
+    trans = [p.translation if p.translation is not None else Translation(r["text"], "") for r, p in zip(recs, plans)]
     print(f"{len(recs)} queries; translated in {t_tr * 1000:.1f} ms/query on average (dictionary load included)")
     for r, t in [x for x in zip(recs, trans) if a.half == "all" or in_half(x[0]["_id"], "a")][:8]:
         print(f"  {r['text']}  →  {t.text!r}   (en: {r['en']!r})")

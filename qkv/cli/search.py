@@ -144,12 +144,12 @@ def register(app: typer.Typer) -> None:
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
         with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary) as idx:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
-            tr = idx.last_translation
+            tr = res.translation
             if as_json:
                 out = {"query": query, "mode": mode, "k": k, "where": where}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
-                print_json({**out, "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
+                print_json({**out, "timings_ms": {a: b * 1000 for a, b in res.timings.items()},
                             "results": [r.to_json() for r in res]})
                 return
         if tr is not None:

@@ -213,8 +213,8 @@ def test_feedback_is_rocchio_in_embedding_space(idx, translation):
 
 def test_index_search_runs_translated_queries_through_it(idx):
     res = idx.search("风管", k=4)
-    tr = idx.last_translation
-    assert tr is not None and tr.text and "translated search" in idx.last_timings
+    tr = res.translation
+    assert tr is not None and tr.text and "translated search" in res.timings and res.plan.translated
     v = idx.mix_vectors(idx.encode_query("风管"), idx.encode_query(tr.text))
     want, _ = crosslingual.retrieve(idx.store, crosslingual.keyword_groups("风管", tr), v, 4, "hybrid", None, "score",
                                     fusion.alpha_for(idx.manifest.model), 200)
@@ -222,13 +222,13 @@ def test_index_search_runs_translated_queries_through_it(idx):
     assert all(r.searched_as == tr.text for r in res)
     kw = idx.search("风管", k=4, mode="keyword")
     assert kw and all("Duct" in r.title for r in kw)
-    idx.search("duct strap", k=2)
-    assert "translated search" not in idx.last_timings  # English never comes here
+    en = idx.search("duct strap", k=2)
+    assert "translated search" not in en.timings and not en.plan.translated  # English never comes here
 
 
 def test_each_thread_sees_its_own_searchs_translation(idx):
     """A server may search one Index from several threads: each answer reports its own query's
-    translation and timings, not the last one any thread searched."""
+    translation and timings (they come back in the response; nothing is kept on the Index)."""
     import threading
 
     seen: dict[str, list] = {"zh": [], "en": []}
@@ -237,9 +237,9 @@ def test_each_thread_sees_its_own_searchs_translation(idx):
     def worker(kind, query):
         start.wait()
         for _ in range(20):
-            idx.search(query, k=2)
-            tr = idx.last_translation
-            seen[kind].append((tr.query if tr is not None else None, "translated search" in idx.last_timings))
+            res = idx.search(query, k=2)
+            tr = res.translation
+            seen[kind].append((tr.query if tr is not None else None, "translated search" in res.timings))
 
     threads = [threading.Thread(target=worker, args=a) for a in (("zh", "风管"), ("en", "duct strap"))]
     for t in threads:
