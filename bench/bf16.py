@@ -137,7 +137,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
     process CPU time, and each thread's busy time (the pieces of texts it claimed): what
     a second thread adds and where it waits. No TSC phases (their counters are not per thread)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    import engine as bench_engine
+    import _harness
 
     import qkv
     from qkv.kernels import cpu
@@ -203,8 +203,8 @@ def steps(quick: bool, threads: int = 1) -> dict:
     profile = lambda on: cpu.lib.qkv_bf16_profile(on if threads == 1 else 0, ticks.ctypes.data)  # noqa: E731
     res = {}
     try:
-        for wl in bench_engine.TARGET_WORKLOADS:
-            batches = bench_engine.workload_batches(enc, wl)
+        for wl in _harness.TARGET_WORKLOADS:
+            batches = _harness.workload_batches(enc, wl)
             if quick:
                 batches = batches[:2]
             for prec in ("float32", "bfloat16") if threads == 1 else ("bfloat16",):
@@ -223,7 +223,7 @@ def steps(quick: bool, threads: int = 1) -> dict:
                 nb = len(batches)
                 parts = {k: v / nb for k, v in sorted(T.items())}
                 parts["rest (embeddings, packing rows, Python)"] = total - sum(parts.values())
-                flops = sum(bench_engine.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / nb
+                flops = sum(_harness.encoder_flops(enc.config, *ids.shape) for _, ids, _ in batches) / nb
                 row = {"total_ms": total * 1e3, "wall_ms": wall * 1e3, "threads": threads,
                        "parts_ms": {k: v * 1e3 for k, v in parts.items()},
                        "gflops_per_cpu_s": flops / total / 1e9,
@@ -255,7 +255,7 @@ def ab_pass(old_lib: str, rounds: int) -> dict:
     with this one, swapped in turn between timed passes; min of each and the median of the
     paired ratios (new / old)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    import engine as bench_engine
+    import _harness
 
     import qkv
     from qkv.kernels import cpu
@@ -270,8 +270,8 @@ def ab_pass(old_lib: str, rounds: int) -> dict:
     libs = {"old": old, "new": new}
     out = {}
     try:
-        for wl in bench_engine.TARGET_WORKLOADS:
-            batches = bench_engine.workload_batches(enc, wl)[:3]
+        for wl in _harness.TARGET_WORKLOADS:
+            batches = _harness.workload_batches(enc, wl)[:3]
             ws = {k: Workspace() for k in libs}
             t: dict = {k: [] for k in libs}
             for k in libs:

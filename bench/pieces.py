@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.rounds = min(args.rounds, 5)
 
-    import engine as bench_engine
+    import _harness
     from rich.console import Console
     from rich.table import Table
 
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
                   f"{time.strftime('%H:%M:%S', time.gmtime())} UTC")
     try:
         for wl in args.workloads.split(","):
-            batches = bench_engine.workload_batches(enc, wl)
+            batches = _harness.workload_batches(enc, wl)
             lens = batches[0][2].sum(1)
             shown = {k: [b - a for a, b in real_pieces(lens, 2, **kw)] for k, kw in PLANS.items()}
             if "threads" in sections:

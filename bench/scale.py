@@ -4,7 +4,7 @@ costs and buys for embedding on this machine.
     .venv/bin/python bench/scale.py                              # 10k, 100k; Milvus Lite 10k, 100k
     .venv/bin/python bench/scale.py --sizes 10000,100000,1000000 --milvus-sizes 10000,100000
 
-Needs no data set: titles come from bench/search.py's generator of realistic product titles.
+Needs no data set: titles come from bench/_titles.py's generator of realistic product titles.
 Vectors: ``--sample`` (2,000) generated titles are really embedded (cached under /tmp/qkv-cache/scale);
 every store size uses those embeddings jittered (σ 0.03) and renormalised, so the ANN sees a realistic,
 clustered, non-duplicated distribution without encoding a million titles on 2 shared cores. The store
@@ -41,7 +41,7 @@ PNG = ROOT / "docs" / "img" / "scale-growth.png"
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")
+    spec = importlib.util.spec_from_file_location("bench_titles", ROOT / "bench" / "_titles.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

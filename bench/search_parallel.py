@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/search_parallel.py --titles 20000 --workers 2
 
-Encodes the same generated titles (bench/search.py's generator) with one process, then with
+Encodes the same generated titles (bench/_titles.py's generator) with one process, then with
 ``--workers`` processes (spawned, each loading the model with one BLAS thread and encoding an equal
 share), then with one process again (to bracket load drift on a shared machine). Reports wall time
 with and without process start-up + model load, titles/s and the ratio to one process.
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "bench" / "search.py")
+    spec = importlib.util.spec_from_file_location("bench_titles", ROOT / "bench" / "_titles.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     ts = gen.titles(args.titles, seed=7)

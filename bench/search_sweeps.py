@@ -8,7 +8,7 @@
 Everything is cached under --cache (default /tmp/qkv-cache/hd). The sweeps score cached candidate
 lists with the same metric functions as `qkv eval search`; the matched-terms count in the fusion
 sweep is a crude suffix-stripping comparison (the shipped code counts with FTS5's own stemming).
-Ablations swap qkv.search.text functions in this process only.
+Ablations swap qkv.text.keywords functions in this process only.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _metrics(rank_fn, C, Q, R, half):
 
 
 def fusion(data: Path, cache: Path) -> None:
-    from qkv.search import text as T
+    from qkv.text import keywords as T
 
     Q, R = load(data)
     C = pickle.load(open(cache / "cands-base.pkl", "rb"))
@@ -148,7 +148,7 @@ def fusion(data: Path, cache: Path) -> None:
 
 
 def keyword(data: Path, cache: Path, limit: int | None) -> None:
-    import qkv.search.text as T
+    import qkv.text.keywords as T
     from qkv.search.embedded import store as E
     from qkv.search.embedded.vocabulary import Vocabulary
     from qkv.search.catalog import read_catalog

@@ -14,7 +14,7 @@ per line, titles separated by blank lines; 6,998 titles). Queries come from the 
   the simplified catalog, searched with and without folding.
 
 Each Han term scheme of ``qkv.text.zh.han_terms`` tokenises titles and queries alike (the rest of the
-text goes through ``qkv.search.text.normalize`` as in the index); ranking is OR-BM25 (k1 1.2, b 0.75,
+text goes through ``qkv.text.keywords.normalize`` as in the index); ranking is OR-BM25 (k1 1.2, b 0.75,
 FTS5's) and, as the shipped search does, BM25 × (query terms matched)². Binary gains; MRR@10,
 NDCG@10, Recall@100; plus time to tokenise the catalog. Reads ../shared data; says so when absent.
 """
@@ -69,7 +69,7 @@ def read_titles(path: Path) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def tokens(text: str, scheme: str, fold: bool = True, query: bool = False) -> list[str]:
-    from qkv.search.text import normalize
+    from qkv.text.keywords import normalize
     from qkv.text import zh
 
     t = zh.fold(text) if fold else text

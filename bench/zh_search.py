@@ -8,7 +8,7 @@ The 328 dev queries of ``queries.dev.zh.jsonl`` (a person's Chinese for each; th
 
 * English — the ``en`` originals, as ``qkv eval search`` runs them;
 * Chinese as typed — no translation (dense on the Chinese, keyword on it);
-* Chinese translated (``qkv.search.translate``, as ``Index.search``: the built-in trade glossary,
+* Chinese translated (``qkv.translate.translator``, as ``Index.search``: the built-in trade glossary,
   ``--trade-glossary``, default home-improvement, then CC-CEDICT, then the reversed ECDICT when
   installed, ``QKV_ECDICT``) — keyword on the original plus
   its translation, each word's English alternatives one synonym group at weight γ
@@ -79,7 +79,7 @@ def main() -> None:
     from qkv.search import crosslingual, fusion
     from qkv.search.evaluate import in_half, load_qrels, ndcg, recall
     from qkv.search.index import CANDIDATES, ORIGINAL_WEIGHT, Index
-    from qkv.search.translate import Translation
+    from qkv.translate import Translation
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--index", type=Path, required=True)
@@ -89,7 +89,7 @@ def main() -> None:
                     "are the ids' halves, as for the dev set")
     ap.add_argument("--glossary", type=Path, help="a seller's glossary CSV (none by default: the figures are the built-in trade glossary's and the dictionary's)")
     ap.add_argument("--trade-glossary", default="home-improvement",
-                    help="built-in trade glossary (qkv.search.translate.TRADE_GLOSSARIES) or none")
+                    help="built-in trade glossary (qkv.translate.translator.TRADE_GLOSSARIES) or none")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/qkv-cache/zh-search"))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)), help="w values swept (comma-separated)")
@@ -123,10 +123,10 @@ def main() -> None:
     print(f"index {a.index}: {store.count():,} products, model {idx.manifest.model}, "
           f"query prefix {idx.manifest.extra.get('query_prefix', '')!r}")
     t0 = time.perf_counter()
-    plans = [idx.plan_query(r["text"]) for r in recs]  # (keyword query, Translation), as Index.search
+    plans = [idx.plan(r["text"]) for r in recs]  # as Index.search plans them
     t_tr = (time.perf_counter() - t0) / len(recs)
     # (a query without Han characters is not translated: Index.search searches it as typed)
-    trans = [tr if tr is not None else Translation(r["text"], "") for r, (_, tr) in zip(recs, plans)]
+    trans = [p.translation if p.translation is not None else Translation(r["text"], "") for r, p in zip(recs, plans)]
     print(f"{len(recs)} queries; translated in {t_tr * 1000:.1f} ms/query on average (dictionary load included)")
     for r, t in [x for x in zip(recs, trans) if a.half == "all" or in_half(x[0]["_id"], "a")][:8]:
         print(f"  {r['text']}  →  {t.text!r}   (en: {r['en']!r})")

@@ -7,7 +7,9 @@ Bottom up (README "Layout"):
                   qkv.jsonable, qkv.progress
     math          qkv.attention
     model         qkv.model (and the package root ``qkv``, which re-exports it); qkv.text beside it
-                  (language handling any application may use)
+                  (language handling any application may use: Chinese, the keyword tokenizer)
+    translation   qkv.translate (a Chinese query into a catalog's English terms): search uses it,
+                  it never uses search
     applications  qkv.explain, qkv.search, qkv.attributes, qkv.summarize; qkv.scale beside them
                   (and qkv.data, the sample catalog's generator)
     faces         qkv.cli, qkv.web
@@ -16,7 +18,10 @@ Inside qkv.kernels the rooms are ordered too (KERNEL_ROOMS): the loader, the bui
 limits at the bottom (the builder and the loader import nothing of qkv), then float32, then the
 precisions built on it (bfloat16, q4); every module there must have a room.
 
-A module may import from its own layer or any lower one, never a higher one. Imports are read from
+A module may import from its own layer or any lower one, never a higher one. The scripts outside the
+package (bench/, tests/) import each other by file name (``import _harness`` with their folder on
+sys.path, ``from .conftest import …``, or loaded by path: ``spec_from_file_location(…, "search.py")``);
+they may not form a circle either. Imports are read from
 the source with ``ast`` — every ``import``/``from … import`` anywhere in a file (inside functions
 too: a lazy import is still an import), ``importlib.import_module`` / ``require`` calls with a
 literal name, and ``"qkv.module:attr"`` strings (a registry entry is an import by name) — so
@@ -31,12 +36,15 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "qkv"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "qkv"
+SCRIPT_FOLDERS = ("bench", "tests")
 
 LAYERS = [
     ("base", ("qkv.kernels", "qkv.errors", "qkv.jsonable", "qkv.progress")),
     ("math", ("qkv.attention",)),
     ("model", ("qkv.model", "qkv", "qkv.text")),  # qkv.text: language handling beside the model
+    ("translation", ("qkv.translate",)),  # below search, which asks it for a query's English
     ("applications", ("qkv.explain", "qkv.search", "qkv.attributes", "qkv.summarize", "qkv.scale", "qkv.data")),
     ("faces", ("qkv.cli", "qkv.web")),
 ]
@@ -232,7 +240,66 @@ def test_kernel_checker_finds_unplaced_upward_and_standalone_imports(tmp_path):
         "qkv.kernels.float32 (float32) imports qkv.kernels.bfloat16 (precisions)"]
 
 
+def script_imports(root: Path) -> dict[str, set[str]]:
+    """Script -> the scripts under ``root`` it imports, each named by its path below ``root``
+    without ".py": ``import x`` / ``from x import`` / ``from .x import`` of a script in the same
+    folder (its folder is on sys.path when it runs), and a script loaded by path (a call
+    ``spec_from_file_location`` whose arguments name "x.py" of this tree)."""
+    files = {p.relative_to(root).with_suffix("").as_posix(): p for p in sorted(root.rglob("*.py"))}
+    graph = {}
+    for name, path in files.items():
+        folder = name.rpartition("/")[0]
+
+        def sibling(mod: str):
+            target = f"{folder}/{mod}" if folder else mod
+            return target if target in files else None
+
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {sibling(a.name.split(".")[0]) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level <= 1:
+                found.add(sibling(node.module.split(".")[0]))
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                    == "spec_from_file_location":
+                for c in ast.walk(node):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".py"):
+                        stem = c.value[:-3]
+                        found |= {n for n in files if n == stem or n.endswith("/" + stem)}
+        found.discard(None)
+        found.discard(name)
+        graph[name] = found
+    return graph
+
+
+@pytest.mark.parametrize("folder", SCRIPT_FOLDERS)
+def test_no_import_cycles_outside_the_package(folder):
+    graph = script_imports(REPO / folder)
+    assert len(graph) > 5
+    found = cycles(graph)
+    assert not found, f"scripts in {folder}/ that import each other in a circle:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_package_never_imports_the_scripts():
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n.split(".")[0] in SCRIPT_FOLDERS for n in names), f"{path} imports {names}"
+
+
 # ---------------------------------------------------------------- the checker catches what it should
+def test_checker_finds_a_circle_among_scripts(tmp_path):
+    for rel, src in {"engine.py": "import _multilingual\nimport _duel\n",
+                     "_multilingual.py": "def f():\n    from engine import CACHE\n",  # the old circle
+                     "_duel.py": "", "scale.py": "spec = spec_from_file_location('s', ROOT / 'bench' / 'search.py')\n",
+                     "search.py": "import numpy\n", "sub/t.py": "from .conftest import X\n", "sub/conftest.py": ""}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(src, encoding="utf-8")
+    g = script_imports(tmp_path)
+    assert g["engine"] == {"_multilingual", "_duel"} and g["scale"] == {"search"} and g["sub/t"] == {"sub/conftest"}
+    assert cycles(g) == [["_multilingual", "engine", "_multilingual"]]
+
 def _tree(tmp_path, files: dict[str, str]) -> Path:
     root = tmp_path / "qkv"
     for rel, src in files.items():

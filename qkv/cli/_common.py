@@ -27,11 +27,13 @@ def run_app(app) -> None:
         sys.exit(2)
 
 
-def load_encoder(model: str | None, threads: int | None = None):
-    """The encoder of ``model`` at ``threads`` (``qkv.model.shared_encoder``: loaded once per process)."""
-    from qkv.model import shared_encoder
+def load_encoder(model: str | None, threads: int | None = None, texts=None):
+    """The encoder of ``model`` at ``threads`` (``qkv.model.shared_encoder``: loaded once per process);
+    no model named: the one ``qkv.model.default_model`` picks for ``texts`` (None: not known yet)."""
+    from qkv.model import default_model, shared_encoder
 
-    with console.status(f"loading {model or 'the default model'} ...", spinner="dots") if sys.stderr.isatty() else _null():
+    model = model or default_model(texts)
+    with console.status(f"loading {model} ...", spinner="dots") if sys.stderr.isatty() else _null():
         return shared_encoder(model, threads=threads)
 
 

@@ -153,8 +153,8 @@ def train(
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Word features only (no encoder vectors).")] = False,
     cache: Annotated[Optional[Path], typer.Option(help="Cache encoder vectors in this folder.")] = None,
     encoder: Annotated[Optional[str], typer.Option(help="Encoder: a short name (minilm, multilingual-e5-small), "
-                                                        "a directory or hub id (default all-MiniLM-L6-v2). Use "
-                                                        "multilingual-e5-small for Chinese titles.")] = None,
+                                                        "a directory or hub id (default: all-MiniLM-L6-v2 for English titles, "
+                                                        "multilingual-e5-small for Chinese or mixed ones).")] = None,
     han_words: Annotated[bool, typer.Option("--han-words/--no-han-words",
                                             help="Cut Chinese runs into jieba's words for the word features "
                                                  "(on by default).")] = True,
@@ -178,21 +178,21 @@ def train(
         raise InputError("--dev is a percentage from 0 to 99")
     examples = read_examples(data)
     train_set, dev_set = split_dev(examples, dev) if dev else (examples, [])
-    enc = load_encoder(encoder)
+    enc = load_encoder(encoder, texts=[e.title for e in train_set])
     with progress_bars({"encode": "encoding titles", "fit": "fitting (L-BFGS iterations)"},
                        transient=not sys.stderr.isatty()) as progress:
         model, report = AttributeModel.train(train_set, enc, layers=layer_list, mode=mode, max_iter=max_iter,
                                              use_dense=not no_dense, cache_dir=cache, progress=progress,
                                              han_words=han_words, char_features=char_features)
     model.save(out)
-    result = {"model": str(out), "bytes": out.stat().st_size, "train": report.as_dict()}
+    result = {"model": str(out), "encoder": enc.name, "bytes": out.stat().st_size, "train": report.as_dict()}
     if dev_set:
         result["dev"] = _score(model, dev_set, normalize=True)
     if as_json:
         print_json(result)
         return
     al = report.alignment
-    console.print(f"trained on {report.titles} titles ({report.tokens} tokens), {report.attributes} attributes, "
+    console.print(f"trained with {enc.name} on {report.titles} titles ({report.tokens} tokens), {report.attributes} attributes, "
                   f"{report.features} word features in {report.seconds:.1f}s "
                   f"({report.optimiser['iterations']} iterations) -> {out} ({result['bytes'] / 1e6:.2f} MB)")
     console.print(f"gold values: {al.values}; labelled {al.labelled} spans; not in the title (skipped) "

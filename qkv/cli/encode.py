@@ -9,7 +9,8 @@ import typer
 from qkv.cli._common import console, load_encoder, print_json
 
 MODEL_OPT = typer.Option("--model", "-m", help="Short name (minilm, multilingual-e5-small; see `qkv models`), "
-                         "model directory or hub id (default all-MiniLM-L6-v2).")
+                         "model directory or hub id (default: all-MiniLM-L6-v2 for English text, multilingual-e5-small "
+                         "for Chinese or mixed text; qkv.model.default_model).")
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
         import numpy as np
         from rich.table import Table
 
-        enc = load_encoder(model, threads)
+        enc = load_encoder(model, threads, texts)
         vecs = enc.encode(texts, normalize=normalize, truncate=truncate, role=role)
         if as_json:
             print_json({"model": enc.name, "dim": enc.dim,

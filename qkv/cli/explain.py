@@ -11,7 +11,8 @@ import typer
 from qkv.cli._common import console, load_encoder, print_json
 
 MODEL_OPT = typer.Option("--model", "-m", help="Short name (minilm, multilingual-e5-small; see `qkv models`), "
-                         "model directory or hub id (default all-MiniLM-L6-v2).")
+                         "model directory or hub id (default: all-MiniLM-L6-v2 for English text, multilingual-e5-small "
+                         "for Chinese or mixed text; qkv.model.default_model).")
 LAYER_OPT = typer.Option("--layer", "-l", help="Layer (default: the tour's instructive one; negative counts from the end).")
 HEAD_OPT = typer.Option("--head", help="Head within the layer (default: the tour's instructive one).")
 TOP = 25  # rows of word tables printed (everything is in --json)
@@ -154,7 +155,7 @@ def register(app: typer.Typer) -> None:
 
         if lang not in ("en", "zh"):
             raise InputError(f"--lang {lang!r} is not available; use en or zh")
-        enc = load_encoder(model, threads)
+        enc = load_encoder(model, threads, [text])
         t = run_tour(enc, text, layer, head, truncate=truncate, ask=ask)
         if as_json:
             print_json(t.to_dict(lang))
@@ -200,7 +201,7 @@ def register(app: typer.Typer) -> None:
                       if ln.strip()]
             if not titles:
                 raise InputError(f"--file {file} has no titles (one per line expected)")
-        enc = load_encoder(model, threads)
+        enc = load_encoder(model, threads, [text] if titles is None else [t for _, t in titles])
 
         if titles is None:
             ex = run_explain(enc, text, layer, head, query=query, truncate=truncate)

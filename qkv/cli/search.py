@@ -88,9 +88,7 @@ def register(app: typer.Typer) -> None:
 
         enc = None
         if model or not (index / "manifest.json").is_file():
-            from qkv.search.build import SEARCH_MODEL
-
-            enc = load_encoder(model or SEARCH_MODEL, threads)
+            enc = load_encoder(model, threads)  # none named: the rule's model for an index (qkv.model.default_model)
         elif threads:
             enc = load_encoder(read_manifest(index).model, threads)
         with progress_bars({"embed": "embedding"}) as progress:
@@ -103,7 +101,7 @@ def register(app: typer.Typer) -> None:
             return
         c = rep.catalog
         console.print(f"[bold green]{rep.count:,}[/] products in {rep.path} "
-                      f"({rep.embedded:,} embedded, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
+                      f"({rep.embedded:,} embedded with {rep.model}, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
                       + (f", {rep.embedded / rep.embed_seconds:,.0f} titles/s" if rep.embed_seconds else ""))
         console.print(f"columns: id={c['id_column']!r} title={c['title_column']!r}; fields: "
                       + ", ".join(f"{k} ({v})" for k, v in c["fields"].items()))
@@ -146,12 +144,12 @@ def register(app: typer.Typer) -> None:
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
         with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary) as idx:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
-            tr = idx.last_translation
+            tr = res.translation
             if as_json:
                 out = {"query": query, "mode": mode, "k": k, "where": where}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
-                print_json({**out, "timings_ms": {a: b * 1000 for a, b in idx.last_timings.items()},
+                print_json({**out, "timings_ms": {a: b * 1000 for a, b in res.timings.items()},
                             "results": [r.to_json() for r in res]})
                 return
         if tr is not None:
@@ -232,11 +230,9 @@ def register(app: typer.Typer) -> None:
 
         if half not in ("all", "a", "b"):
             raise typer.BadParameter("half must be all, a or b")
-        from qkv.search.build import SEARCH_MODEL
-
         if model is None and index is not None and (index / "manifest.json").is_file():
             model = read_manifest(index).model  # an existing index is searched with its own model
-        enc = load_encoder(model or SEARCH_MODEL, threads)
+        enc = load_encoder(model, threads)
         if index is None:
             key = hashlib.blake2b(f"{corpus.resolve()}|{enc.fingerprint()}|{precision or ''}".encode(),
                                   digest_size=6).hexdigest()

@@ -48,10 +48,10 @@ def register(app: typer.Typer) -> None:
         if attributes is not None and not attributes.is_file():
             raise InputError(f"no attribute model at {attributes}; train one with `qkv attrs train` or use --sample")
         if glossary is not None:
-            from qkv.search.translate import read_glossary
+            from qkv.translate import read_glossary
 
             read_glossary(glossary)  # a missing or malformed glossary is refused now, not at the first query
-        from qkv.search.translate import trade_glossary as load_trade
+        from qkv.translate import trade_glossary as load_trade
 
         load_trade(trade_glossary)  # an unknown name too
         encoder = None

@@ -9,7 +9,8 @@ import typer
 
 from qkv.cli._common import console, load_encoder, print_json, progress_bars
 
-MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default all-MiniLM-L6-v2).")
+MODEL_OPT = typer.Option("--model", "-m", help="Model directory, packaged name or hub id (default: all-MiniLM-L6-v2 for English "
+                         "reviews, multilingual-e5-small for Chinese or mixed ones; qkv.model.default_model).")
 TOKENIZER_HELP = "Tokenizer the budget is counted in: cl100k (GPT-4), o200k (GPT-4o) or model (the encoder's own)."
 
 
@@ -30,7 +31,7 @@ def _budgets(text: str) -> list[int]:
     return out
 
 
-def _show(summary, product_id: str, many: bool) -> None:
+def _show(summary, product_id: str, many: bool, model: str) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
@@ -46,7 +47,7 @@ def _show(summary, product_id: str, many: bool) -> None:
     console.print(table)
     console.print(f"[bold]{summary.tokens_before:,}[/] → [bold]{summary.tokens_after}[/] {summary.tokenizer} tokens "
                   f"(budget {summary.budget}) · saving [bold green]{summary.saving:.1f}%[/] · "
-                  f"{summary.n_reviews} reviews, {summary.n_sentences} sentences", highlight=False)
+                  f"{summary.n_reviews} reviews, {summary.n_sentences} sentences · {model}", highlight=False)
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
 
@@ -89,7 +90,7 @@ def register(app: typer.Typer) -> None:
         get_counter(tokenizer, encoder=object()) if tokenizer != "model" else None  # fail fast on a bad name
         if order not in ("original", "score"):
             raise InputError(f"--order must be original or score, got {order!r}")
-        enc = load_encoder(model, threads)
+        enc = load_encoder(model, threads, [r.text for p in products for r in p.reviews])
         counter = get_counter(tokenizer, enc)
         params = Params()
         results = []
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
                         "summaries": [{"product": p.id, **s.to_dict()} for p, s in results]})
             return
         for p, s in results:
-            _show(s, p.id, len(results) > 1)
+            _show(s, p.id, len(results) > 1, enc.name)
 
     @eval_app.command("summarize")
     def eval_summarize(
@@ -139,7 +140,7 @@ def register(app: typer.Typer) -> None:
         products = load_products(data)
         if limit is not None:
             products = products[:max(1, limit)]
-        enc = load_encoder(model, threads)
+        enc = load_encoder(model, threads, [r.text for p in products for r in p.reviews])
         params = Params()
         with _progress({"encode": "embedding sentences", "score": "scoring systems"}) as progress:
             docs = prepare_all(products, enc, params, progress=progress)
@@ -151,7 +152,7 @@ def register(app: typer.Typer) -> None:
             print_json({"data": str(data), "model": enc.name, "sentences": n_sent, **result.to_dict()})
             return
         table = Table(title=f"ROUGE F1 ×100 · {result.n_products} products · {n_sent} sentences · "
-                            f"{result.tokenizer} budgets · rouge tokenizer {result.rouge_tokenizer}")
+                            f"{result.tokenizer} budgets · rouge tokenizer {result.rouge_tokenizer} · {enc.name}")
         table.add_column("system")
         for b in budgets:
             for m in ("R-1", "R-2", "R-L"):

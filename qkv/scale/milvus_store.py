@@ -9,7 +9,7 @@ Like every qkv index, a Milvus-backed index is a *directory* holding ``manifest.
 ``qkv search --index DIR`` and evaluation work unchanged; the rows and vectors live in Milvus.
 
 Collection layout: ``id`` (VARCHAR primary key), ``title``, ``ktext`` (the keyword text normalised
-by ``qkv.search.text.normalize`` — CJK split into characters, units unified — analysed by Milvus'
+by ``qkv.text.keywords.normalize`` — CJK split into characters, units unified — analysed by Milvus'
 ``standard`` tokenizer and turned into a sparse BM25 vector by a Milvus BM25 function), ``title_hash``,
 ``vec`` (FLOAT_VECTOR, inner product) and the product's extra fields as dynamic fields: ``f<i>`` holds
 the value, ``l<i>`` a lower-cased copy of text values so that text equality ignores case exactly as
@@ -52,7 +52,7 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.scale.milvus_writer import BATCH, MilvusWriter, create_collection
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.store import FieldInfo, Hit, IndexError_, Manifest, Row, VectorStore, read_manifest, write_manifest
 
 DEFAULT_COLLECTION = "qkv_products"

@@ -13,7 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from qkv.errors import InputError
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.store import Manifest, Row, StoreWriter, read_manifest, rebuilt_manifest, write_manifest
 from qkv.search.writelock import WriterLock
 

@@ -195,9 +195,9 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                          "(a local file or a shared mount)")
     fmt = _sniff_format(src, fmt)
     cat = read_catalog(src, id_column=id_column, title_column=title_column, fmt=fmt)
-    from qkv.search.build import SEARCH_MODEL
+    from qkv.model import default_model
 
-    enc = encoder or shared_encoder(model or SEARCH_MODEL)
+    enc = encoder or shared_encoder(model or default_model())
     model_name = model or enc.name
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")
     fp = enc.fingerprint()

@@ -19,7 +19,7 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.progress import Count, Progress, relay
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.catalog import Catalog, read_catalog
 from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
                               read_manifest, store_class, title_hash)
@@ -28,10 +28,6 @@ from qkv.text import zh
 # Titles are embedded in bfloat16 where the CPU has a bfloat16 unit (float32 elsewhere): faster,
 # dev NDCG@10 within 0.002 of float32 (docs/search.md).
 BUILD_PRECISION = "bfloat16"
-# The model of a new index: multilingual-e5-small reads Chinese and ~100 languages and measured at
-# least as well as all-MiniLM-L6-v2 on the English Home Depot dev set (docs/search.md); ``model=``
-# / ``--model minilm`` keeps the English model.
-SEARCH_MODEL = "multilingual-e5-small"
 
 
 @dataclass
@@ -44,6 +40,7 @@ class BuildReport:
     count: int = 0  # products in the index afterwards
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    model: str = ""  # the encoder that embedded the titles
 
 
 def check_model(manifest: Manifest, encoder, where) -> None:
@@ -125,7 +122,7 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     its cores were already busy: docs/search.md). ``precision``: the encoder's (``Encoder.encode``);
     default BUILD_PRECISION for a new index, the recorded one for an update; the manifest records
     the precision that actually ran (float32 where the CPU has no bfloat16 unit)."""
-    from qkv.model import shared_encoder
+    from qkv.model import default_model, shared_encoder
     from qkv.model.linear import PRECISIONS, effective_precision
 
     t0 = time.perf_counter()
@@ -150,14 +147,15 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
         if precision is None:  # an update embeds as the index was built (before it was recorded: float32)
             precision = manifest.extra.get("precision", "float32")
     else:
-        encoder = encoder or shared_encoder(SEARCH_MODEL)
+        # a new index: the rule's model for text not known yet (its queries, in any language)
+        encoder = encoder or shared_encoder(default_model())
     precision = effective_precision(precision or BUILD_PRECISION, encoder)
     made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision)
     store = open_target(path, lambda: made, rebuild=rebuild, backend=backend, **store_options)
     # titles get the prefix the index records (an update: the index's own; a new index or a
     # rebuild: the encoder's, which the rebuilt manifest records)
     passages = made if rebuild else store.manifest
-    report = BuildReport(str(path), cat.summary())
+    report = BuildReport(str(path), cat.summary(), model=encoder.name)
 
     def embed(todo: list[Row]) -> Iterator[np.ndarray]:
         count = Count(progress, "embed", len(todo))

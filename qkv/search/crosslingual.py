@@ -1,4 +1,4 @@
-"""Searching with a translated query (``qkv.search.translate``): the keyword side as a structured
+"""Searching with a translated query (``qkv.translate.translator``): the keyword side as a structured
 query, and pseudo-relevance feedback on the dense side. ``Index.search`` runs every query that
 was translated through ``retrieve`` here; English queries never come here.
 
@@ -45,7 +45,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from qkv.search import fusion
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 
 # Translated queries: weight of the original's vector in the dense query, the rest the English
 # translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,

@@ -151,12 +151,12 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     if gain_offset is None:
         grades = [g for q in qids for g in qrels[q].values()]
         gain_offset = 1.0 if min(grades) >= 1 and max(grades) > 1 else 0.0
-    plans = [index.plan_query(queries[q], translate) for q in qids]  # (keyword query, translation)
+    plans = [index.plan(queries[q], translate) for q in qids]  # as Index.search plans them
     # the precision search itself encodes a query in (batched here for speed: the same rounding)
     vecs = index.query_vectors([queries[q] for q in qids])  # with the index's query prefix (E5: "query: ")
-    tr_at = [i for i, (_, tr) in enumerate(plans) if tr is not None and tr.text]
-    if tr_at:  # the dense query of a translated query mixes in its English (Index.mix_vectors)
-        tv = index.query_vectors([plans[i][1].text for i in tr_at])
+    tr_at = [i for i, p in enumerate(plans) if len(p.dense) > 1]
+    if tr_at:  # the dense query of a translated query mixes in its English (Index.dense_vector)
+        tv = index.query_vectors([plans[i].dense[1] for i in tr_at])
         vecs = np.array(vecs, np.float32, copy=True)
         vecs[tr_at] = index.mix_vectors(vecs[tr_at], tv)
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
@@ -164,7 +164,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     count = Count(progress, "queries", len(qids))
     for n, (qid, vec) in enumerate(zip(qids, vecs)):
         judged = qrels[qid]
-        text = plans[n][0]
+        text = plans[n].keyword
         if rerank:
             ids = [d for d in judged]
             known = [d for d, r in zip(ids, store.get_rows(ids)) if r is not None]
@@ -174,9 +174,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             depth = len(known)
         else:
             flt, depth = None, max(100, candidates)  # hybrid fuses this deep; dense/keyword keep 100
-        tr = plans[n][1]
-        if tr is not None and tr.text:  # a translated query is searched as Index.search does (crosslingual)
-            groups = crosslingual.keyword_groups(queries[qid], tr)
+        if plans[n].translated:  # a translated query is searched as Index.search does (crosslingual)
+            groups = list(plans[n].groups)
         else:
             groups = None
             dense = store.dense_search(vec, depth, flt) if text.strip() else []

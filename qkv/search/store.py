@@ -30,7 +30,7 @@ Contract (what an implementation must guarantee)
   vectors), ``keyword_search`` up to ``k`` hits by decreasing BM25 (higher = better, positive).
   Both take an optional parsed ``qkv.search.filters.Filter`` (never a raw string) and apply it
   *before* cutting to ``k``, so a filtered search still returns ``k`` hits when ``k`` exist.
-* ``keyword_search`` receives the user's raw query text; the store tokenises it (``qkv.search.text``)
+* ``keyword_search`` receives the user's raw query text; the store tokenises it (``qkv.text.keywords``)
   and must never pass it to its engine as query syntax (quote every term).
 * ``keyword_terms(query, ids)`` explains the keyword side: each matched query term's share of the
   BM25 score for each id (the shares sum to the score ``keyword_search`` reported). A store without

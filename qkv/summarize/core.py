@@ -119,11 +119,12 @@ class Document:
         return len(self.texts)
 
 
-def default_encoder():
-    """The encoder used when none is given: the process's shared default (``qkv.model.shared``)."""
-    from qkv.model import shared_encoder
+def default_encoder(texts):
+    """The encoder used when none is given: the shared one (``qkv.model.shared``) of the model the
+    rule picks for these texts (``qkv.model.default_model``: English → MiniLM, Chinese → e5)."""
+    from qkv.model import default_model, shared_encoder
 
-    return shared_encoder()
+    return shared_encoder(default_model(texts))
 
 
 def _as_reviews(reviews, ratings) -> tuple[list[str], list[float | None]]:
@@ -204,7 +205,7 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
             spans.append((sp.start, sp.end))
     if not sents:
         raise InputError("no sentences to summarise: the reviews hold only whitespace or punctuation")
-    encoder = encoder or default_encoder()
+    encoder = encoder or default_encoder(sents)
     notes = []
     n = len(sents)
     if n == 1:
@@ -452,7 +453,7 @@ def summarize(reviews, budget: int = 75, *, tokenizer: str = "cl100k", encoder=N
         raise InputError(f"budget must be a whole number of tokens ≥ 1, got {budget!r}")
     if order not in ORDERS:
         raise InputError(f"unknown order {order!r}; choose original or score")
-    encoder = encoder or (default_encoder())
+    encoder = encoder or default_encoder(_as_reviews(reviews, ratings)[0])
     counter = get_counter(tokenizer, encoder)
     doc = prepare(reviews, ratings=ratings, encoder=encoder, params=params, progress=progress)
     return select(doc, int(budget), counter, params, order=order, allow_cut=allow_cut)

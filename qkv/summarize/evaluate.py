@@ -124,7 +124,7 @@ def evaluate(products: list[Product], budgets=(40, 75, 150), *, tokenizer: str =
     if encoder is None:
         from qkv.summarize.core import default_encoder
 
-        encoder = default_encoder()
+        encoder = default_encoder([r.text for p in products for r in p.reviews])
     counter = get_counter(tokenizer, encoder)
     if docs is None:
         docs = prepare_all(products, encoder, params)

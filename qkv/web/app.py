@@ -53,7 +53,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
     attributes) in child processes of their own (``qkv serve`` does; tests run them in threads).
     ``glossary``: a seller's CSV (Chinese term, English term) that overrides the dictionary when
-    Chinese queries are translated (``qkv.search.translate``); ``trade_glossary``: the built-in trade
+    Chinese queries are translated (``qkv.translate.translator``); ``trade_glossary``: the built-in trade
     glossary below it ("none": the dictionary alone). ``balancer``: this worker's
     ``qkv.web.balance.Balancer`` under ``qkv serve --workers N`` (keeps the workers' search waits
     alike by closing a connection of the heavier one)."""

@@ -8,12 +8,15 @@ import json
 import os
 from pathlib import Path
 
+from qkv.model.default import default_model
+
 SAMPLE_CATALOG = Path(__file__).resolve().parents[1] / "data" / "sample_catalog.csv"
 # The seller's own glossary for the sample's trade words (透气 → breathable: CC-CEDICT's first
-# sense is "to flow freely"), used to translate Chinese queries (qkv.search.translate)
+# sense is "to flow freely"), used to translate Chinese queries (qkv.translate.translator)
 SAMPLE_GLOSSARY = SAMPLE_CATALOG.with_name("sample_glossary.csv")
-# The sample catalog is bilingual: served with the multilingual encoder unless told otherwise
-SAMPLE_MODEL = "multilingual-e5-small"
+# The sample is served (its queries are not known yet, in any language; its catalog is bilingual):
+# the rule's multilingual model unless told otherwise
+SAMPLE_MODEL = default_model()
 STAMP = "qkv-sample.json"  # which catalog and model the cached index was built from
 
 

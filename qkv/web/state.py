@@ -60,8 +60,20 @@ class AppState:
                 if self._encoder is None:
                     from qkv.model import shared_encoder
 
-                    self._encoder = shared_encoder(self.model_name, threads=self.threads)
+                    self._encoder = shared_encoder(self.model_name or self._stored_or_default_model(),
+                                                   threads=self.threads)
         return self._encoder
+
+    def _stored_or_default_model(self) -> str:
+        """No model named: the index's own (it was built with it), else the rule's for text not known
+        yet (``qkv.model.default_model``)."""
+        from qkv.model import default_model
+
+        if self.index_dir is not None and (self.index_dir / "manifest.json").is_file():
+            from qkv.search.store import read_manifest
+
+            return read_manifest(self.index_dir).model
+        return default_model()
 
     def fingerprint(self) -> str:
         """The encoder's weight hash, read once (it reads the weights file)."""

@@ -3,6 +3,7 @@ host's speed drifts, the verdict of issue 16 drawn from them, and a real duel of
 (persistent worker processes driven over pipes)."""
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,14 +14,15 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _load(name: str, file: str):
-    sys.path.insert(0, str(BENCH))  # engine.py imports _duel / _multilingual by name
+    sys.path.insert(0, str(BENCH))  # the sections import _harness / _duel by name
     spec = importlib.util.spec_from_file_location(name, BENCH / file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-engine = _load("qkv_bench_engine", "engine.py")
+encoder = _load("engine_encoder", "engine_encoder.py")  # bench/engine.py's encoder section
+harness = sys.modules.get("_harness") or _load("_harness", "_harness.py")
 duel_mod = sys.modules.get("_duel") or _load("_duel", "_duel.py")
 
 # the host's speed round by round: 2.6× between fastest and slowest, as this VM drifts
@@ -100,7 +102,7 @@ def _verdicts(duels: dict) -> list:
     from rich.table import Table
 
     verdicts = []
-    engine.report_duels(Console(file=open(os.devnull, "w"), width=200), Table, duels, [1], {}, verdicts)
+    encoder.report_duels(Console(file=open(os.devnull, "w"), width=200), Table, duels, [1], {}, verdicts)
     return verdicts
 
 
@@ -123,8 +125,8 @@ def _fake_commands(works: dict[str, int]) -> dict:
     out = {}
     for name, work in works.items():
         job = {"engine": "fake-spin" if work else "no-such-engine", "work": work, "workload": "titles", "threads": 1}
-        out[name] = ([sys.executable, str(BENCH / "engine.py"), "--duel-worker", engine.json.dumps(job)],
-                     engine.thread_env(1))
+        out[name] = ([sys.executable, str(BENCH / "engine.py"), "--duel-worker", json.dumps(job)],
+                     harness.thread_env(1))
     return out
 
 
@@ -155,13 +157,13 @@ def test_a_failing_engine_is_reported_and_the_others_go_on():
 
 
 def test_the_quick_plan_duels_every_peer_on_the_target_workloads():
-    plan = engine.duel_plan([1, 2], quick=True)
-    assert [(d["workload"], d["threads"]) for d in plan] == [(w, t) for t in (1, 2) for w in engine.WORKLOADS]
+    plan = encoder.duel_plan([1, 2], quick=True)
+    assert [(d["workload"], d["threads"]) for d in plan] == [(w, t) for t in (1, 2) for w in harness.WORKLOADS]
     for d in plan:
-        if d["workload"] in engine.TARGET_WORKLOADS:
+        if d["workload"] in harness.TARGET_WORKLOADS:
             assert set(d["engines"]) == {"qkv", "qkv-bf16", "transformers", "transformers-bf16", "onnxruntime",
                                          "onnxruntime-int8"}
-            assert d["budget_s"] == engine.QUICK_DUEL_S and d["min_rounds"] >= 8
+            assert d["budget_s"] == encoder.QUICK_DUEL_S and d["min_rounds"] >= 8
         else:
-            assert "qkv-bf16" in d["engines"] and d["budget_s"] < engine.QUICK_DUEL_S
-    assert "qkv-encode" in engine.duel_plan([1], quick=False)[0]["engines"]
+            assert "qkv-bf16" in d["engines"] and d["budget_s"] < encoder.QUICK_DUEL_S
+    assert "qkv-encode" in encoder.duel_plan([1], quick=False)[0]["engines"]

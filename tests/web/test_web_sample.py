@@ -42,7 +42,7 @@ def _search(client, body):
 
 
 def test_the_sample_glossary_holds_the_trade_words():
-    from qkv.search.translate import read_glossary
+    from qkv.translate import read_glossary
     from qkv.web.sample import SAMPLE_GLOSSARY
 
     g = read_glossary(SAMPLE_GLOSSARY)
@@ -92,7 +92,7 @@ def test_a_translated_query_comes_back_word_by_word(client_zh):
     English joined is what the query was searched as, each weighted by trust in its source (the
     sample's glossary in full, the dictionary's words less); the brand typed as is has no weight."""
     from qkv.search.crosslingual import piece_trust
-    from qkv.search.translate import Piece
+    from qkv.translate import Piece
 
     body = _search(client_zh, {"query": "Velora 透气跑鞋", "k": 4})
     rows = body["translation"]

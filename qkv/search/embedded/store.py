@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from qkv.errors import InputError
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.embedded import generations, postings
 from qkv.search.embedded.generations import Generation
 from qkv.search.embedded.keyword import Keywords
@@ -172,8 +172,8 @@ class EmbeddedStore(VectorStore):
 
     def keyword_vocabulary(self):
         """How many titles hold given keyword terms, for translating queries into the catalog's
-        own words (``qkv.search.translate.FtsVocabulary`` over this generation's FTS5 table)."""
-        from qkv.search.translate import FtsVocabulary
+        own words (``qkv.translate.translator.FtsVocabulary`` over this generation's FTS5 table)."""
+        from qkv.translate import FtsVocabulary
 
         self._reading()
         return FtsVocabulary(self.db, "fts")

@@ -1,7 +1,7 @@
 """The keyword vocabulary of a generation: how a query word is stemmed the way FTS5 indexed it,
 how many products contain it, and the closest indexed word when it is unknown (spelling fallback).
 
-Terms come from ``qkv.search.text`` (the keyword tokenizer: one function for titles and queries);
+Terms come from ``qkv.text.keywords`` (the keyword tokenizer: one function for titles and queries);
 FTS5's tokenizer (``generations.FTS_TOKENIZE``: Porter stemming, diacritics removed) runs on top.
 """
 
@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from typing import Iterable
 
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.text import zh
 from qkv.search.embedded.generations import FTS_TOKENIZE, Generation
 

@@ -18,7 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from qkv.errors import InputError
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.search.embedded import generations, postings, vectors
 from qkv.search.embedded.rows import select_in
 from qkv.search.store import StoreWriter, read_manifest, rebuilt_manifest

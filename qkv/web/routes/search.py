@@ -102,22 +102,23 @@ def _highlights(explanation, terms) -> list[dict]:
 def _terms_of_word(word: str) -> frozenset:
     """A title word's keyword terms (titles come back again and again; normalising each word of
     three titles was a tenth of an explained search's time)."""
-    from qkv.search.text import normalize
+    from qkv.text.keywords import normalize
 
     return frozenset(normalize(word).split())
 
 
 def _explanations(index, query: str, ids: list[str], titles: list[str],
-                  detail: str = "full") -> tuple[list[dict], object]:
+                  detail: str = "full", plan=None) -> tuple[list[dict], object]:
     """The match explanation and title highlights of each product, of the query as it was
-    searched (``Index.plan_query``: a Chinese query's keyword side also holds its English), and
-    its translation (None: searched as typed). The query's token vectors come from its search pass and the titles'
-    from the index's cache (``Index.explain_titles``), so this costs little more than the search."""
-    kw_query, tr = index.plan_query(query.strip())
-    terms = index.store.keyword_terms(kw_query, ids)
+    searched (``Index.plan``: a Chinese query's keyword side also holds its English), and its
+    translation (None: searched as typed). The query's token vectors come from its search pass and the titles'
+    from the index's cache (``Index.explain_titles``), so this costs little more than the search.
+    ``plan``: the search's own (``SearchResponse.plan``), else the query is planned again."""
+    plan = plan or index.plan(query)
+    terms = index.store.keyword_terms(plan.keyword, ids)
     exps = index.explain_titles(query, titles, [terms.get(i, []) for i in ids])
     return ([{"explanation": _explanation_json(e, detail), "highlights": jsonable(_highlights(e, e.keyword_terms))}
-             for e in exps], tr)
+             for e in exps], plan.translation)
 
 
 def _translated_as(tr) -> dict:
@@ -161,19 +162,18 @@ async def search(body: SearchRequest, request: Request) -> dict:
         index = st.index()
         t0 = time.perf_counter()
         results = index.search(body.query, k=body.k, mode=body.mode, where=where)
-        timings = dict(index.last_timings)
+        timings = dict(results.timings)
         out = [jsonable(r.to_json()) for r in results]
         if n_explain and out:
             t1 = time.perf_counter()
             first = results[:n_explain]
             exps, _ = _explanations(index, body.query, [r.id for r in first], [r.title for r in first],
-                                    body.explain_detail)
+                                    body.explain_detail, results.plan)
             for item, e in zip(out, exps):
                 item.update(e)
             timings["explain"] = time.perf_counter() - t1
-        tr = index.last_translation  # this search's (kept per thread, and run() searched in this one)
         seconds = time.perf_counter() - t0
-        return _json({"query": body.query, **_translated_as(tr), "mode": body.mode, "count": len(out),
+        return _json({"query": body.query, **_translated_as(results.translation), "mode": body.mode, "count": len(out),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
 

