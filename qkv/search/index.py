@@ -339,7 +339,7 @@ class Index:
         query = self._check(query, k, mode, fusion_)
         flt = parse_filter(where) if isinstance(where, str) or where is None else where
         if flt is not None:
-            flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
+            flt = flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
         t = self.last_timings = {"encode": 0.0, "ann": 0.0, "keyword": 0.0, "fuse": 0.0, "fetch": 0.0}
         t0 = time.perf_counter()
         kw_query, tr = self.plan_query(query, translate, st)

@@ -29,7 +29,9 @@ class FieldFilter(BaseModel):
     model_config = ConfigDict(extra="forbid")
     field: Annotated[str, Field(min_length=1, max_length=100)]
     op: Literal["=", "!=", "<", "<=", ">", ">=", "contains"] = "="
-    value: Union[float, Annotated[str, Field(max_length=200)]]
+    # a number (finite: NaN/±infinity compare false with everything) or text; text for a number
+    # field is converted, or refused when it is no number (qkv.search.filters.Filter.check)
+    value: Union[Annotated[float, Field(strict=True, allow_inf_nan=False)], Annotated[str, Field(max_length=200)]]
 
 
 Query = Annotated[str, Field(min_length=1, max_length=_L.max_query_chars)]
