@@ -174,8 +174,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     async def unexpected(request: Request, exc: Exception):
         # The trace goes to the server's log, never to the client.
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        # Starlette re-raises the exception after this answer and uvicorn then drops the connection:
+        # saying so lets a keep-alive client open a new one instead of failing its next request.
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"},
-                            status_code=500)
+                            status_code=500, headers={"Connection": "close"})
 
     # ------------------------------------------------------------------ routes
     from qkv.web.routes import attention, attributes, meta, search, summaries

@@ -81,6 +81,21 @@ def _serve(app):
     thread.join(timeout=10)
 
 
+@pytest.fixture()
+def serve():
+    """``serve(app)`` → the base URL of ``app`` served on a free loopback port (stopped after the test)."""
+    running = []
+
+    def start(app) -> str:
+        gen = _serve(app)
+        running.append(gen)
+        return next(gen)
+
+    yield start
+    for gen in running:
+        next(gen, None)
+
+
 @pytest.fixture(scope="session")
 def live_server(encoder, sample_index, sample_attributes):
     """The app over the sample index (MiniLM) served on a free loopback port; yields the base URL."""

@@ -23,7 +23,8 @@ class SummarizeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reviews: Annotated[list[Annotated[str, Field(max_length=_L.max_review_chars)]],
                        Field(min_length=1, max_length=_L.max_reviews)]
-    ratings: list[float | None] | None = Field(None, description="One per review (or null), e.g. 1-5 stars.")
+    ratings: list[Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-_L.max_rating, le=_L.max_rating)] | None] | None = Field(
+        None, description="One per review (or null), e.g. 1-5 stars; a finite number within ±max_rating.")
     budget: int = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
     tokenizer: Tokenizer = "cl100k"
     order: Order = "original"
