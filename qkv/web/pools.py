@@ -163,6 +163,10 @@ class Pool:
         self.pending = 0  # submitted and not finished (running + waiting)
         self.running = 0
         self._avg = 0.05  # recent job seconds (exponential average), for Retry-After
+        self._measured = False  # until a job finished, _avg is only a seed
+        self._clock = time.perf_counter
+        self._since: dict[object, float] = {}  # unfinished job → when it was submitted
+        self._last_done: float | None = None
 
     def _init(self) -> None:
         if self.spec.nice:
@@ -181,8 +185,24 @@ class Pool:
         return max(0, self.pending - self.running)
 
     def retry_after(self) -> int:
-        """Seconds until the queue has likely drained: waiting jobs × recent job time ÷ threads."""
-        return max(1, math.ceil((self.waiting + 1) * self._avg / self.spec.threads))
+        """Seconds until the queue has likely drained: waiting jobs × a job's time ÷ threads. A job's
+        time is the measured average, but at least as long as the oldest unfinished job has run so
+        far (it started when submitted or when the job before it finished): before any job has
+        finished, that is the only measurement there is (a seed of 0.05 s told clients to retry in
+        1 s while summaries took 7)."""
+        with self._lock:
+            est = self._avg if self._measured else 0.0
+            if self._since:
+                head = min(self._since.values())
+                start = max(head, self._last_done) if self._last_done is not None else head
+                est = max(est, self._clock() - start)
+            waiting = max(0, self.pending - self.running)
+        return max(1, math.ceil((waiting + 1) * (est or self._avg) / self.spec.threads))
+
+    def _measure(self, dt: float) -> None:
+        """Fold one job's seconds into the average (the first replaces the seed); under the lock."""
+        self._avg = 0.8 * self._avg + 0.2 * dt if self._measured else dt
+        self._measured = True
 
     def _notify(self) -> None:
         if self.on_change is not None:
@@ -192,20 +212,24 @@ class Pool:
         with self._lock:
             self.running += 1
         self._notify()
-        t0 = time.perf_counter()
+        t0 = self._clock()
         try:
             with self._gate:
                 return fn(*args, **kwargs)
         finally:
-            dt = time.perf_counter() - t0
+            dt = self._clock() - t0
             with self._lock:
                 self.running -= 1
-                self._avg = 0.8 * self._avg + 0.2 * dt
+                self._measure(dt)
 
-    def _finished(self, _future) -> None:
-        with self._lock:
-            self.pending -= 1
-        self._notify()
+    def _finished(self, token):
+        def done(_future) -> None:
+            with self._lock:
+                self.pending -= 1
+                self._since.pop(token, None)
+                self._last_done = self._clock()
+            self._notify()
+        return done
 
     def start(self) -> None:
         """Start a child process now (its model loads before the first request needs it)."""
@@ -214,21 +238,23 @@ class Pool:
 
     def _done_in_child(self, submitted: float, ahead: int):
         def done(future) -> None:
-            dt = (time.perf_counter() - submitted) / (ahead + 1)  # its share of the time it waited
+            dt = (self._clock() - submitted) / (ahead + 1)  # its share of the time it waited
             with self._lock:
                 self.running = max(0, self.running - 1)
-                self._avg = 0.8 * self._avg + 0.2 * dt
+                self._measure(dt)
         return done
 
     async def run(self, fn: Callable, *args, **kwargs):
         """``fn(state, *args, **kwargs)`` in this pool: 429 when full, 503 past the deadline."""
         spec = self.spec
+        token = object()
         with self._lock:
             if self.pending >= spec.threads + spec.queue:
                 full = True
             else:
                 full = False
                 self.pending += 1
+                self._since[token] = self._clock()
         if full:
             raise Busy(f"the server is busy with {self.kind} requests ({self.pending} in progress or waiting); "
                        f"retry in {self.retry_after()} s", self.retry_after())
@@ -240,14 +266,15 @@ class Pool:
                     ahead = self.pending - 1
                     self.running = min(self.pending, spec.threads)
                 future = self._executor.submit(_child_job, functools.partial(fn, **kwargs) if kwargs else fn, args)
-                future.add_done_callback(self._done_in_child(time.perf_counter(), ahead))
+                future.add_done_callback(self._done_in_child(self._clock(), ahead))
             else:
                 future = self._executor.submit(self._job, fn, (self._state, *args), kwargs)
         except RuntimeError:  # shut down
             with self._lock:
                 self.pending -= 1
+                self._since.pop(token, None)
             raise
-        future.add_done_callback(self._finished)
+        future.add_done_callback(self._finished(token))
         self._notify()
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), spec.deadline)

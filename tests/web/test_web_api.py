@@ -283,3 +283,23 @@ def test_a_500_closes_the_connection_cleanly(encoder, serve):
     conn.request("GET", "/api/health")  # http.client reopens a connection the server said it closes
     r = conn.getresponse()
     assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+
+
+@pytest.mark.parametrize("path, payload, field", [
+    ("/api/search", {"query": "shoes", "k": True}, "k"),
+    ("/api/search", {"query": "shoes", "k": 3.0}, "k"),
+    ("/api/search", {"query": "shoes", "explain": "yes"}, "explain"),
+    ("/api/search", {"query": "shoes", "filters": [{"field": "price", "value": True}]}, "value"),
+    ("/api/search", {"query": 5}, "query"),
+    ("/api/attention", {"text": TEXT, "hide_special": 0}, "hide_special"),
+    ("/api/attention", {"text": TEXT, "layer": "1"}, "layer"),
+    ("/api/neuron", {"text": TEXT, "query": False}, "query"),
+    ("/api/summarize", {"reviews": ["good shoe"], "budget": "20"}, "budget"),
+    ("/api/summarize", {"reviews": ["good shoe"], "ratings": ["5"]}, "ratings"),
+    ("/api/attributes", {"titles": ["a shoe"], "normalize": "true"}, "normalize"),
+])
+def test_json_bodies_are_strictly_typed(client, path, payload, field):
+    """A boolean for a number, text for a boolean or number: 422 naming the field, never coerced."""
+    r = client.post(path, json=payload)
+    assert r.status_code == 422, r.text
+    assert field in r.json()["error"]

@@ -14,10 +14,10 @@ from typing import Annotated, Literal, Union
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 from qkv.web.state import NotFound
 
 router = APIRouter(tags=["search"])
@@ -26,7 +26,7 @@ _MAX_CHOICES = 60  # a text field with at most this many distinct values becomes
 
 
 class FieldFilter(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     field: Annotated[str, Field(min_length=1, max_length=100)]
     op: Literal["=", "!=", "<", "<=", ">", ">=", "contains"] = "="
     # a number (finite: NaN/±infinity compare false with everything) or text; text for a number
@@ -42,7 +42,7 @@ Detail = Annotated[Literal["full", "grid"], Field(
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     query: Query
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     k: int = Field(10, ge=1, le=_L.max_results)
@@ -54,7 +54,7 @@ class SearchRequest(BaseModel):
 
 
 class ExplainRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     query: Query
     ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
                    Field(min_length=1, max_length=_L.max_results, description="Products to explain (from a search).")]

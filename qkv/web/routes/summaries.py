@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 from qkv.web.state import TooLarge
 
 router = APIRouter(tags=["summaries"])
@@ -20,7 +20,7 @@ Order = Literal["original", "score"]
 
 
 class SummarizeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     reviews: Annotated[list[Annotated[str, Field(max_length=_L.max_review_chars)]],
                        Field(min_length=1, max_length=_L.max_reviews)]
     ratings: list[Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-_L.max_rating, le=_L.max_rating)] | None] | None = Field(
