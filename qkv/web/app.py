@@ -42,7 +42,8 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
                generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
-               glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement") -> FastAPI:
+               glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement",
+               allowed_hosts: list[str] | None = None) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -56,7 +57,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     Chinese queries are translated (``qkv.search.translate``); ``trade_glossary``: the built-in trade
     glossary below it ("none": the dictionary alone). ``balancer``: this worker's
     ``qkv.web.balance.Balancer`` under ``qkv serve --workers N`` (keeps the workers' search waits
-    alike by closing a connection of the heavier one)."""
+    alike by closing a connection of the heavier one). ``allowed_hosts``: the only ``Host`` names
+    answered (``qkv serve`` on loopback: the loopback names, against DNS rebinding; None: any).
+    Cross-origin state-changing requests are refused unless their origin is in ``cors_origins``,
+    and every answer carries nosniff, a CSP and frame-ancestors 'none' (``qkv.web.guard``)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
                      limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary,
                      trade_glossary=trade_glossary)
@@ -164,7 +168,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
 
     @app.exception_handler(InputError)
     async def input_error(request: Request, exc: InputError):
-        return JSONResponse({"error": str(exc)}, status_code=422)
+        return JSONResponse({"error": _api_names(str(exc))}, status_code=422)
 
     @app.exception_handler(QkvError)
     async def qkv_error(request: Request, exc: QkvError):
@@ -211,8 +215,21 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["content-type", "authorization", "x-api-key"])
+    from qkv.web.guard import Guard
+
+    app.add_middleware(Guard, hosts=allowed_hosts, origins=cors_origins)
     app.add_middleware(AccessLog, metrics=meter)
     return app
+
+
+# Errors of the layers below name the CLI's options; a web client sets the API field instead.
+_CLI_OPTIONS = {"--allow-cut": '"allow_cut": true', "--column": 'the "column" field'}
+
+
+def _api_names(message: str) -> str:
+    for option, field in _CLI_OPTIONS.items():
+        message = message.replace(option, field)
+    return message
 
 
 def _version() -> str:

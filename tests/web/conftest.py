@@ -173,8 +173,10 @@ def browser():
         b.close()
 
 
-def _page(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US")
+def _page(browser, base_url, csp: bool = False):
+    # Playwright's wait_for_function evaluates its predicate with eval(), which the server's CSP
+    # forbids: these tests bypass it; test_web_guard.py drives every view with the CSP enforced.
+    ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US", bypass_csp=not csp)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -188,6 +190,14 @@ def _page(browser, base_url):
 def page(browser, live_server):
     """A fresh page on the live server that records console errors; the test must leave it clean."""
     ctx, pg = _page(browser, live_server)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture
+def csp_page(browser, live_server):
+    """A fresh page on the live server with its Content Security Policy enforced."""
+    ctx, pg = _page(browser, live_server, csp=True)
     yield pg
     ctx.close()
 

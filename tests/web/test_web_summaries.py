@@ -109,3 +109,16 @@ def test_the_web_rating_limit_is_the_readers():
     from qkv.web.limits import Limits
 
     assert Limits().max_rating == MAX_RATING
+
+
+def test_errors_name_the_api_fields_not_the_cli_options(client):
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", b"id,words\n1,light shoe\n")}, data={"budget": "20"})
+    assert r.status_code == 422 and '"column"' in r.json()["error"] and "--column" not in r.json()["error"]
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", b"id,words\n1,light shoe\n")},
+                    data={"budget": "20", "column": "words"})
+    assert r.status_code == 200 and r.json()["reviews"] == ["light shoe"]
+    long = ["This remarkably comfortable and lightweight running shoe fits perfectly every single day."]
+    r = client.post("/api/summarize", json={"reviews": long, "budget": 3})
+    assert r.status_code == 422 and "allow_cut" in r.json()["error"] and "--allow-cut" not in r.json()["error"]
+    r = client.post("/api/summarize", json={"reviews": long, "budget": 3, "allow_cut": True})
+    assert r.status_code == 200 and 0 < r.json()["tokens_after"] <= 3
