@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from qkv.errors import InputError, QkvError
 from qkv.web.limits import BodySizeLimit, Limits
 from qkv.web.observe import AccessLog, ApiKey, Metrics
-from qkv.web.pools import Busy, Overdue, PoolSpec
+from qkv.web.pools import Busy, ChildCrashed, Overdue, PoolSpec
 from qkv.web.state import GENERATION_POLL, AppState, NotFound, TooLarge, Unavailable
 
 log = logging.getLogger("qkv.web")
@@ -67,6 +67,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)
+        state.pools.on_restart(meter.pool_restarted)
     if balancer is not None:
         searches = state.pools["search"]
 
@@ -153,6 +154,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     async def overdue(request: Request, exc: Overdue):
         return JSONResponse({"error": str(exc), "retry_after": exc.retry_after}, status_code=503,
                             headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(ChildCrashed)
+    async def child_crashed(request: Request, exc: ChildCrashed):
+        return JSONResponse({"error": str(exc), "retry_after": 1}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound):
