@@ -90,7 +90,13 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
         while True:
             await asyncio.sleep(generation_poll)
             try:
-                if state.generation_changed() and await asyncio.to_thread(state.reload_index):
+                if state.index_retry_due():  # not open yet (being published, or broken): try again
+                    with suppress(Unavailable):
+                        await asyncio.to_thread(state.index)
+                        log.info("search index %s opened", state.index_dir.name)
+                        if meter is not None:
+                            meter.set_generation(state.generation)
+                elif state.generation_changed() and await asyncio.to_thread(state.reload_index):
                     log.info("index generation %s now served", state.generation)
                     if meter is not None:
                         meter.set_generation(state.generation)
