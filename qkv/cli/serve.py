@@ -75,6 +75,7 @@ def register(app: typer.Typer) -> None:
                     attributes = None
                     console.print(f"[yellow]note:[/] the demo attribute model could not be trained with {encoder.name} "
                                   f"({type(e).__name__}: {e}); the attributes view is off (`--model minilm` has it)")
+        from qkv.web.guard import hosts_for_bind
         from qkv.web.observe import LOOPBACK
         from qkv.web.serving import ServeConfig, configure_access_log
 
@@ -91,7 +92,7 @@ def register(app: typer.Typer) -> None:
         cfg = ServeConfig(index_dir=str(index) if index else None, attributes_model=str(attributes) if attributes else None,
                           model=model, threads=threads, cors_origins=list(cors or []), api_key=api_key,
                           access_log=access_log, glossary=str(glossary) if glossary else None,
-                          trade_glossary=trade_glossary)
+                          trade_glossary=trade_glossary, hosts=hosts_for_bind(host))
         configure_access_log(access_log)
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
         console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; metrics: /metrics; "

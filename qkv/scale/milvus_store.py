@@ -229,7 +229,7 @@ class MilvusStore(VectorStore):
         from qkv.search.filters import And, Compare, Not, Or
 
         kinds = {"id": "text", "title": "text", **{n: k for n, (_, k) in self._fields.items()}}
-        flt.check(kinds)
+        flt = flt.check(kinds)
 
         def col(name):  # (column to compare, kind)
             if name in ("id", "title"):

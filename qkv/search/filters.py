@@ -17,8 +17,9 @@ Examples: ``price < 50``, ``brand = 'Nike' and colour in (red, blue)``, ``not ca
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Union
 
 from qkv.errors import InputError
@@ -68,7 +69,7 @@ def _lex(text: str) -> list[tuple[str, object]]:
             raise FilterError(f"cannot read the filter at {text[pos:pos + 20]!r} (position {pos})")
         pos = m.end()
         if m.group("num") is not None:
-            out.append(("num", float(m.group("num"))))
+            out.append(("num", _finite(float(m.group("num")), m.group("num"))))
         elif m.group("str") is not None:
             s = m.group("str")[1:-1]
             out.append(("str", re.sub(r"\\(.)", r"\1", s)))
@@ -102,18 +103,37 @@ class Filter:
     def fields(self) -> set[str]:
         return {c.field for c in self.comparisons()}
 
-    def check(self, kinds: dict[str, str]) -> None:
-        """Refuse unknown fields and order comparisons of text with numbers (kinds: field → kind)."""
+    def check(self, kinds: dict[str, str]) -> "Filter":
+        """Refuse unknown fields, values of number fields that are no finite number, and order
+        comparisons of text with numbers (kinds: field → kind). Returns the filter with the values
+        of number fields as numbers: ``price = "48.99"`` means the number (compared as text it
+        would match nothing, and ``!=`` everything)."""
         for name in sorted(self.fields()):
             if name not in kinds:
                 raise FilterError(f"filter {self.text!r} uses field {name!r}, which this index does not have; "
                                   f"fields: {', '.join(sorted(kinds)) or '(none)'}")
 
-        for n in self.comparisons():
-            vals = n.value if isinstance(n.value, tuple) else (n.value,)
-            if n.op in ("<", "<=", ">", ">=") and kinds[n.field] == "number" and not all(
-                    isinstance(v, float) for v in vals):
-                raise FilterError(f"field {n.field!r} holds numbers; compare it with a number in {self.text!r}")
+        def typed(n):
+            if isinstance(n, Compare):
+                if kinds[n.field] != "number" or n.op == "contains":
+                    return n
+                if isinstance(n.value, tuple):
+                    return replace(n, value=tuple(self._number(n.field, v) for v in n.value))
+                return replace(n, value=self._number(n.field, n.value))
+            if isinstance(n, (And, Or)):
+                return type(n)(tuple(typed(i) for i in n.items))
+            return Not(typed(n.item))
+
+        return Filter(typed(self.root), self.text)
+
+    def _number(self, field: str, v) -> float:
+        if isinstance(v, str):
+            try:
+                f = float(v.strip())
+            except ValueError:
+                raise FilterError(f"field {field!r} holds numbers; {v!r} is not a number (in {self.text!r})") from None
+            return _finite(f, v)
+        return _finite(float(v), v)
 
     def to_sql(self, column: Callable[[str], str], kinds: dict[str, str] | None = None) -> tuple[str, list]:
         """A SQL boolean expression with ``?`` placeholders and its parameters. ``column(field)``
@@ -177,6 +197,13 @@ class Filter:
             return not walk(n.item)
 
         return walk(self.root)
+
+
+def _finite(f: float, written) -> float:
+    """NaN compares false with everything and ±infinity is no price: refused, never searched."""
+    if not math.isfinite(f):
+        raise FilterError(f"filter value {written!r} is not a finite number; use a number such as 49.99")
+    return f
 
 
 def _num_text(v: float) -> str:

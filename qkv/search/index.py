@@ -340,7 +340,7 @@ class Index:
     def _filter(where, st: VectorStore) -> Filter | None:
         flt = parse_filter(where) if isinstance(where, str) or where is None else where
         if flt is not None:
-            flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
+            flt = flt.check({"id": "text", "title": "text", **{f.name: f.kind for f in st.fields()}})
         return flt
 
     def _retrieve(self, st: VectorStore, plan: QueryPlan, k, mode, flt, fusion_, alpha, candidates, vector,

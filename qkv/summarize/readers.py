@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,9 @@ from qkv.errors import InputError
 
 REVIEW_COLUMNS = ("review", "text", "content", "body", "comment", "reviewtext", "review_text", "review_body")
 RATING_COLUMNS = ("rating", "stars", "score", "overall", "star_rating", "label")
+# Ratings are stars, labels or scores (1-5, 0/1, 0-10, 0-100): one far outside would set the scale
+# every other review is read on (rating_scale), so it is refused, as NaN and infinity are.
+MAX_RATING = 100.0
 
 
 @dataclass(frozen=True)
@@ -91,9 +95,20 @@ def _rating(value, path, row: int) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        return float(value)
+        r = float(value)
+    except OverflowError:  # an int beyond float's range
+        r = math.inf
     except (TypeError, ValueError):
-        raise InputError(f"{path}: row {row} has rating {value!r}, not a number") from None
+        raise InputError(f"{path}: row {row} has rating {_short(value)}, not a number") from None
+    if not math.isfinite(r) or abs(r) > MAX_RATING:
+        raise InputError(f"{path}: row {row} has rating {_short(value)}; a rating is a finite number "
+                         f"from {-MAX_RATING:g} to {MAX_RATING:g} (stars, a 0/1 label, a score)")
+    return r
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}… ({len(text):,} characters)"
 
 
 def rating_scale(ratings: list[float | None]) -> tuple[float, float] | None:
@@ -132,10 +147,13 @@ def _fewsum(rows: list[dict], columns: list[str]) -> list[Product]:
     for i, row in enumerate(rows):
         reviews = []
         for c in revs:
-            text = (row.get(c) or "").strip()
+            text = row.get(c) or ""
+            if not isinstance(text, str):
+                raise InputError(f"FewSum row {i + 2}: {c} is {_short(text)}, not review text")
+            text = text.strip()
             if text:
                 reviews.append(Review(text, _rating(row.get("rating" + c[3:]), "FewSum", i + 2)))
-        refs = tuple(s for s in ((row.get(c) or "").strip() for c in summs) if s)
+        refs = tuple(s for s in (str(row.get(c) or "").strip() for c in summs) if s)
         out.append(Product(str(row.get("group_id") or i), tuple(reviews), refs, str(row.get("cat") or ""),
                            scale=rating_scale([r.rating for r in reviews])))
     return out
@@ -166,17 +184,26 @@ def parse_json(text: str, path="input", column=None, rating_column=None, group_c
     stripped = text.lstrip()
     try:
         if stripped.startswith("["):
-            rows = json.loads(stripped)
+            rows = json.loads(stripped, parse_int=_json_int)
         else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [json.loads(line, parse_int=_json_int) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
         raise InputError(f"{path} is not valid JSON lines ({e})") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply to be JSON lines of reviews "
+                         "(each line an object such as {\"review\": \"...\", \"rating\": 5})") from None
     if not all(isinstance(r, dict) for r in rows):
         raise InputError(f"{path}: each JSON line must be an object with a review field")
     columns = list(dict.fromkeys(k for r in rows for k in r))
     if not rows:
         return []
     return _from_rows(rows, columns, path, column, rating_column, group_column)
+
+
+def _json_int(digits: str):
+    """A JSON integer; one too long for int() (over 4,300 digits: ValueError) stays its text, so
+    the field it is in decides (a rating then says it is out of range)."""
+    return int(digits) if len(digits) <= 100 else digits
 
 
 def parse_plain(text: str) -> list[Product]:

@@ -285,6 +285,9 @@ def trade_glossary(name: str | None) -> dict[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------------------- translator
+GLOSS_CACHE = 50_000  # words whose candidate glosses a translator keeps (each a few hundred bytes)
+
+
 class Translator:
     """Chinese (or mixed) queries → English, choosing among glosses by the catalog (module docstring).
 
@@ -358,6 +361,8 @@ class Translator:
                 scored = trade + scored
             keep = MAX_GLOSSES if len(word) > 1 else MAX_GLOSSES_CHAR
             out = [(g, t, src) for g, t, src, _ in scored[:keep]]
+        if len(self._glosses) >= GLOSS_CACHE:  # a bound: queries bring ever new words
+            self._glosses.clear()
         self._glosses[word] = out
         return out
 

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from qkv.errors import InputError, QkvError
 from qkv.web.limits import BodySizeLimit, Limits
 from qkv.web.observe import AccessLog, ApiKey, Metrics
-from qkv.web.pools import Busy, Overdue, PoolSpec
+from qkv.web.pools import Busy, ChildCrashed, Overdue, PoolSpec
 from qkv.web.state import GENERATION_POLL, AppState, NotFound, TooLarge, Unavailable
 
 log = logging.getLogger("qkv.web")
@@ -42,7 +42,8 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                preload: bool = True, pools: dict[str, PoolSpec | dict] | None = None,
                api_key: str | None = None, metrics: bool = True,
                generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
-               glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement") -> FastAPI:
+               glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement",
+               allowed_hosts: list[str] | None = None) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -56,13 +57,17 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     Chinese queries are translated (``qkv.translate.translator``); ``trade_glossary``: the built-in trade
     glossary below it ("none": the dictionary alone). ``balancer``: this worker's
     ``qkv.web.balance.Balancer`` under ``qkv serve --workers N`` (keeps the workers' search waits
-    alike by closing a connection of the heavier one)."""
+    alike by closing a connection of the heavier one). ``allowed_hosts``: the only ``Host`` names
+    answered (``qkv serve`` on loopback: the loopback names, against DNS rebinding; None: any).
+    Cross-origin state-changing requests are refused unless their origin is in ``cors_origins``,
+    and every answer carries nosniff, a CSP and frame-ancestors 'none' (``qkv.web.guard``)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
                      limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary,
                      trade_glossary=trade_glossary)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)
+        state.pools.on_restart(meter.pool_restarted)
     if balancer is not None:
         searches = state.pools["search"]
 
@@ -85,7 +90,13 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
         while True:
             await asyncio.sleep(generation_poll)
             try:
-                if state.generation_changed() and await asyncio.to_thread(state.reload_index):
+                if state.index_retry_due():  # not open yet (being published, or broken): try again
+                    with suppress(Unavailable):
+                        await asyncio.to_thread(state.index)
+                        log.info("search index %s opened", state.index_dir.name)
+                        if meter is not None:
+                            meter.set_generation(state.generation)
+                elif state.generation_changed() and await asyncio.to_thread(state.reload_index):
                     log.info("index generation %s now served", state.generation)
                     if meter is not None:
                         meter.set_generation(state.generation)
@@ -150,6 +161,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
         return JSONResponse({"error": str(exc), "retry_after": exc.retry_after}, status_code=503,
                             headers={"Retry-After": str(exc.retry_after)})
 
+    @app.exception_handler(ChildCrashed)
+    async def child_crashed(request: Request, exc: ChildCrashed):
+        return JSONResponse({"error": str(exc), "retry_after": 1}, status_code=503, headers={"Retry-After": "1"})
+
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound):
         return JSONResponse({"error": str(exc)}, status_code=404)
@@ -164,7 +179,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
 
     @app.exception_handler(InputError)
     async def input_error(request: Request, exc: InputError):
-        return JSONResponse({"error": str(exc)}, status_code=422)
+        return JSONResponse({"error": _api_names(str(exc))}, status_code=422)
 
     @app.exception_handler(QkvError)
     async def qkv_error(request: Request, exc: QkvError):
@@ -174,8 +189,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     async def unexpected(request: Request, exc: Exception):
         # The trace goes to the server's log, never to the client.
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        # Starlette re-raises the exception after this answer and uvicorn then drops the connection:
+        # saying so lets a keep-alive client open a new one instead of failing its next request.
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"},
-                            status_code=500)
+                            status_code=500, headers={"Connection": "close"})
 
     # ------------------------------------------------------------------ routes
     from qkv.web.routes import attention, attributes, meta, search, summaries
@@ -209,8 +226,21 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["content-type", "authorization", "x-api-key"])
+    from qkv.web.guard import Guard
+
+    app.add_middleware(Guard, hosts=allowed_hosts, origins=cors_origins)
     app.add_middleware(AccessLog, metrics=meter)
     return app
+
+
+# Errors of the layers below name the CLI's options; a web client sets the API field instead.
+_CLI_OPTIONS = {"--allow-cut": '"allow_cut": true', "--column": 'the "column" field'}
+
+
+def _api_names(message: str) -> str:
+    for option, field in _CLI_OPTIONS.items():
+        message = message.replace(option, field)
+    return message
 
 
 def _version() -> str:

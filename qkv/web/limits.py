@@ -25,6 +25,7 @@ class Limits:
     max_reviews: int = 500
     max_review_chars: int = 5_000
     max_budget_tokens: int = 2_000
+    max_rating: int = 100  # |rating| of a review: stars, a 0/1 label, a score (qkv.summarize.readers.MAX_RATING)
 
 
 def error_body(message: str) -> bytes:

@@ -55,6 +55,12 @@ class Metrics:
         self.model = Gauge("qkv_model_info", "The encoder this server runs (value 1)", ["model", "fingerprint"],
                            registry=r, multiprocess_mode="max")
 
+        self.restarts = Counter("qkv_pool_restarts", "Child processes of a pool that died and were replaced",
+                                ["kind"], registry=r)
+
+    def pool_restarted(self, kind: str) -> None:
+        self.restarts.labels(kind).inc()
+
     def pool_changed(self, kind: str, waiting: int, running: int) -> None:
         self.queue.labels(kind).set(waiting)
         self.running.labels(kind).set(running)

@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -73,6 +74,11 @@ class Overdue(QkvError):
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ChildCrashed(QkvError):
+    """The child process running the job died (killed, out of memory): answered 503. The pool has
+    started a new child; only the jobs that were in the dead one fail."""
 
 
 class _BlasGate:
@@ -150,19 +156,41 @@ class Pool:
         self._gate = gate
         self._state = state  # what a job gets as its first argument, in threads
         self.on_change: Callable[[str, int, int], None] | None = None  # (kind, waiting, running): metrics
+        self.on_restart: Callable[[str], None] | None = None  # (kind): a dead child replaced (metrics)
+        self.restarts = 0
+        self._child = child
         self.in_process = bool(spec.process and child is not None and state is not None)
         if self.in_process:
-            import multiprocessing as mp
-
-            self._executor = ProcessPoolExecutor(spec.threads, mp_context=mp.get_context("spawn"),
-                                                 initializer=_child_init,
-                                                 initargs=(type(state), child, spec.nice, os.getpid()))
+            self._executor = self._new_child()
         else:
             self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
         self._lock = threading.Lock()
         self.pending = 0  # submitted and not finished (running + waiting)
         self.running = 0
         self._avg = 0.05  # recent job seconds (exponential average), for Retry-After
+        self._measured = False  # until a job finished, _avg is only a seed
+        self._clock = time.perf_counter
+        self._since: dict[object, float] = {}  # unfinished job → when it was submitted
+        self._last_done: float | None = None
+
+    def _new_child(self) -> ProcessPoolExecutor:
+        import multiprocessing as mp
+
+        return ProcessPoolExecutor(self.spec.threads, mp_context=mp.get_context("spawn"), initializer=_child_init,
+                                   initargs=(type(self._state), self._child, self.spec.nice, os.getpid()))
+
+    def _replace(self, broken) -> None:
+        """A child died and ``broken`` (the executor it was in) fails every job it holds, and would
+        refuse every later one: swap in a new one (once, whichever of its jobs notices first)."""
+        with self._lock:
+            if self._executor is not broken:
+                return
+            self._executor = self._new_child()
+            self.restarts += 1
+        broken.shutdown(wait=False, cancel_futures=True)
+        if self.on_restart is not None:
+            self.on_restart(self.kind)
+        self.start()  # the new child loads its model now, not on the next request
 
     def _init(self) -> None:
         if self.spec.nice:
@@ -181,8 +209,24 @@ class Pool:
         return max(0, self.pending - self.running)
 
     def retry_after(self) -> int:
-        """Seconds until the queue has likely drained: waiting jobs × recent job time ÷ threads."""
-        return max(1, math.ceil((self.waiting + 1) * self._avg / self.spec.threads))
+        """Seconds until the queue has likely drained: waiting jobs × a job's time ÷ threads. A job's
+        time is the measured average, but at least as long as the oldest unfinished job has run so
+        far (it started when submitted or when the job before it finished): before any job has
+        finished, that is the only measurement there is (a seed of 0.05 s told clients to retry in
+        1 s while summaries took 7)."""
+        with self._lock:
+            est = self._avg if self._measured else 0.0
+            if self._since:
+                head = min(self._since.values())
+                start = max(head, self._last_done) if self._last_done is not None else head
+                est = max(est, self._clock() - start)
+            waiting = max(0, self.pending - self.running)
+        return max(1, math.ceil((waiting + 1) * (est or self._avg) / self.spec.threads))
+
+    def _measure(self, dt: float) -> None:
+        """Fold one job's seconds into the average (the first replaces the seed); under the lock."""
+        self._avg = 0.8 * self._avg + 0.2 * dt if self._measured else dt
+        self._measured = True
 
     def _notify(self) -> None:
         if self.on_change is not None:
@@ -192,20 +236,24 @@ class Pool:
         with self._lock:
             self.running += 1
         self._notify()
-        t0 = time.perf_counter()
+        t0 = self._clock()
         try:
             with self._gate:
                 return fn(*args, **kwargs)
         finally:
-            dt = time.perf_counter() - t0
+            dt = self._clock() - t0
             with self._lock:
                 self.running -= 1
-                self._avg = 0.8 * self._avg + 0.2 * dt
+                self._measure(dt)
 
-    def _finished(self, _future) -> None:
-        with self._lock:
-            self.pending -= 1
-        self._notify()
+    def _finished(self, token):
+        def done(_future) -> None:
+            with self._lock:
+                self.pending -= 1
+                self._since.pop(token, None)
+                self._last_done = self._clock()
+            self._notify()
+        return done
 
     def start(self) -> None:
         """Start a child process now (its model loads before the first request needs it)."""
@@ -214,21 +262,23 @@ class Pool:
 
     def _done_in_child(self, submitted: float, ahead: int):
         def done(future) -> None:
-            dt = (time.perf_counter() - submitted) / (ahead + 1)  # its share of the time it waited
+            dt = (self._clock() - submitted) / (ahead + 1)  # its share of the time it waited
             with self._lock:
                 self.running = max(0, self.running - 1)
-                self._avg = 0.8 * self._avg + 0.2 * dt
+                self._measure(dt)
         return done
 
     async def run(self, fn: Callable, *args, **kwargs):
         """``fn(state, *args, **kwargs)`` in this pool: 429 when full, 503 past the deadline."""
         spec = self.spec
+        token = object()
         with self._lock:
             if self.pending >= spec.threads + spec.queue:
                 full = True
             else:
                 full = False
                 self.pending += 1
+                self._since[token] = self._clock()
         if full:
             raise Busy(f"the server is busy with {self.kind} requests ({self.pending} in progress or waiting); "
                        f"retry in {self.retry_after()} s", self.retry_after())
@@ -239,19 +289,33 @@ class Pool:
                 with self._lock:
                     ahead = self.pending - 1
                     self.running = min(self.pending, spec.threads)
-                future = self._executor.submit(_child_job, functools.partial(fn, **kwargs) if kwargs else fn, args)
-                future.add_done_callback(self._done_in_child(time.perf_counter(), ahead))
+                job = functools.partial(fn, **kwargs) if kwargs else fn
+                executor = self._executor
+                try:
+                    future = executor.submit(_child_job, job, args)
+                except BrokenProcessPool:  # its child died since the last job: this one goes to a new child
+                    self._replace(executor)
+                    executor = self._executor
+                    future = executor.submit(_child_job, job, args)
+                future.add_done_callback(self._done_in_child(self._clock(), ahead))
             else:
                 future = self._executor.submit(self._job, fn, (self._state, *args), kwargs)
         except RuntimeError:  # shut down
             with self._lock:
                 self.pending -= 1
+                self._since.pop(token, None)
             raise
-        future.add_done_callback(self._finished)
+        future.add_done_callback(self._finished(token))
         self._notify()
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), spec.deadline)
-        except asyncio.TimeoutError:
+        except Exception as e:
+            if self.in_process and isinstance(e, BrokenProcessPool):
+                self._replace(executor)
+                raise ChildCrashed(f"the process running this {self.kind} request stopped (killed, or out of "
+                                   "memory); it has been restarted: retry the request") from None
+            if not isinstance(e, asyncio.TimeoutError):
+                raise
             future.cancel()  # a job still waiting never runs; a running one finishes unseen
             raise Overdue(f"the {self.kind} request did not finish within this server's {spec.deadline:g} s "
                           f"deadline (the server is busy); retry in {self.retry_after()} s", self.retry_after()) from None
@@ -281,6 +345,11 @@ class Pools:
 
     def __getitem__(self, kind: str) -> Pool:
         return self.pools[kind]
+
+    def on_restart(self, restarted: Callable[[str], None]) -> None:
+        """Call ``restarted(kind)`` when a pool replaces a dead child process."""
+        for p in self.pools.values():
+            p.on_restart = restarted
 
     def observe(self, on_change: Callable[[str, int, int], None]) -> None:
         """Call ``on_change(kind, waiting, running)`` whenever a pool's queue changes (with any

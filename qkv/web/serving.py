@@ -39,6 +39,7 @@ class ServeConfig:
     access_log: bool = True
     glossary: str | None = None
     trade_glossary: str = "home-improvement"
+    hosts: list[str] | None = None  # Host names answered (loopback binds: qkv.web.guard.hosts_for_bind)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -56,7 +57,7 @@ class ServeConfig:
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
                           api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer,
-                          trade_glossary=self.trade_glossary)
+                          trade_glossary=self.trade_glossary, allowed_hosts=self.hosts)
 
 
 def configure_access_log(enabled: bool) -> None:

@@ -10,7 +10,9 @@ the compiled kernels work on the arrays they are given. The search index is open
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +23,9 @@ from qkv.web.limits import Limits
 from qkv.web.pools import Pools, PoolSpec
 
 GENERATION_POLL = 0.5  # seconds between looks at the index's manifest (new products show within ~1 s)
+# An index that fails to open (not published yet, a file cut short) is tried again after this
+# many seconds, doubled on each failure up to the most: it recovers by itself once repaired.
+INDEX_RETRY = (0.5, 30.0)
 
 
 class AppState:
@@ -39,6 +44,8 @@ class AppState:
         self._attr_model: Any = None
         self._index: Any = None
         self._index_error: str | None = None
+        self._index_retry_at = 0.0  # time.monotonic() after which a failed open is tried again
+        self._index_backoff = 0.0
         self._index_sig: tuple | None = None  # (inode, mtime) of the manifest the open index came from
         self._reloading = False
         self.generation: str | None = None  # the generation the open index shows
@@ -88,19 +95,47 @@ class AppState:
                               "restart it with `qkv serve --index DIR` or `qkv serve --sample`")
         if self._index is None:
             with self._load_lock:
-                if self._index is None and self._index_error is None:
+                if self._index is None and self.index_retry_due():
                     try:
                         sig = self._manifest_sig()
                         self._index = self._open_index()
                         self._index_sig = sig
                         self.generation = _generation(self._index)
+                        self._index_error, self._index_backoff = None, 0.0
                     except ImportError as e:
                         self._index_error = f"search is not available in this installation ({e})"
-                    except QkvError as e:
-                        self._index_error = f"cannot open the search index: {e}"
-        if self._index is None:
+                        self._index_retry_at = float("inf")  # an installation does not change while serving
+                    except (QkvError, sqlite3.DatabaseError, OSError) as e:
+                        self._index_failed(f"cannot open the search index: {e}")
+        index = self._index
+        if index is None:
             raise Unavailable(self._index_error or "the search index is not available")
-        return self._index
+        return index
+
+    def index_retry_due(self) -> bool:
+        """No index is open and the back-off after the last failure to open one has passed."""
+        return self._index is None and time.monotonic() >= self._index_retry_at
+
+    def _index_failed(self, message: str) -> None:
+        """Remember why the index is unavailable (names only: no server paths go to clients) and
+        when to try again."""
+        self._index_backoff = min(INDEX_RETRY[1], self._index_backoff * 2 or INDEX_RETRY[0])
+        self._index_retry_at = time.monotonic() + self._index_backoff
+        self._index_error = self.names_only(message) + f"; tried again in {self._index_backoff:g} s"
+
+    def names_only(self, message: str) -> str:
+        """``message`` with the index directory's absolute path cut to its name."""
+        if self.index_dir is not None:
+            message = message.replace(str(self.index_dir), self.index_dir.name)
+        return message
+
+    def index_broken(self, error: Exception) -> Unavailable:
+        """The open index failed while searching (its SQLite file damaged): dropped, to be opened
+        again with back-off; the 503 to answer."""
+        with self._load_lock:
+            self._index = None
+            self._index_failed(f"the search index cannot be read ({error})")
+        return Unavailable(self._index_error)
 
     def _open_index(self):
         from qkv.search import Index
@@ -185,7 +220,12 @@ class AppState:
         (``qkv.web.pools.KINDS``): 429 when its queue is full, 503 past its deadline. For a kind
         run in a child process, ``fn`` and its arguments must pickle (a module-level function),
         and ``state`` is the child's own."""
-        return await self.pools[kind].run(fn, *args, **kwargs)
+        try:
+            return await self.pools[kind].run(fn, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if kind not in ("search", "explain"):
+                raise
+            raise self.index_broken(e) from None
 
     # ------------------------------------------------------------------ attention maps, cached per text
     def maps(self, text: str):

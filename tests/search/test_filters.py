@@ -68,3 +68,36 @@ def test_number_field_needs_a_number():
 
 def test_blank_is_no_filter():
     assert parse_filter("  ") is None and parse_filter(None) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("price = '9.5'", ["O'Brien mug"]),
+    ("price = \"20\"", ["Red shoe"]),
+    ("price != '9.5'", ["Blue shoe 50%", "Red shoe"]),
+    ("price in ('9.5', 60)", ["Blue shoe 50%", "O'Brien mug"]),
+    ("price <= ' 20 '", ["O'Brien mug", "Red shoe"]),
+])
+def test_numeric_strings_for_number_fields_compare_as_numbers(db, text, expected):
+    """A number sent as text ("48.99") means the number: the same rows as the number itself."""
+    f = parse_filter(text).check(KINDS)
+    sql, params = f.to_sql(lambda n: f'"{n}"', KINDS)
+    assert sorted(r[0] for r in db.execute(f"SELECT title FROM t WHERE {sql}", params)) == expected
+    assert sorted(r["title"] for r in ROWS if f.matches(r)) == expected
+
+
+@pytest.mark.parametrize("text", ["price = cheap", "price != 'about 5'", "price in (1, two)"])
+def test_a_number_field_refuses_text_that_is_no_number(text):
+    with pytest.raises(FilterError, match="holds numbers"):
+        parse_filter(text).check(KINDS)
+
+
+@pytest.mark.parametrize("text", ["price < 1e999", "price > -1e400", "price = nan", "price < 'NaN'",
+                                  "price >= inf", "price in (1, '-Infinity')"])
+def test_nan_and_infinity_are_refused(text):
+    with pytest.raises(FilterError, match="finite"):
+        f = parse_filter(text)
+        f.check(KINDS)
+
+
+def test_nan_is_plain_text_for_a_text_field(db):
+    assert _sql(db, "brand = nan") == []

@@ -101,6 +101,15 @@ def test_filters(idx):
         idx.search("mug", where="price < 3 or")
 
 
+def test_where_text_types_its_values_as_the_cli_sends_them(idx):
+    """``qkv search --where`` text: a quoted number on a number field is the number; NaN/infinity refused."""
+    as_number = [r.id for r in idx.search("gift", k=20, mode="keyword", where="price < 20")]
+    assert as_number == [r.id for r in idx.search("gift", k=20, mode="keyword", where="price < '20'")]
+    for where in ("price < nan", "price > 1e999", "price != 'inf'"):
+        with pytest.raises(FilterError, match="finite"):
+            idx.search("gift", k=5, where=where)
+
+
 @pytest.mark.parametrize("query, k, mode", [("", 5, "hybrid"), ("   ", 5, "dense"), ("shoes", 0, "hybrid"),
                                             ("shoes", -2, "keyword"), ("shoes", 5, "fuzzy")])
 def test_bad_queries_are_refused(idx, query, k, mode):

@@ -94,3 +94,29 @@ def test_escaped_quotes_inside_a_quoted_field_are_kept(tmp_path):
     assert [r.text for r in prod.reviews] == ['问司机这家酒店怎么样",老酒店,人气旺." 服务很好',
                                              'He said "great", it was not. Room was dirty.']
     assert [r.rating for r in prod.reviews] == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("deep.json", "[" * 200_000, "nested"),
+    ("deep.jsonl", '{"review": ' + "[" * 100_000 + "}\n", "nested"),
+    ("huge.jsonl", '{"review": "fine", "rating": ' + "9" * 5_000 + "}\n", "rating"),
+    ("big.jsonl", '{"review": "fine", "rating": ' + "9" * 400 + "}\n", "rating"),
+    ("nan.jsonl", '{"review": "fine", "rating": NaN}\n', "rating"),
+    ("inf.csv", "review,rating\nfine," + "9" * 400 + "\n", "rating"),
+    ("infinity.csv", "review,rating\nfine,-Infinity\n", "rating"),
+    ("far.csv", "review,rating\nfine,1e308\nbad,1\n", "rating"),
+    ("fewsum.jsonl", '{"rev1": 5, "summ1": "s"}\n', "rev1"),
+    ("fewsum.tsv", "rev1\tsumm1\trating1\ngood\ts\tNaN\n", "rating"),
+])
+def test_bad_values_are_input_errors_not_crashes(tmp_path, name, data, words):
+    """Whatever a file holds, reading it either works or raises InputError saying what is wrong."""
+    f = tmp_path / name
+    f.write_text(data, encoding="utf-8")
+    with pytest.raises(InputError, match=words):
+        read_reviews(f)
+
+
+def test_ratings_on_common_scales_are_read(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_text("review,rating\ngood,100\nbad,-1\nok,7.5\n", encoding="utf-8")
+    assert read_reviews(f)[0].ratings == [100.0, -1.0, 7.5]

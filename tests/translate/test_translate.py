@@ -273,3 +273,16 @@ def test_the_built_in_home_improvement_glossary_holds_the_trade_words():
     assert trade_glossary("none") == trade_glossary(None) == {}
     with pytest.raises(InputError, match="no built-in trade glossary called 'plumbing'.*home-improvement"):
         trade_glossary("plumbing")
+
+
+def test_the_gloss_cache_is_bounded(monkeypatch):
+    """Every new query word adds to a translator's memo of candidates: it stays within GLOSS_CACHE."""
+    import qkv.search.translate as translate
+
+    monkeypatch.setattr(translate, "GLOSS_CACHE", 5)
+    t = Translator(TitleVocabulary(TITLES), dictionary=DICT)
+    words = [chr(c) for c in range(0x4E00, 0x4E00 + 40)] + list(DICT)
+    for w in words:
+        t.candidates(w)
+        assert len(t._glosses) <= 5
+    assert t.candidates(next(iter(DICT))) == Translator(TitleVocabulary(TITLES), dictionary=DICT).candidates(next(iter(DICT)))

@@ -81,6 +81,21 @@ def _serve(app):
     thread.join(timeout=10)
 
 
+@pytest.fixture()
+def serve():
+    """``serve(app)`` → the base URL of ``app`` served on a free loopback port (stopped after the test)."""
+    running = []
+
+    def start(app) -> str:
+        gen = _serve(app)
+        running.append(gen)
+        return next(gen)
+
+    yield start
+    for gen in running:
+        next(gen, None)
+
+
 @pytest.fixture(scope="session")
 def live_server(encoder, sample_index, sample_attributes):
     """The app over the sample index (MiniLM) served on a free loopback port; yields the base URL."""
@@ -158,8 +173,10 @@ def browser():
         b.close()
 
 
-def _page(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US")
+def _page(browser, base_url, csp: bool = False):
+    # Playwright's wait_for_function evaluates its predicate with eval(), which the server's CSP
+    # forbids: these tests bypass it; test_web_guard.py drives every view with the CSP enforced.
+    ctx = browser.new_context(viewport={"width": 1366, "height": 900}, locale="en-US", bypass_csp=not csp)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -173,6 +190,14 @@ def _page(browser, base_url):
 def page(browser, live_server):
     """A fresh page on the live server that records console errors; the test must leave it clean."""
     ctx, pg = _page(browser, live_server)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture
+def csp_page(browser, live_server):
+    """A fresh page on the live server with its Content Security Policy enforced."""
+    ctx, pg = _page(browser, live_server, csp=True)
     yield pg
     ctx.close()
 

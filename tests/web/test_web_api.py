@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -257,3 +259,47 @@ def test_attention_words_are_segmented_with_offsets(client):
     assert [w["text"] for w in words] == ["Velora", "男士", "透气", "跑鞋"]
     assert all(text[w["start"]:w["end"]] == w["text"] for w in words)
     assert sorted(t for w in body["words"] for t in w["tokens"]) == list(range(len(body["tokens"])))
+
+
+def test_a_500_closes_the_connection_cleanly(encoder, serve):
+    """An unexpected error answers 500 with ``Connection: close``: a keep-alive client then opens a
+    new connection instead of failing its next request on the dropped one."""
+    import http.client
+
+    from qkv.web import create_app
+
+    app = create_app(encoder=encoder)
+
+    def boom(text):
+        raise RuntimeError("unexpected")
+
+    app.state.qkv.maps = boom
+    host, port = serve(app).removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/api/attention", body=json.dumps({"text": TEXT}), headers={"content-type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 500 and json.loads(r.read())["error"].startswith("internal error")
+    assert r.getheader("connection") == "close"
+    conn.request("GET", "/api/health")  # http.client reopens a connection the server said it closes
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+
+
+@pytest.mark.parametrize("path, payload, field", [
+    ("/api/search", {"query": "shoes", "k": True}, "k"),
+    ("/api/search", {"query": "shoes", "k": 3.0}, "k"),
+    ("/api/search", {"query": "shoes", "explain": "yes"}, "explain"),
+    ("/api/search", {"query": "shoes", "filters": [{"field": "price", "value": True}]}, "value"),
+    ("/api/search", {"query": 5}, "query"),
+    ("/api/attention", {"text": TEXT, "hide_special": 0}, "hide_special"),
+    ("/api/attention", {"text": TEXT, "layer": "1"}, "layer"),
+    ("/api/neuron", {"text": TEXT, "query": False}, "query"),
+    ("/api/summarize", {"reviews": ["good shoe"], "budget": "20"}, "budget"),
+    ("/api/summarize", {"reviews": ["good shoe"], "ratings": ["5"]}, "ratings"),
+    ("/api/attributes", {"titles": ["a shoe"], "normalize": "true"}, "normalize"),
+])
+def test_json_bodies_are_strictly_typed(client, path, payload, field):
+    """A boolean for a number, text for a boolean or number: 422 naming the field, never coerced."""
+    r = client.post(path, json=payload)
+    assert r.status_code == 422, r.text
+    assert field in r.json()["error"]

@@ -189,3 +189,31 @@ def test_the_grid_is_answered_as_jsonable_would_write_it(client):
     for x in r.json()["results"]:
         g = x["explanation"]["grid"]
         assert g == jsonable(g) and all(type(v) is float for row in g for v in row)
+
+
+def _ids(client, filters, query="shoes"):
+    r = client.post("/api/search", json={"query": query, "k": 50, "mode": "keyword", "filters": filters})
+    assert r.status_code == 200, r.text
+    return sorted(x["id"] for x in r.json()["results"])
+
+
+@pytest.mark.parametrize("op", ["=", "!=", "<="])
+def test_a_number_sent_as_text_filters_as_the_number(client, op):
+    as_number = _ids(client, [{"field": "price", "op": op, "value": 48.99}])
+    assert as_number and as_number == _ids(client, [{"field": "price", "op": op, "value": "48.99"}])
+    assert _ids(client, [{"field": "rating", "op": "=", "value": "5"}]) == _ids(
+        client, [{"field": "rating", "op": "=", "value": 5}])
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_nan_and_infinity_are_refused_as_filter_values(client, value):
+    for v in (value, f'"{value}"'):
+        body = '{"query": "shoes", "filters": [{"field": "price", "op": "<", "value": %s}]}' % v
+        r = client.post("/api/search", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (v, r.text)
+        assert "finite" in r.json()["error"] or "value" in r.json()["error"]
+
+
+def test_a_word_for_a_number_field_is_refused(client):
+    r = client.post("/api/search", json={"query": "shoes", "filters": [{"field": "price", "op": "=", "value": "cheap"}]})
+    assert r.status_code == 422 and "holds numbers" in r.json()["error"]

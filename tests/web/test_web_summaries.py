@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 REVIEWS = ["These shoes are very comfortable and light. I wear them all day at work.",
@@ -76,3 +78,47 @@ def test_upload_needs_a_file_and_never_takes_a_path(client):
     r = client.post("/api/summarize/upload", data={"budget": "20", "file": "/etc/passwd"})
     assert r.status_code == 422
     assert "root:" not in r.text
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("deep.json", b"[" * 200_000, "nested too deeply"),
+    ("deep.jsonl", b'{"review": ' + b"[" * 100_000 + b"}\n", "nested too deeply"),
+    ("huge.jsonl", b'{"review": "fine shoe", "rating": ' + b"9" * 5_000 + b"}\n", "rating"),
+    ("nan.jsonl", b'{"review": "fine shoe", "rating": NaN}\n', "rating"),
+    ("far.csv", b"review,rating\nfine shoe,1e308\nbad shoe,1\n", "rating"),
+    ("fewsum.jsonl", b'{"rev1": 5, "summ1": "s"}\n', "rev1"),
+])
+def test_bad_upload_files_are_4xx_with_a_message(client, name, data, words):
+    r = client.post("/api/summarize/upload", files={"file": (name, data)}, data={"budget": "20"})
+    assert r.status_code == 422, r.text
+    assert words in r.json()["error"]
+    assert client.get("/api/health").status_code == 200
+
+
+@pytest.mark.parametrize("ratings", [["NaN", 1], ["Infinity", 1], [1e308, 1], [-1e308, 1], [101, 1]])
+def test_pasted_ratings_must_be_finite_and_on_a_scale(client, ratings):
+    body = json.dumps({"reviews": REVIEWS[:2], "ratings": ratings}).replace('"NaN"', "NaN").replace(
+        '"Infinity"', "Infinity")
+    r = client.post("/api/summarize", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "ratings" in r.json()["error"]
+
+
+def test_the_web_rating_limit_is_the_readers():
+    from qkv.summarize.readers import MAX_RATING
+    from qkv.web.limits import Limits
+
+    assert Limits().max_rating == MAX_RATING
+
+
+def test_errors_name_the_api_fields_not_the_cli_options(client):
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", b"id,words\n1,light shoe\n")}, data={"budget": "20"})
+    assert r.status_code == 422 and '"column"' in r.json()["error"] and "--column" not in r.json()["error"]
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", b"id,words\n1,light shoe\n")},
+                    data={"budget": "20", "column": "words"})
+    assert r.status_code == 200 and r.json()["reviews"] == ["light shoe"]
+    long = ["This remarkably comfortable and lightweight running shoe fits perfectly every single day."]
+    r = client.post("/api/summarize", json={"reviews": long, "budget": 3})
+    assert r.status_code == 422 and "allow_cut" in r.json()["error"] and "--allow-cut" not in r.json()["error"]
+    r = client.post("/api/summarize", json={"reviews": long, "budget": 3, "allow_cut": True})
+    assert r.status_code == 200 and 0 < r.json()["tokens_after"] <= 3

@@ -52,7 +52,7 @@ class Rows:
         if flt is None:
             return "", []
         kinds = self.kinds()
-        flt.check(kinds)
+        flt = flt.check(kinds)
         sql, params = flt.to_sql(self.column, kinds)
         return " AND " + sql, params
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 
 router = APIRouter(tags=["attention"])
 _L = Limits()
@@ -22,7 +22,7 @@ Head = Annotated[int, Field(ge=0, le=63, description="Head index, 0-based.")]
 
 
 class MapRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     text: Text
     layer: Layer = 0
     head: Head | None = Field(0, description="A head, or null for the heads combined.")
@@ -33,7 +33,7 @@ class MapRequest(BaseModel):
 
 
 class RolloutRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     text: Text
     layer: Layer | None = Field(None, description="Rollout after this layer (default: the last).")
     level: Literal["token", "word"] = "token"
@@ -41,7 +41,7 @@ class RolloutRequest(BaseModel):
 
 
 class NeuronRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     text: Text
     layer: Layer = 0
     head: Head = 0
@@ -49,7 +49,7 @@ class NeuronRequest(BaseModel):
 
 
 class TourRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     text: Text
     layer: Layer | None = None
     head: Head | None = None

@@ -7,18 +7,18 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 
 router = APIRouter(tags=["attributes"])
 _L = Limits()
 
 
 class AttributesRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     titles: Annotated[list[Annotated[str, Field(max_length=_L.max_title_chars)]],
                       Field(min_length=1, max_length=_L.max_titles)]
     categories: list[Annotated[str, Field(max_length=100)] | None] | None = Field(

@@ -14,10 +14,10 @@ from typing import Annotated, Literal, Union
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 from qkv.web.state import NotFound
 
 router = APIRouter(tags=["search"])
@@ -26,10 +26,12 @@ _MAX_CHOICES = 60  # a text field with at most this many distinct values becomes
 
 
 class FieldFilter(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     field: Annotated[str, Field(min_length=1, max_length=100)]
     op: Literal["=", "!=", "<", "<=", ">", ">=", "contains"] = "="
-    value: Union[float, Annotated[str, Field(max_length=200)]]
+    # a number (finite: NaN/±infinity compare false with everything) or text; text for a number
+    # field is converted, or refused when it is no number (qkv.search.filters.Filter.check)
+    value: Union[Annotated[float, Field(strict=True, allow_inf_nan=False)], Annotated[str, Field(max_length=200)]]
 
 
 Query = Annotated[str, Field(min_length=1, max_length=_L.max_query_chars)]
@@ -40,7 +42,7 @@ Detail = Annotated[Literal["full", "grid"], Field(
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     query: Query
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
     k: int = Field(10, ge=1, le=_L.max_results)
@@ -52,7 +54,7 @@ class SearchRequest(BaseModel):
 
 
 class ExplainRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     query: Query
     ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
                    Field(min_length=1, max_length=_L.max_results, description="Products to explain (from a search).")]

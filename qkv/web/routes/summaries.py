@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import jsonable, require, state
+from qkv.web.routes._util import BODY, jsonable, require, state
 from qkv.web.state import TooLarge
 
 router = APIRouter(tags=["summaries"])
@@ -20,30 +20,35 @@ Order = Literal["original", "score"]
 
 
 class SummarizeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = BODY
     reviews: Annotated[list[Annotated[str, Field(max_length=_L.max_review_chars)]],
                        Field(min_length=1, max_length=_L.max_reviews)]
-    ratings: list[float | None] | None = Field(None, description="One per review (or null), e.g. 1-5 stars.")
+    ratings: list[Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-_L.max_rating, le=_L.max_rating)] | None] | None = Field(
+        None, description="One per review (or null), e.g. 1-5 stars; a finite number within ±max_rating.")
     budget: int = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
     tokenizer: Tokenizer = "cl100k"
     order: Order = "original"
+    allow_cut: bool = Field(False, description="When every sentence is over the budget, cut the best one at it "
+                                               "(else 422 saying so).")
 
 
-async def _summarize(request: Request, reviews, ratings, budget: int, tokenizer: str, order: str) -> dict:
+async def _summarize(request: Request, reviews, ratings, budget: int, tokenizer: str, order: str,
+                     allow_cut: bool = False) -> dict:
     st = state(request)
     require("qkv.summarize", "review summaries")
     if not any(isinstance(r, str) and r.strip() or getattr(r, "text", "").strip() for r in reviews):
         raise InputError("every review is empty: paste some review text")
     if ratings is not None and len(ratings) != len(reviews):
         raise InputError(f"{len(ratings)} ratings for {len(reviews)} reviews: give one per review (or none)")
-    return await st.run("summary", _summary, list(reviews), ratings, budget, tokenizer, order)
+    return await st.run("summary", _summary, list(reviews), ratings, budget, tokenizer, order, allow_cut)
 
 
-def _summary(st, reviews, ratings, budget: int, tokenizer: str, order: str) -> dict:
+def _summary(st, reviews, ratings, budget: int, tokenizer: str, order: str, allow_cut: bool = False) -> dict:
     """Runs in the summary pool (perhaps in a child process, with its own copy of the model)."""
     import qkv.summarize as mod
 
-    summary = mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder, ratings=ratings, order=order)
+    summary = mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder, ratings=ratings, order=order,
+                            allow_cut=allow_cut)
     out = jsonable(summary.to_dict())
     out["tokens_saved"] = summary.tokens_before - summary.tokens_after
     return out
@@ -51,7 +56,7 @@ def _summary(st, reviews, ratings, budget: int, tokenizer: str, order: str) -> d
 
 @router.post("/summarize", summary="Summarise pasted reviews under a token budget")
 async def summarize(body: SummarizeRequest, request: Request) -> dict:
-    return await _summarize(request, body.reviews, body.ratings, body.budget, body.tokenizer, body.order)
+    return await _summarize(request, body.reviews, body.ratings, body.budget, body.tokenizer, body.order, body.allow_cut)
 
 
 @router.post("/summarize/upload", summary="Summarise an uploaded review file (.txt, .csv/.tsv, .jsonl)")
@@ -60,7 +65,9 @@ async def summarize_upload(request: Request,
                            budget: Annotated[int, Form(ge=1, le=_L.max_budget_tokens)] = 75,
                            tokenizer: Annotated[Tokenizer, Form()] = "cl100k",
                            order: Annotated[Order, Form()] = "original",
-                           product: Annotated[int, Form(ge=0, description="Which product of a grouped file.")] = 0) -> dict:
+                           product: Annotated[int, Form(ge=0, description="Which product of a grouped file.")] = 0,
+                           column: Annotated[str | None, Form(max_length=100, description="The review column of a CSV/JSON lines file (default: the first of review, text, content, body, comment).")] = None,
+                           allow_cut: Annotated[bool, Form()] = False) -> dict:
     st = state(request)
     require("qkv.summarize", "review summaries")
     from qkv.summarize.readers import parse_json, parse_plain, parse_table
@@ -80,9 +87,9 @@ async def summarize_upload(request: Request,
     first = text.lstrip()[:1]
     label = "the uploaded file"
     if ext in ("jsonl", "ndjson", "json") or (ext not in ("csv", "tsv", "txt") and first in ("{", "[") and first):
-        products = parse_json(text, label)
+        products = parse_json(text, label, column)
     elif ext in ("csv", "tsv"):
-        products = parse_table(text, label)
+        products = parse_table(text, label, column)
     else:
         products = parse_plain(text)
     products = [p for p in products if p.reviews]
@@ -95,7 +102,7 @@ async def summarize_upload(request: Request,
         raise TooLarge(f"the file has {len(chosen.reviews)} reviews; this server summarises at most {st.limits.max_reviews}")
     if any(len(r.text) > st.limits.max_review_chars for r in chosen.reviews):
         raise TooLarge(f"a review is longer than {st.limits.max_review_chars:,} characters")
-    out = await _summarize(request, list(chosen.reviews), None, budget, tokenizer, order)
+    out = await _summarize(request, list(chosen.reviews), None, budget, tokenizer, order, allow_cut)
     out["reviews"] = chosen.texts
     out["products"] = [p.id for p in products]
     out["product"] = product

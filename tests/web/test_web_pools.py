@@ -1,0 +1,117 @@
+"""qkv.web.pools on its own: Retry-After estimates, and (in child processes) a crashed child replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from qkv.web.pools import Busy, Pool, PoolSpec, _BlasGate
+
+
+class Clock:
+    """A clock the test moves: job times without waiting for them."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pool(threads=1, queue=1):
+    pool = Pool("summary", PoolSpec(threads=threads, queue=queue, deadline=60.0), _BlasGate(lambda: 1), state=object())
+    pool._clock = Clock()
+    return pool
+
+
+def test_retry_after_counts_the_running_jobs_time_before_any_finished():
+    """The first jobs are still running after 7 s: a refused request is told to wait at least that
+    long, not the 1 s a seed estimate would give."""
+    pool = _pool()
+    release = threading.Event()
+
+    async def scenario():
+        running = asyncio.ensure_future(pool.run(lambda st: release.wait(30)))
+        waiting = asyncio.ensure_future(pool.run(lambda st: None))
+        await asyncio.sleep(0.05)
+        pool._clock.now += 7.0
+        with pytest.raises(Busy) as refused:
+            await pool.run(lambda st: None)
+        release.set()
+        await asyncio.gather(running, waiting)
+        return refused.value.retry_after
+
+    retry = asyncio.run(scenario())
+    assert retry >= 14  # the running job's 7 s so far, and the waiting one's as long again
+    pool.shutdown()
+
+
+def test_retry_after_starts_from_the_first_measured_job_time():
+    pool = _pool()
+
+    def seven_seconds(st):
+        pool._clock.now += 7.0
+
+    async def scenario():
+        await pool.run(seven_seconds)
+        assert pool.job_seconds == pytest.approx(7.0)
+        return pool.retry_after()
+
+    assert asyncio.run(scenario()) >= 7
+    pool.shutdown()
+
+
+# ---------------------------------------------------------------- a child process that dies
+class LightState:
+    """What a pool child builds its state from, without a model (spawned children import this module)."""
+
+    def __init__(self, pools=None, **config):
+        self.encoder = None
+
+    def _blas_threads(self) -> int:
+        return 1
+
+
+def _square(st, x):
+    return x * x
+
+
+def _die(st, gate_file):
+    """Killed mid-job: waits until the test says so (the job is running), then the process exits
+    as an out-of-memory kill would end it."""
+    import os
+    import time
+
+    while not os.path.exists(gate_file):
+        time.sleep(0.01)
+    os._exit(137)
+
+
+def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
+    from qkv.web.observe import Metrics
+    from qkv.web.pools import ChildCrashed
+
+    spec = PoolSpec(threads=1, queue=4, deadline=120.0, process=True)
+    pool = Pool("summary", spec, _BlasGate(lambda: 1), state=LightState(), child={})
+    meter = Metrics()
+    pool.on_restart = meter.pool_restarted
+    gate = tmp_path / "die-now"
+
+    async def scenario():
+        assert await pool.run(_square, 3) == 9  # the child is up
+        dying = asyncio.ensure_future(pool.run(_die, str(gate)))
+        await asyncio.sleep(0.5)
+        gate.write_text("")  # the child dies while running the job
+        with pytest.raises(ChildCrashed, match="restarted"):
+            await dying
+        # later jobs run in the new child
+        return [await pool.run(_square, x) for x in (4, 5)]
+
+    try:
+        assert asyncio.run(scenario()) == [16, 25]
+        assert pool.restarts == 1
+        assert 'qkv_pool_restarts_total{kind="summary"} 1.0' in meter.exposition().decode()
+    finally:
+        pool.shutdown()
