@@ -60,23 +60,33 @@ def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     assert page.console_errors == []
 
 
+def hold_back(page, marker: str, ms: int = 1500):
+    """Answers to requests whose body holds ``marker`` reach the page ``ms`` later; once the page
+    has had such an answer and a moment to draw it, ``window.__heldBack`` counts it."""
+    page.evaluate("""([marker, ms]) => {
+      window.__heldBack = 0;
+      const real = window.fetch;
+      window.fetch = async (url, opts) => {
+        const slow = opts && typeof opts.body === "string" && opts.body.includes(marker);
+        if (!slow) return real(url, opts);
+        try {
+          const res = await real(url, opts);
+          await new Promise((r) => setTimeout(r, ms));
+          return res;
+        } finally { setTimeout(() => { window.__heldBack += 1; }, 300); }
+      };
+    }""", [marker, ms])
+
+
 def test_attention_late_answer_does_not_draw_over_newer_choice(page):
     """Changing layer then head fires two requests; if the first answers last it must not win."""
     page.goto(page.base_url + "/")
     page.wait_for_selector("#att-heatmap .cell")
-    # hold back every answer for head 0 by 1.5 s, so it lands after the answer for head 5
-    page.evaluate("""() => {
-      const real = window.fetch;
-      window.fetch = async (url, opts) => {
-        const res = await real(url, opts);
-        if (opts && typeof opts.body === "string" && opts.body.includes('"head":0')) await new Promise((r) => setTimeout(r, 1500));
-        return res;
-      };
-    }""")
+    hold_back(page, '"head":0')  # every answer for head 0 lands after the answer for head 5
     page.select_option("#att-layer", "3")  # asks for layer 3 head 0 (slow)
     page.select_option("#att-head", "5")  # asks for layer 3 head 5 (fast)
     page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 3 head 5"]')
-    page.wait_for_timeout(2500)  # the slow answer for head 0 has arrived by now
+    page.wait_for_function("window.__heldBack > 0")  # the slow answer for head 0 has been handled
     assert page.locator("#att-heatmap .heatmap").get_attribute("data-map") == "layer 3 head 5"
     assert page.locator("#att-status").inner_text() == ""
     assert page.console_errors == []
@@ -215,6 +225,38 @@ def test_attribute_table_with_spans(page, screenshot, sample_attributes):
     assert ("brand", "Northpeak") in got and ("size", "US 8") in got
     assert table.locator("td.title-cell").count() == 2
     screenshot(page, "attributes")
+    assert page.console_errors == []
+
+
+def test_attributes_late_answer_does_not_replace_the_newer_one(page, sample_attributes):
+    assert sample_attributes is not None, "qkv.attributes cannot be imported: the attributes view has no model"
+    page.goto(page.base_url + "/#attributes")
+    hold_back(page, "Sweater")
+    page.fill("#attr-titles", "Lumora Merino Wool Crew Neck Sweater - Navy, M")
+    page.click("#attr-form button[type=submit]")  # slow
+    boots = "Northpeak Women's Waterproof Hiking Boots with Ankle Support - Black, US 8"
+    page.fill("#attr-titles", boots)
+    page.click("#attr-form button[type=submit]")  # fast
+    page.wait_for_selector("#attr-table td.title-cell")
+    page.wait_for_function("window.__heldBack > 0")
+    assert page.locator("#attr-table td.title-cell").all_inner_texts() == [boots]
+    assert "Sweater" not in page.locator("#attr-out").inner_text()
+    # the demo model says it is one, and how to train one's own
+    assert "qkv attrs train" in page.locator("#attr-demo").inner_text()
+    assert page.console_errors == []
+
+
+def test_summary_late_answer_does_not_replace_the_newer_one(page):
+    page.goto(page.base_url + "/#summaries")
+    hold_back(page, '"budget":60')
+    page.click("#sum-form button[type=submit]")  # budget 60: slow
+    page.locator("#sum-budget").fill("150")
+    page.click("#sum-form button[type=submit]")  # budget 150: fast
+    page.wait_for_selector("#sum-table tbody tr")
+    page.wait_for_function("window.__heldBack > 0")
+    assert "≤ 150" in page.locator("#sum-out .stats").inner_text()
+    assert page.locator("#sum-budget-out").inner_text() == "150"
+    assert page.locator("#sum-status").inner_text() == ""
     assert page.console_errors == []
 
 

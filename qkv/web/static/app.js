@@ -27,6 +27,8 @@ const I18N = {
     "src.sub-words": "dictionary, by its parts", "src.as typed": "as typed", "src.untranslated": "no translation found",
     "attr.titles": "Product titles, one per line", "attr.go": "Extract attributes", "attr.title": "Title",
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
+    "attr.demo": "A demo model: trained on {n} invented sample titles in English and Chinese, it knows the brand, colour, size and material of products like the sample catalog's. For your own catalog, label some of your titles and train your own model:",
+    "attrname.brand": "brand", "attrname.colour": "colour", "attrname.size": "size", "attrname.material": "material",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
@@ -55,6 +57,8 @@ const I18N = {
     "src.sub-words": "词典（按组成部分）", "src.as typed": "原样", "src.untranslated": "未找到翻译",
     "attr.titles": "商品标题，每行一个", "attr.go": "提取属性", "attr.title": "标题",
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
+    "attr.demo": "这是演示模型：用 {n} 条虚构的中英文示例标题训练，认识与示例商品类似的商品的品牌、颜色、尺码和材质。要处理自己的商品，请标注一些自己的标题，训练自己的模型：",
+    "attrname.brand": "品牌", "attrname.colour": "颜色", "attrname.size": "尺码", "attrname.material": "材质",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
@@ -98,12 +102,12 @@ function busyNote(msg) {
   n.textContent = msg || "";
   n.hidden = !msg;
 }
-async function api(path, body, { form = false } = {}) {
+async function api(path, body, { form = false, signal = undefined } = {}) {
   for (let attempt = 0; ; attempt++) {
     const headers = form || body === undefined ? {} : { "content-type": "application/json" };
     const key = sessionStorage.getItem("qkv.key");
     if (key) headers.authorization = "Bearer " + key;
-    const opts = body === undefined ? { headers } : { method: "POST", headers, body: form ? body : JSON.stringify(body) };
+    const opts = body === undefined ? { headers, signal } : { method: "POST", headers, signal, body: form ? body : JSON.stringify(body) };
     const res = await fetch("/api/" + path, opts);
     let data = null;
     try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
@@ -111,6 +115,7 @@ async function api(path, body, { form = false } = {}) {
     if ((res.status === 429 || res.status === 503) && wait > 0 && attempt < RETRIES) {
       busyNote(`${t("busy")} ${Math.min(wait, 10)} s…`);
       await new Promise((ok) => setTimeout(ok, 1000 * Math.min(wait, 10)));
+      if (signal && signal.aborted) throw new DOMException("replaced by a newer request", "AbortError");
       continue;
     }
     busyNote("");
@@ -121,6 +126,15 @@ async function api(path, body, { form = false } = {}) {
     if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
     return data;
   }
+}
+
+// One per view: each new request aborts the one it replaces, and an answer (or error) that is not
+// the latest request's is dropped, so a slow older answer never draws over a newer one.
+function latest() {
+  let gen = 0, ctl = null;
+  return {
+    start() { if (ctl) ctl.abort(); ctl = new AbortController(); const g = ++gen; return { signal: ctl.signal, current: () => g === gen }; },
+  };
 }
 
 function setStatus(id, msg, isError = false) {
@@ -589,34 +603,55 @@ function spansInTitle(title, attrs, colourOf) {
   return parts;
 }
 
+// an attribute's or a field's name in the page's language when the labels have it ("colour" → 颜色)
+const named = (kind, name) => { const k = `${kind}.${name}`; const v = t(k); return v === k ? name : v; };
+
+const attrReq = latest();
+let lastAttributes = null;  // drawn again when the language changes
 async function runAttributes() {
   if (!INFO.features.attributes) {
     setStatus("attr-status", `${t("unavailable")} ${INFO.attributes_model ? "qkv.attributes" : t("attr.nomodel")}`, true);
     return;
   }
   const titles = $("attr-titles").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
+  const req = attrReq.start();
   setStatus("attr-status", t("working"));
   try {
-    const r = await api("attributes", { titles });
-    const colourOf = (a) => PALETTE[Math.max(0, r.attributes.indexOf(a)) % PALETTE.length];
-    const rows = [];
-    for (const res of r.results) {
-      const n = Math.max(1, res.attributes.length);
-      const titleCell = el("td", { rowspan: n, class: "title-cell" }, ...spansInTitle(res.title, res.attributes, colourOf));
-      if (!res.attributes.length) { rows.push(el("tr", {}, titleCell, el("td", { colspan: 3, class: "muted" }, t("attr.none")))); continue; }
-      res.attributes.forEach((a, k) => rows.push(el("tr", { "data-attr": a.attr },
-        k === 0 ? titleCell : null,
-        el("td", {}, el("span", { class: "span-attr", style: `background:${colourOf(a.attr)}` }, a.attr)),
-        el("td", {}, a.value + (a.normalized && a.normalized !== a.value ? ` → ${a.normalized}` : "")),
-        el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${Math.round(100 * a.confidence)}%` })), fmt(a.confidence, 3)))));
-    }
-    $("attr-out").replaceChildren(
-      el("p", { class: "hint" }, `${t("attr.known")}: `, ...r.attributes.map((a) => el("span", { class: "span-attr", style: `background:${colourOf(a)};margin-right:.4rem` }, a))),
-      el("table", { class: "data", id: "attr-table" },
-        el("thead", {}, el("tr", {}, el("th", {}, t("attr.title")), el("th", {}, t("attr.attribute")), el("th", {}, t("attr.value")), el("th", {}, t("attr.confidence")))),
-        el("tbody", {}, ...rows)));
-    setStatus("attr-status", `${r.results.length} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms`);
-  } catch (e) { showError("attr-status", e); }
+    const r = await api("attributes", { titles }, { signal: req.signal });
+    if (!req.current()) return;
+    lastAttributes = r;
+    drawAttributes();
+  } catch (e) {
+    if (!req.current()) return;
+    lastAttributes = null;
+    $("attr-out").replaceChildren();  // no stale table under the error
+    showError("attr-status", e);
+  }
+}
+
+function drawAttributes() {
+  const r = lastAttributes;
+  if (!r) return;
+  const colourOf = (a) => PALETTE[Math.max(0, r.attributes.indexOf(a)) % PALETTE.length];
+  const rows = [];
+  for (const res of r.results) {
+    const n = Math.max(1, res.attributes.length);
+    const titleCell = el("td", { rowspan: n, class: "title-cell" }, ...spansInTitle(res.title, res.attributes, colourOf));
+    if (!res.attributes.length) { rows.push(el("tr", {}, titleCell, el("td", { colspan: 3, class: "muted" }, t("attr.none")))); continue; }
+    res.attributes.forEach((a, k) => rows.push(el("tr", { "data-attr": a.attr },
+      k === 0 ? titleCell : null,
+      el("td", {}, el("span", { class: "span-attr", style: `background:${colourOf(a.attr)}` }, named("attrname", a.attr))),
+      el("td", {}, a.value + (a.normalized && a.normalized !== a.value ? ` → ${a.normalized}` : "")),
+      el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${Math.round(100 * a.confidence)}%` })), fmt(a.confidence, 3)))));
+  }
+  $("attr-out").replaceChildren(
+    r.demo ? el("p", { class: "note", id: "attr-demo" }, t("attr.demo").replace("{n}", r.demo.titles), " ",
+      el("code", {}, "qkv attrs train --data titles.jsonl --out my.qkvattr"), " → ", el("code", {}, "qkv serve --attributes my.qkvattr")) : null,
+    el("p", { class: "hint" }, `${t("attr.known")}: `, ...r.attributes.map((a) => el("span", { class: "span-attr", "data-attr": a, style: `background:${colourOf(a)};margin-right:.4rem` }, named("attrname", a)))),
+    el("table", { class: "data", id: "attr-table" },
+      el("thead", {}, el("tr", {}, el("th", {}, t("attr.title")), el("th", {}, t("attr.attribute")), el("th", {}, t("attr.value")), el("th", {}, t("attr.confidence")))),
+      el("tbody", {}, ...rows)));
+  setStatus("attr-status", `${r.results.length} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms`);
 }
 $("attr-form").addEventListener("submit", (e) => { e.preventDefault(); runAttributes(); });
 
@@ -644,8 +679,11 @@ function renderSummary(r, reviews) {
   if (r.notes && r.notes.length) out.append(el("p", { class: "hint" }, r.notes.join(" ")));
 }
 
+const sumReq = latest();
+let lastSummary = null;  // drawn again when the language changes
 async function runSummary() {
   if (!INFO.features.summaries) { setStatus("sum-status", `${t("unavailable")} qkv.summarize`, true); return; }
+  const req = sumReq.start();
   setStatus("sum-status", t("working"));
   try {
     const budget = Number($("sum-budget").value);
@@ -657,15 +695,22 @@ async function runSummary() {
       fd.append("budget", String(budget));
       fd.append("tokenizer", $("sum-tokenizer").value);
       fd.append("order", $("sum-order").value);
-      r = await api("summarize/upload", fd, { form: true });
+      r = await api("summarize/upload", fd, { form: true, signal: req.signal });
       reviews = r.reviews;
     } else {
       reviews = $("sum-reviews").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
-      r = await api("summarize", { reviews, budget, tokenizer: $("sum-tokenizer").value, order: $("sum-order").value });
+      r = await api("summarize", { reviews, budget, tokenizer: $("sum-tokenizer").value, order: $("sum-order").value }, { signal: req.signal });
     }
+    if (!req.current()) return;
+    lastSummary = r;
     renderSummary(r, reviews);
     setStatus("sum-status", "");
-  } catch (e) { showError("sum-status", e); }
+  } catch (e) {
+    if (!req.current()) return;
+    lastSummary = null;
+    $("sum-out").replaceChildren();  // no stale summary under the error
+    showError("sum-status", e);
+  }
 }
 $("sum-form").addEventListener("submit", (e) => { e.preventDefault(); runSummary(); });
 
