@@ -3,6 +3,8 @@ save a screenshot to artifacts/web-<view>.png."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -135,6 +137,80 @@ def test_language_switch_and_keyboard_tabs(page):
     assert page.locator("#tab-search").get_attribute("aria-selected") == "true"
     assert page.locator("#view-search").is_visible() and not page.locator("#view-attention").is_visible()
     assert page.console_errors == []
+
+
+# What the page's own chrome says, with the data it shows taken out (titles, tokens, values, code)
+CHROME_TEXT = """() => {
+  const view = [...document.querySelectorAll("main > section")].find((v) => !v.hidden);
+  const copy = view.cloneNode(true);
+  copy.querySelectorAll(".title, .title-cell, #attr-table td:nth-child(2), .rowlab, .collab, #neuron-table td:first-child,"
+    + " code, q, .summary, #sum-table td, textarea, .words, .maptitle + * .cell").forEach((n) => n.remove());
+  document.body.append(copy);
+  const text = copy.innerText;
+  copy.remove();
+  return text;
+}"""
+ENGLISH_CHROME = re.compile(r"\b(any|min|max|cells|score|Why this match|Click a row token|attention|layer|head|brand|colour"
+                            r"|category|size|price|rating|black|white|olive|shoes|Error|Title|Attribute|Value|Confidence"
+                            r"|Sentence|Review|input tokens)\b", re.I)
+CHINESE_CHROME = re.compile(r"任意|最小|最大|为什么匹配|得分|品牌|颜色|类别|尺码|材质|点击|单元格|注意力|错误|标题|属性|置信度|句子|词元")
+
+
+def _fill_every_view(page):
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    page.click("#tab-search")
+    page.wait_for_selector("#search-results li .meta button")
+    page.select_option('#search-filters select[data-field="colour"]', "black")
+    page.press("#search-q", "Enter")
+    page.wait_for_function("document.querySelector('#search-status').textContent.includes('ms')")
+    page.click("#tab-attributes")
+    page.click("#attr-form button[type=submit]")
+    page.wait_for_selector("#attr-table tbody tr")
+    page.click("#tab-summaries")
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-table tbody tr")
+
+
+def _chrome_of_every_view(page) -> dict[str, str]:
+    out = {}
+    for v in ("attention", "search", "attributes", "summaries"):
+        page.click(f"#tab-{v}")
+        out[v] = page.evaluate(CHROME_TEXT)
+    return out
+
+
+def test_every_string_follows_the_chosen_language(page):
+    """Switching language leaves nothing of the other behind: filters and their values, result
+    rows, the heatmap's legend and title, the attributes' names, and error messages."""
+    _fill_every_view(page)
+    english = _chrome_of_every_view(page)
+    assert ENGLISH_CHROME.search(english["search"]) and not any(CHINESE_CHROME.search(x) for x in english.values()), english
+    page.click("#lang")
+    chinese = _chrome_of_every_view(page)
+    for view, text in chinese.items():
+        assert not ENGLISH_CHROME.search(text), (view, ENGLISH_CHROME.search(text), text)
+    assert "任意" in chinese["search"] and "最小" in chinese["search"] and "为什么匹配" in chinese["search"]
+    assert "黑色" in page.locator('#search-filters select[data-field="colour"]').inner_text()
+    assert "颜色" in chinese["search"] and "品牌" in chinese["attributes"] and "单元格" in chinese["attention"]
+    assert "注意力权重 · 层 0 · 头 0" in page.locator("#att-heatmap .maptitle").inner_text()
+    # an error in the page's terms and language, and in the other language after a switch
+    page.click("#tab-attention")
+    page.fill("#att-text", "")
+    page.press("#att-text", "Enter")
+    page.wait_for_selector("#att-status.error")
+    assert page.locator("#att-status").inner_text().startswith("错误： 文本 是空的")
+    page.click("#lang")
+    assert page.locator("#att-status").inner_text().startswith("Error: Text is empty")
+    english = _chrome_of_every_view(page)
+    for view, text in english.items():
+        assert not CHINESE_CHROME.search(text), (view, CHINESE_CHROME.search(text), text)
+    page.click("#tab-search")
+    page.fill("#search-q", " ")
+    page.press("#search-q", "Enter")
+    assert page.locator("#search-status").inner_text() == "Error: Type what you are looking for first."
+    assert page.locator("#search-results li").count() == 0  # no stale results under the error
+    assert all("422" in e for e in page.console_errors), page.console_errors  # the refused empty text
 
 
 def test_search_results_highlights_and_match_grid(page, screenshot):
