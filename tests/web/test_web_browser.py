@@ -336,6 +336,24 @@ def test_summary_late_answer_does_not_replace_the_newer_one(page):
     assert page.console_errors == []
 
 
+def test_a_csv_with_an_unknown_review_column_lets_the_page_choose_it(page, tmp_path):
+    f = tmp_path / "评论.csv"
+    f.write_bytes("sku,备注,价格\nA1,很好用，推荐。,3\nA2,太小了，退货。,4\n".encode("gb18030"))
+    page.goto(page.base_url + "/#summaries")
+    page.click("#sum-form button[type=submit]")  # a first summary of the pasted reviews: cleared below
+    page.wait_for_selector("#sum-table tbody tr")
+    page.set_input_files("#sum-file", str(f))
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-column")
+    assert page.locator("#sum-table").count() == 0  # no stale summary under the question
+    assert "choose" in page.locator("#sum-status").inner_text()
+    assert page.locator("#sum-column option").all_inner_texts() == ["—", "sku", "备注", "价格"]
+    page.select_option("#sum-column", "备注")
+    page.wait_for_selector("#sum-table tbody tr")
+    assert set(page.locator("#sum-table tbody td:nth-child(2)").all_inner_texts()) <= {"很好用，推荐。", "太小了，退货。"}
+    assert all("422" in e for e in page.console_errors), page.console_errors
+
+
 def test_summary_of_pasted_reviews(page, screenshot):
     page.goto(page.base_url + "/#summaries")
     page.locator("#sum-budget").fill("40")

@@ -32,6 +32,7 @@ const I18N = {
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
     "search.noindex": "no index (start with qkv serve --index DIR or --sample)", "search.share": "share of the score",
@@ -68,6 +69,7 @@ const I18N = {
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
     "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）", "search.share": "占得分的比例",
@@ -139,7 +141,7 @@ function el(tag, attrs = {}, ...children) {
 }
 const fmt = (x, d = 3) => (x == null || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
 
-class ApiError extends Error { constructor(status, message, details) { super(message); this.status = status; this.details = details; } }
+class ApiError extends Error { constructor(status, message, data) { super(message); this.status = status; this.details = data && data.details; this.data = data || {}; } }
 
 // A busy server answers 429 (queue full) or 503 (deadline) with Retry-After: say so and try again
 // a few times rather than spinning. A server started with an API key answers 401: ask for it once.
@@ -171,7 +173,7 @@ async function api(path, body, { form = false, signal = undefined } = {}) {
       const given = window.prompt(t("apikey"));
       if (given) { sessionStorage.setItem("qkv.key", given.trim()); continue; }
     }
-    if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText, data && data.details);
+    if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText, data);
     return data;
   }
 }
@@ -768,6 +770,15 @@ function renderSummary(r, reviews) {
   if (r.notes && r.notes.length) out.append(el("p", { class: "hint" }, r.notes.join(" ")));
 }
 
+// A CSV whose review column has a name qkv does not know: the page lists its columns to choose from
+let sumColumn = "";
+function askColumn(columns) {
+  const pick = el("select", { id: "sum-column" }, el("option", { value: "" }, "—"), ...columns.map((c) => el("option", { value: c }, c)));
+  pick.addEventListener("change", () => { sumColumn = pick.value; if (sumColumn) runSummary(); });
+  $("sum-out").replaceChildren(el("p", { class: "note" }, el("label", {}, L("sum.column"), " ", pick)));
+}
+$("sum-file").addEventListener("change", () => { sumColumn = ""; });
+
 const sumReq = latest();
 let lastSummary = null;  // drawn again when the language changes
 async function runSummary() {
@@ -784,6 +795,7 @@ async function runSummary() {
       fd.append("budget", String(budget));
       fd.append("tokenizer", $("sum-tokenizer").value);
       fd.append("order", $("sum-order").value);
+      if (sumColumn) fd.append("column", sumColumn);
       r = await api("summarize/upload", fd, { form: true, signal: req.signal });
       reviews = r.reviews;
     } else {
@@ -798,6 +810,7 @@ async function runSummary() {
     if (!req.current()) return;
     lastSummary = null;
     $("sum-out").replaceChildren();  // no stale summary under the error
+    if (e.data.columns) { askColumn(e.data.columns); setStatus("sum-status", () => t("sum.column.ask"), true); return; }
     showError("sum-status", e);
   }
 }
