@@ -24,11 +24,32 @@ from pathlib import Path
 
 from qkv.errors import InputError
 
-REVIEW_COLUMNS = ("review", "text", "content", "body", "comment", "reviewtext", "review_text", "review_body")
-RATING_COLUMNS = ("rating", "stars", "score", "overall", "star_rating", "label")
+# Column names compared without case, spaces, "_" or "-" ("Review Text" is reviewtext); the Chinese
+# ones are what Chinese shops' review exports commonly call them.
+REVIEW_COLUMNS = ("review", "text", "content", "body", "comment", "reviewtext", "reviewbody", "reviews", "comments",
+                  "评论内容", "评价内容", "评论", "评价", "内容", "正文", "文本", "留言")
+RATING_COLUMNS = ("rating", "stars", "score", "overall", "starrating", "star", "label",
+                  "评分", "星级", "打分", "分数", "评级", "星数", "得分")
+
+
+class MissingColumn(InputError):
+    """No review column was named or recognised: ``columns`` are the file's, to choose from."""
+
+    def __init__(self, message: str, columns: list[str]):
+        super().__init__(message, columns)
+        self.columns = list(columns)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 # Ratings are stars, labels or scores (1-5, 0/1, 0-10, 0-100): one far outside would set the scale
 # every other review is read on (rating_scale), so it is refused, as NaN and infinity are.
 MAX_RATING = 100.0
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
 
 
 @dataclass(frozen=True)
@@ -58,8 +79,69 @@ class Product:
         return [r.rating for r in self.reviews]
 
 
+def decode(data: bytes, where: str = "the file") -> str:
+    """Bytes of a text file as text: UTF-8 (with or without a BOM), else the encoding
+    charset-normalizer finds (GB2312/GBK read as their superset GB18030: what Excel on Chinese
+    Windows saves). Refused, saying to save as UTF-8, when no encoding reads it cleanly."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        bad = e.start
+    from charset_normalizer import from_bytes
+
+    sample = data[:1 << 18]  # a quarter MiB tells the encoding; bounded time
+    if _looks_gb(sample):
+        name = "gb18030"
+    else:
+        # Short files read equally cleanly in many encodings (the detector ranks "Très bien" level
+        # as Big5, cp932 and GB18030): a file whose every non-ASCII byte stands alone between ASCII
+        # ones is in a one-byte encoding; among the detector's level best, the commonest.
+        likely = _ONE_BYTE if _one_byte(sample) else _LIKELY
+        found = [m for m in from_bytes(sample) if m.encoding in likely]
+        level = [m.encoding for m in found if m.chaos <= found[0].chaos + 0.05] if found else []
+        name = min(level, key=likely.index) if level else ("cp1252" if likely is _ONE_BYTE else None)
+    if name is not None:
+        try:
+            return data.decode(name)
+        except (UnicodeDecodeError, LookupError):
+            pass
+    raise InputError(f"{where} is not UTF-8 text (byte {bad}: {data[bad:bad + 4]!r}) and its encoding could not be "
+                     "told; save it as UTF-8 (in Excel: Save As → CSV UTF-8) and try again")
+
+
+# Encodings a review file not in UTF-8 is likely to be in, most likely first (Western Windows,
+# Chinese traditional, Japanese, Korean, Central European, Cyrillic, UTF-16 with its BOM).
+_LIKELY = ["cp1252", "latin_1", "iso8859_15", "big5", "cp932", "shift_jis", "euc_jp", "cp949", "euc_kr",
+           "cp1250", "cp1251", "utf_16", "utf_32"]
+
+
+_ONE_BYTE = ["cp1252", "latin_1", "iso8859_15", "cp1250", "cp1251"]
+
+
+def _one_byte(data: bytes) -> bool:
+    """Most non-ASCII bytes stand alone between ASCII bytes (accented letters in Latin text); in
+    the two-byte Chinese, Japanese and Korean encodings they come in pairs and runs."""
+    high = [i for i, b in enumerate(data) if b >= 0x80]
+    alone = sum(1 for i in high if (i == 0 or data[i - 1] < 0x80) and (i + 1 == len(data) or data[i + 1] < 0x80))
+    return bool(high) and alone >= 0.8 * len(high)
+
+
+def _looks_gb(data: bytes) -> bool:
+    """GB2312/GBK/GB18030 Chinese: it decodes as GB18030, and its two-byte characters are mostly in
+    GB2312's common block (both bytes A1–FE). Latin-1 text also decodes as GB18030, but each accented
+    letter pairs with the ASCII letter after it ("Très" → "Tr鑣"), which that rule refuses."""
+    try:
+        data.decode("gb18030")
+    except UnicodeDecodeError:
+        return False
+    common = len(re.findall(rb"[\xa1-\xfe][\xa1-\xfe]", data))
+    other = len(re.findall(rb"[\x81-\xfe][\x40-\x7e\x80]", data))
+    return common > 0 and other <= 0.1 * common
+
+
 def read_text(path: str | Path, encoding: str = "utf-8") -> str:
-    """A file's text, refusing binary files and naming the place where decoding fails."""
+    """A file's text, refusing binary files and naming the place where decoding fails. A file
+    that is not UTF-8 when UTF-8 is asked for (the default) is read in the encoding ``decode`` finds."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
@@ -68,8 +150,10 @@ def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     data = path.read_bytes()
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{path} looks binary (it has NUL bytes), not a text file of reviews")
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        return decode(data, str(path))
     try:
-        return data.decode("utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding)
+        return data.decode(encoding)
     except UnicodeDecodeError as e:
         raise InputError(f"{path} is not valid {encoding} text (byte {e.start}: {data[e.start:e.start + 4]!r}); "
                          f"pass the right --encoding (e.g. gb18030, latin-1)") from None
@@ -78,16 +162,18 @@ def read_text(path: str | Path, encoding: str = "utf-8") -> str:
 
 
 def _pick(columns: list[str], wanted: str | None, choices: tuple[str, ...], what: str, path) -> str | None:
-    lower = {c.lower().strip(): c for c in columns}
+    keyed = {}
+    for c in columns:
+        keyed.setdefault(_key(c), c)
     if wanted is not None:
         if wanted in columns:
             return wanted
-        if wanted.lower() in lower:
-            return lower[wanted.lower()]
-        raise InputError(f"{path} has no {what} column {wanted!r}; its columns are: {', '.join(columns)}")
+        if _key(wanted) in keyed:
+            return keyed[_key(wanted)]
+        raise MissingColumn(f"{path} has no {what} column {wanted!r}; its columns are: {', '.join(columns)}", columns)
     for c in choices:
-        if c in lower:
-            return lower[c]
+        if c in keyed:
+            return keyed[c]
     return None
 
 
@@ -125,8 +211,8 @@ def _from_rows(rows: list[dict], columns: list[str], path, column, rating_column
         return _fewsum(rows, columns)
     col = _pick(columns, column, REVIEW_COLUMNS, "review", path)
     if col is None:
-        raise InputError(f"{path} has no review column (looked for {', '.join(REVIEW_COLUMNS)}); "
-                         f"its columns are: {', '.join(columns)}; name one with --column")
+        raise MissingColumn(f"{path} has no review column (looked for {', '.join(REVIEW_COLUMNS)}); "
+                            f"its columns are: {', '.join(columns)}; name one with --column", columns)
     rcol = _pick(columns, rating_column, RATING_COLUMNS, "rating", path) if rating_column != "" else None
     gcol = _pick(columns, group_column, (), "group", path) if group_column else None
     groups: dict[str, list[Review]] = {}

@@ -17,6 +17,8 @@ SAMPLE_GLOSSARY = SAMPLE_CATALOG.with_name("sample_glossary.csv")
 # The sample is served (its queries are not known yet, in any language; its catalog is bilingual):
 # the rule's multilingual model unless told otherwise
 SAMPLE_MODEL = default_model()
+# The demo attribute model's training titles (qkv/data/make_sample_attributes.py)
+SAMPLE_ATTRIBUTES = SAMPLE_CATALOG.with_name("sample_attributes.jsonl")
 STAMP = "qkv-sample.json"  # which catalog and model the cached index was built from
 
 
@@ -74,34 +76,23 @@ def ensure_sample_index(cache_dir: str | Path | None = None, *, model: str | Non
 
 
 def sample_attribute_examples(limit: int | None = None):
-    """Labelled titles made from the sample catalog's own fields: a field value counts as an
-    attribute of the title when the title contains it (any letter case); otherwise it is absent."""
-    import csv
+    """The demo attribute model's labelled titles (``qkv/data/sample_attributes.jsonl``, written by
+    ``qkv/data/make_sample_attributes.py``): brand, colour, size and material in English and Chinese
+    titles, the first ``limit`` of them (both languages are interleaved)."""
+    from qkv.attributes import read_jsonl
 
-    from qkv.attributes import Example
-
-    out = []
-    with open(SAMPLE_CATALOG, encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            title = row["title"]
-            values = {}
-            for attr in ("brand", "colour", "size"):
-                v = (row.get(attr) or "").strip()
-                at = title.lower().find(v.lower()) if v else -1
-                values[attr] = (title[at:at + len(v)],) if at >= 0 else ()
-            out.append(Example(title, values, row.get("category") or None))
-            if limit and len(out) >= limit:
-                break
-    return out
+    out = read_jsonl(SAMPLE_ATTRIBUTES)
+    return out[:limit] if limit else out
 
 
 def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encoder, console=None,
                                   limit: int | None = None, max_iter: int = 60) -> Path:
-    """A demo attribute model (brand, colour, size) trained on the sample catalog, cached like the
-    sample index; retrained when the catalog, the model or the settings change."""
+    """A demo attribute model (brand, colour, size, material, in English and Chinese) trained on
+    ``sample_attribute_examples``, cached like the sample index; retrained when those titles, the
+    model or the settings change. Training is deterministic (fixed PCA sample, L-BFGS from zeros)."""
     path = Path(cache_dir).expanduser() if cache_dir else default_cache_dir() / "sample-attributes"
     out = path / "sample.qkvattr"
-    want = {"catalog_sha256": hashlib.sha256(SAMPLE_CATALOG.read_bytes()).hexdigest(), "model": encoder.name,
+    want = {"examples_sha256": hashlib.sha256(SAMPLE_ATTRIBUTES.read_bytes()).hexdigest(), "model": encoder.name,
             "fingerprint": encoder.fingerprint(), "limit": limit, "max_iter": max_iter}
     stamp = path / STAMP
     if out.is_file() and stamp.is_file():
@@ -128,6 +119,8 @@ def ensure_sample_attribute_model(cache_dir: str | Path | None = None, *, encode
         # minutes instead of seconds on a busy 2-vCPU machine.
         with blas_threads(encoder.threads):
             model, _ = AttributeModel.train(examples, encoder, max_iter=max_iter, progress=progress)
+    # the web page says so: a demo model, and how to train one's own
+    model.info["demo"] = {"titles": len(examples), "data": f"qkv/data/{SAMPLE_ATTRIBUTES.name}"}
     model.save(out)
     stamp.write_text(json.dumps(want))
     return out

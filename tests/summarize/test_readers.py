@@ -71,9 +71,10 @@ def test_bad_files(tmp_path):
         read_reviews(b)
     u = tmp_path / "latin.txt"
     u.write_bytes("Très bien, très confortable.\n".encode("latin-1"))
-    with pytest.raises(InputError, match="not valid utf-8 text .*--encoding"):
-        read_reviews(u)
+    with pytest.raises(InputError, match="not valid ascii text .*--encoding"):
+        read_reviews(u, encoding="ascii")
     assert read_reviews(u, encoding="latin-1")[0].texts == ["Très bien, très confortable."]
+    assert read_reviews(u)[0].texts == ["Très bien, très confortable."]  # not UTF-8: its encoding found
     e = tmp_path / "empty.txt"
     e.write_text("\n  \n", encoding="utf-8")
     with pytest.raises(InputError, match="holds no reviews"):
@@ -120,3 +121,48 @@ def test_ratings_on_common_scales_are_read(tmp_path):
     f = tmp_path / "r.csv"
     f.write_text("review,rating\ngood,100\nbad,-1\nok,7.5\n", encoding="utf-8")
     assert read_reviews(f)[0].ratings == [100.0, -1.0, 7.5]
+
+
+ZH_REVIEWS = "用户名,评论内容,评分\n张三,这双鞋穿着很舒服，尺码标准。,5\n李四,颜色和图片不一样，有点失望。,2\n"
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "gbk", "gb18030"])
+def test_a_chinese_shops_csv_in_the_encoding_excel_saves(tmp_path, encoding):
+    """评论内容 and 评分 are recognised as the review and rating columns; a GBK/GB18030 file (Excel
+    on Chinese Windows) is read in its own encoding, found by charset-normalizer and the GB rule."""
+    f = tmp_path / "评论.csv"
+    f.write_bytes(ZH_REVIEWS.encode(encoding))
+    (p,) = read_reviews(f)
+    assert p.texts == ["这双鞋穿着很舒服，尺码标准。", "颜色和图片不一样，有点失望。"] and p.ratings == [5, 2]
+
+
+@pytest.mark.parametrize("text, encoding", [
+    ("评论,星级\n很好,5\n", "gbk"),  # two short rows: the detector ranks Korean and Japanese level with GB18030
+    ("評論,星級\n這雙鞋穿起來很舒服，尺碼標準。,5\n顏色和圖片不一樣，有點失望。,2\n", "big5"),
+    ("review,rating\nTrès bien, café crème,5\n", "cp1252"),  # read as GB18030 it would be "Tr鑣"
+    ("отзыв,оценка\nОчень удобные кроссовки, рекомендую.,5\n", "cp1251"),
+])
+def test_the_encoding_of_a_short_file_is_told_right(text, encoding):
+    from qkv.summarize.readers import decode
+
+    assert decode(text.encode(encoding)) == text
+
+
+@pytest.mark.parametrize("header, review, rating", [
+    ("评论,星级", "评论", "星级"), ("内容,打分", "内容", "打分"), ("Review Text,Stars", "Review Text", "Stars"),
+    ("comments,star_rating", "comments", "star_rating"), ("评价内容,分数", "评价内容", "分数"),
+])
+def test_common_review_and_rating_column_names(header, review, rating):
+    from qkv.summarize.readers import parse_table
+
+    (p,) = parse_table(f"id,{header}\n1,好用,4\n")
+    assert p.texts == ["好用"] and p.ratings == [4]
+
+
+def test_a_file_without_a_review_column_names_its_columns():
+    from qkv.summarize.readers import MissingColumn, parse_table
+
+    with pytest.raises(MissingColumn) as e:
+        parse_table("sku,备注,价格\nA1,很好,3\n")
+    assert e.value.columns == ["sku", "备注", "价格"]
+    assert parse_table("sku,备注,价格\nA1,很好,3\n", column="备注")[0].texts == ["很好"]

@@ -16,7 +16,8 @@ def test_attributes_are_the_models_and_spans_point_into_the_title(client, sample
     r = client.post("/api/attributes", json={"titles": TITLES})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body["attributes"]) == {"brand", "colour", "size"}
+    assert set(body["attributes"]) == {"brand", "colour", "size", "material"}
+    assert body["demo"]["titles"] == 40  # the fixture's demo model: the page says it is one
     want = AttributeModel.load(sample_attributes, encoder=encoder).extract(TITLES)
     assert len(body["results"]) == 3
     for res, w, title in zip(body["results"], want, TITLES):

@@ -3,6 +3,8 @@ save a screenshot to artifacts/web-<view>.png."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -60,23 +62,33 @@ def test_attention_head_heatmap_neuron_and_grid(page, screenshot):
     assert page.console_errors == []
 
 
+def hold_back(page, marker: str, ms: int = 1500):
+    """Answers to requests whose body holds ``marker`` reach the page ``ms`` later; once the page
+    has had such an answer and a moment to draw it, ``window.__heldBack`` counts it."""
+    page.evaluate("""([marker, ms]) => {
+      window.__heldBack = 0;
+      const real = window.fetch;
+      window.fetch = async (url, opts) => {
+        const slow = opts && typeof opts.body === "string" && opts.body.includes(marker);
+        if (!slow) return real(url, opts);
+        try {
+          const res = await real(url, opts);
+          await new Promise((r) => setTimeout(r, ms));
+          return res;
+        } finally { setTimeout(() => { window.__heldBack += 1; }, 300); }
+      };
+    }""", [marker, ms])
+
+
 def test_attention_late_answer_does_not_draw_over_newer_choice(page):
     """Changing layer then head fires two requests; if the first answers last it must not win."""
     page.goto(page.base_url + "/")
     page.wait_for_selector("#att-heatmap .cell")
-    # hold back every answer for head 0 by 1.5 s, so it lands after the answer for head 5
-    page.evaluate("""() => {
-      const real = window.fetch;
-      window.fetch = async (url, opts) => {
-        const res = await real(url, opts);
-        if (opts && typeof opts.body === "string" && opts.body.includes('"head":0')) await new Promise((r) => setTimeout(r, 1500));
-        return res;
-      };
-    }""")
+    hold_back(page, '"head":0')  # every answer for head 0 lands after the answer for head 5
     page.select_option("#att-layer", "3")  # asks for layer 3 head 0 (slow)
     page.select_option("#att-head", "5")  # asks for layer 3 head 5 (fast)
     page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 3 head 5"]')
-    page.wait_for_timeout(2500)  # the slow answer for head 0 has arrived by now
+    page.wait_for_function("window.__heldBack > 0")  # the slow answer for head 0 has been handled
     assert page.locator("#att-heatmap .heatmap").get_attribute("data-map") == "layer 3 head 5"
     assert page.locator("#att-status").inner_text() == ""
     assert page.console_errors == []
@@ -125,6 +137,80 @@ def test_language_switch_and_keyboard_tabs(page):
     assert page.locator("#tab-search").get_attribute("aria-selected") == "true"
     assert page.locator("#view-search").is_visible() and not page.locator("#view-attention").is_visible()
     assert page.console_errors == []
+
+
+# What the page's own chrome says, with the data it shows taken out (titles, tokens, values, code)
+CHROME_TEXT = """() => {
+  const view = [...document.querySelectorAll("main > section")].find((v) => !v.hidden);
+  const copy = view.cloneNode(true);
+  copy.querySelectorAll(".title, .title-cell, #attr-table td:nth-child(2), .rowlab, .collab, #neuron-table td:first-child,"
+    + " code, q, .summary, #sum-table td, textarea, .words, .maptitle + * .cell").forEach((n) => n.remove());
+  document.body.append(copy);
+  const text = copy.innerText;
+  copy.remove();
+  return text;
+}"""
+ENGLISH_CHROME = re.compile(r"\b(any|min|max|cells|score|Why this match|Click a row token|attention|layer|head|brand|colour"
+                            r"|category|size|price|rating|black|white|olive|shoes|Error|Title|Attribute|Value|Confidence"
+                            r"|Sentence|Review|input tokens)\b", re.I)
+CHINESE_CHROME = re.compile(r"任意|最小|最大|为什么匹配|得分|品牌|颜色|类别|尺码|材质|点击|单元格|注意力|错误|标题|属性|置信度|句子|词元")
+
+
+def _fill_every_view(page):
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    page.click("#tab-search")
+    page.wait_for_selector("#search-results li .meta button")
+    page.select_option('#search-filters select[data-field="colour"]', "black")
+    page.press("#search-q", "Enter")
+    page.wait_for_function("document.querySelector('#search-status').textContent.includes('ms')")
+    page.click("#tab-attributes")
+    page.click("#attr-form button[type=submit]")
+    page.wait_for_selector("#attr-table tbody tr")
+    page.click("#tab-summaries")
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-table tbody tr")
+
+
+def _chrome_of_every_view(page) -> dict[str, str]:
+    out = {}
+    for v in ("attention", "search", "attributes", "summaries"):
+        page.click(f"#tab-{v}")
+        out[v] = page.evaluate(CHROME_TEXT)
+    return out
+
+
+def test_every_string_follows_the_chosen_language(page):
+    """Switching language leaves nothing of the other behind: filters and their values, result
+    rows, the heatmap's legend and title, the attributes' names, and error messages."""
+    _fill_every_view(page)
+    english = _chrome_of_every_view(page)
+    assert ENGLISH_CHROME.search(english["search"]) and not any(CHINESE_CHROME.search(x) for x in english.values()), english
+    page.click("#lang")
+    chinese = _chrome_of_every_view(page)
+    for view, text in chinese.items():
+        assert not ENGLISH_CHROME.search(text), (view, ENGLISH_CHROME.search(text), text)
+    assert "任意" in chinese["search"] and "最小" in chinese["search"] and "为什么匹配" in chinese["search"]
+    assert "黑色" in page.locator('#search-filters select[data-field="colour"]').inner_text()
+    assert "颜色" in chinese["search"] and "品牌" in chinese["attributes"] and "单元格" in chinese["attention"]
+    assert "注意力权重 · 层 0 · 头 0" in page.locator("#att-heatmap .maptitle").inner_text()
+    # an error in the page's terms and language, and in the other language after a switch
+    page.click("#tab-attention")
+    page.fill("#att-text", "")
+    page.press("#att-text", "Enter")
+    page.wait_for_selector("#att-status.error")
+    assert page.locator("#att-status").inner_text().startswith("错误： 文本 是空的")
+    page.click("#lang")
+    assert page.locator("#att-status").inner_text().startswith("Error: Text is empty")
+    english = _chrome_of_every_view(page)
+    for view, text in english.items():
+        assert not CHINESE_CHROME.search(text), (view, CHINESE_CHROME.search(text), text)
+    page.click("#tab-search")
+    page.fill("#search-q", " ")
+    page.press("#search-q", "Enter")
+    assert page.locator("#search-status").inner_text() == "Error: Type what you are looking for first."
+    assert page.locator("#search-results li").count() == 0  # no stale results under the error
+    assert all("422" in e for e in page.console_errors), page.console_errors  # the refused empty text
 
 
 def test_search_results_highlights_and_match_grid(page, screenshot):
@@ -216,6 +302,56 @@ def test_attribute_table_with_spans(page, screenshot, sample_attributes):
     assert table.locator("td.title-cell").count() == 2
     screenshot(page, "attributes")
     assert page.console_errors == []
+
+
+def test_attributes_late_answer_does_not_replace_the_newer_one(page, sample_attributes):
+    assert sample_attributes is not None, "qkv.attributes cannot be imported: the attributes view has no model"
+    page.goto(page.base_url + "/#attributes")
+    hold_back(page, "Sweater")
+    page.fill("#attr-titles", "Lumora Merino Wool Crew Neck Sweater - Navy, M")
+    page.click("#attr-form button[type=submit]")  # slow
+    boots = "Northpeak Women's Waterproof Hiking Boots with Ankle Support - Black, US 8"
+    page.fill("#attr-titles", boots)
+    page.click("#attr-form button[type=submit]")  # fast
+    page.wait_for_selector("#attr-table td.title-cell")
+    page.wait_for_function("window.__heldBack > 0")
+    assert page.locator("#attr-table td.title-cell").all_inner_texts() == [boots]
+    assert "Sweater" not in page.locator("#attr-out").inner_text()
+    # the demo model says it is one, and how to train one's own
+    assert "qkv attrs train" in page.locator("#attr-demo").inner_text()
+    assert page.console_errors == []
+
+
+def test_summary_late_answer_does_not_replace_the_newer_one(page):
+    page.goto(page.base_url + "/#summaries")
+    hold_back(page, '"budget":60')
+    page.click("#sum-form button[type=submit]")  # budget 60: slow
+    page.locator("#sum-budget").fill("150")
+    page.click("#sum-form button[type=submit]")  # budget 150: fast
+    page.wait_for_selector("#sum-table tbody tr")
+    page.wait_for_function("window.__heldBack > 0")
+    assert "≤ 150" in page.locator("#sum-out .stats").inner_text()
+    assert page.locator("#sum-budget-out").inner_text() == "150"
+    assert page.locator("#sum-status").inner_text() == ""
+    assert page.console_errors == []
+
+
+def test_a_csv_with_an_unknown_review_column_lets_the_page_choose_it(page, tmp_path):
+    f = tmp_path / "评论.csv"
+    f.write_bytes("sku,备注,价格\nA1,很好用，推荐。,3\nA2,太小了，退货。,4\n".encode("gb18030"))
+    page.goto(page.base_url + "/#summaries")
+    page.click("#sum-form button[type=submit]")  # a first summary of the pasted reviews: cleared below
+    page.wait_for_selector("#sum-table tbody tr")
+    page.set_input_files("#sum-file", str(f))
+    page.click("#sum-form button[type=submit]")
+    page.wait_for_selector("#sum-column")
+    assert page.locator("#sum-table").count() == 0  # no stale summary under the question
+    assert "choose" in page.locator("#sum-status").inner_text()
+    assert page.locator("#sum-column option").all_inner_texts() == ["—", "sku", "备注", "价格"]
+    page.select_option("#sum-column", "备注")
+    page.wait_for_selector("#sum-table tbody tr")
+    assert set(page.locator("#sum-table tbody td:nth-child(2)").all_inner_texts()) <= {"很好用，推荐。", "太小了，退货。"}
+    assert all("422" in e for e in page.console_errors), page.console_errors
 
 
 def test_summary_of_pasted_reviews(page, screenshot):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_a_sample_index_of_an_older_format_is_replaced(encoder, tmp_path, monkeypatch):
     import hashlib
@@ -116,3 +118,73 @@ def test_a_translated_query_comes_back_word_by_word(client_zh):
     # a query searched as typed has neither
     body = _search(client_zh, {"query": "waterproof hiking boots", "k": 1, "mode": "keyword"})
     assert body["searched_as"] is None and body["translation"] is None
+
+
+# ---------------------------------------------------------------- the demo attribute model
+def _page_titles() -> list[str]:
+    """The example titles in the page's Attributes box (qkv/web/static/index.html)."""
+    import html
+    import re
+    from pathlib import Path
+
+    import qkv.web
+
+    page = (Path(qkv.web.__file__).parent / "static" / "index.html").read_text(encoding="utf-8")
+    box = re.search(r'<textarea id="attr-titles"[^>]*>(.*?)</textarea>', page, re.S).group(1)
+    return [html.unescape(x).strip() for x in box.splitlines() if x.strip()]
+
+
+# What a seller reads in each of the page's example titles: every attribute it holds, nothing else.
+PAGE_ATTRIBUTES = {
+    "Northpeak Women's Waterproof Hiking Boots with Ankle Support - Black, US 8":
+        {"brand": "Northpeak", "colour": "Black", "size": "US 8"},
+    "Lumora Merino Wool Crew Neck Sweater - Navy, M":
+        {"brand": "Lumora", "material": "Merino Wool", "colour": "Navy", "size": "M"},
+    "Velora 男士透气网面跑鞋 轻便运动鞋 橄榄绿 US 9":
+        {"brand": "Velora", "material": "网面", "colour": "橄榄绿", "size": "US 9"},
+    "Stridewell Leather Chelsea Boots for Men - Olive, US 10":
+        {"brand": "Stridewell", "material": "Leather", "colour": "Olive", "size": "US 10"},
+    "小米 不锈钢保温杯 500ml 黑色": {"brand": "小米", "material": "不锈钢", "size": "500ml", "colour": "黑色"},
+    "安踏 女款纯棉T恤 藏青色 M码": {"brand": "安踏", "material": "纯棉", "colour": "藏青色", "size": "M码"},
+    "Bluefin Home Insulated Water Bottle, Stainless Steel - White, 20 oz":
+        {"brand": "Bluefin Home", "material": "Stainless Steel", "colour": "White", "size": "20 oz"},
+}
+
+
+def test_the_shipped_attribute_titles_are_the_generators():
+    from qkv.data.make_sample_attributes import OUT, rows
+
+    shipped = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]
+    assert shipped == rows()
+    assert {r["language"] for r in shipped} == {"en", "zh"}
+    # the page's own examples are not training titles: the test below is of generalisation to them
+    assert not set(PAGE_ATTRIBUTES) & {r["input"] for r in shipped}
+
+
+@pytest.fixture(scope="module")
+def demo_attributes(e5, tmp_path_factory):
+    """The demo attribute model as ``qkv serve --sample`` trains it (multilingual model, every title)."""
+    from qkv.attributes import AttributeModel
+    from qkv.web.sample import ensure_sample_attribute_model
+
+    path = ensure_sample_attribute_model(tmp_path_factory.mktemp("demo-attributes"), encoder=e5)
+    return AttributeModel.load(path, encoder=e5)
+
+
+def test_the_demo_model_reads_the_pages_own_examples_in_both_languages(demo_attributes):
+    titles = _page_titles()
+    assert set(titles) == set(PAGE_ATTRIBUTES), "the page's examples changed: say here what each should give"
+    assert demo_attributes.attrs and set(demo_attributes.attrs) == {"brand", "colour", "size", "material"}
+    assert demo_attributes.info["demo"]["titles"] > 500
+    for title, found in zip(titles, demo_attributes.extract(titles)):
+        got = {a.attr: a.value for a in found}
+        assert got == PAGE_ATTRIBUTES[title], title
+        assert all(title[a.start:a.end] == a.value for a in found)
+
+
+def test_a_volume_beside_a_colour_is_a_size_and_the_colour_a_colour(demo_attributes):
+    """"500ml 黑色" was tagged a size whole; English sizes like "UK 5" were missed."""
+    titles = ["苏泊尔 保温水杯 500ml 黑色", "Marrowby Women's Canvas Sneakers - Grey, UK 5"]
+    got = [{a.attr: a.value for a in found} for found in demo_attributes.extract(titles)]
+    assert got[0].get("size") == "500ml" and got[0].get("colour") == "黑色"
+    assert got[1].get("size") == "UK 5" and got[1].get("colour") == "Grey" and got[1].get("material") == "Canvas"

@@ -63,7 +63,6 @@ def test_summarize_refuses_bad_input(client, payload, status, words):
 
 @pytest.mark.parametrize("name, data, status, words", [
     ("r.txt", b"\x00\x01\x02binary", 422, "binary"),
-    ("r.txt", "caf\xe9".encode("latin-1"), 422, "UTF-8"),
     ("r.txt", b"a" * 600_000, 413, "upload limit"),
     ("r.txt", b"\n\n  \n", 422, "no reviews"),
     ("r.jsonl", b"{broken", 422, "JSON"),
@@ -72,6 +71,26 @@ def test_upload_refuses_bad_files(client, name, data, status, words):
     r = client.post("/api/summarize/upload", files={"file": (name, data)}, data={"budget": "20"})
     assert r.status_code == status, r.text
     assert words in r.json()["error"]
+
+
+def test_upload_a_chinese_shops_gbk_csv(client):
+    """What Excel on Chinese Windows saves: GBK, with 评论内容/评分 as the column names."""
+    csv = "用户名,评论内容,评分\n张三,这双鞋穿着很舒服，尺码标准。,5\n李四,颜色和图片不一样，有点失望。,2\n"
+    r = client.post("/api/summarize/upload", files={"file": ("评论.csv", csv.encode("gbk"), "text/csv")},
+                    data={"budget": "40"})
+    assert r.status_code == 200, r.text
+    assert r.json()["reviews"] == ["这双鞋穿着很舒服，尺码标准。", "颜色和图片不一样，有点失望。"]
+    assert [s["rating"] for s in r.json()["sentences"]] and all(s["rating"] in (5, 2) for s in r.json()["sentences"])
+
+
+def test_upload_with_an_unknown_review_column_offers_the_columns(client):
+    csv = "sku,备注,价格\nA1,很好用，推荐。,3\nA2,太小了。,4\n".encode()
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", csv)}, data={"budget": "20"})
+    assert r.status_code == 422 and r.json()["columns"] == ["sku", "备注", "价格"]
+    assert "choose which column" in r.json()["error"] and "--column" not in r.json()["error"]
+    r = client.post("/api/summarize/upload", files={"file": ("r.csv", csv)}, data={"budget": "20", "column": "备注"})
+    assert r.status_code == 200, r.text
+    assert r.json()["reviews"] == ["很好用，推荐。", "太小了。"]
 
 
 def test_upload_needs_a_file_and_never_takes_a_path(client):

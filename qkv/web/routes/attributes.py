@@ -43,7 +43,8 @@ def _extract(st, titles: list[str], body: AttributesRequest) -> dict:
     t0 = time.perf_counter()
     found = model.extract(titles, body.categories, normalize=body.normalize, min_confidence=body.min_confidence)
     seconds = time.perf_counter() - t0
-    return {"attributes": list(model.attrs),
+    demo = model.info.get("demo")  # qkv.web.sample's demo model: the page says how to train one's own
+    return {"attributes": list(model.attrs), "demo": demo if isinstance(demo, dict) else None,
             "results": [{"title": t, "attributes": [jsonable(a.as_dict()) for a in attrs]}
                         for t, attrs in zip(titles, found)],
             "server_ms": round(seconds * 1000, 2)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
@@ -66,11 +67,11 @@ async def summarize_upload(request: Request,
                            tokenizer: Annotated[Tokenizer, Form()] = "cl100k",
                            order: Annotated[Order, Form()] = "original",
                            product: Annotated[int, Form(ge=0, description="Which product of a grouped file.")] = 0,
-                           column: Annotated[str | None, Form(max_length=100, description="The review column of a CSV/JSON lines file (default: the first of review, text, content, body, comment).")] = None,
+                           column: Annotated[str | None, Form(max_length=100, description="The review column of a CSV/JSON lines file when its name is not one qkv recognises.")] = None,
                            allow_cut: Annotated[bool, Form()] = False) -> dict:
     st = state(request)
     require("qkv.summarize", "review summaries")
-    from qkv.summarize.readers import parse_json, parse_plain, parse_table
+    from qkv.summarize.readers import MissingColumn, decode, parse_json, parse_plain, parse_table
 
     limit = st.limits.max_upload_bytes
     data = await file.read(limit + 1)  # the upload is held in memory only; nothing is written to disk by us
@@ -78,19 +79,22 @@ async def summarize_upload(request: Request,
         raise TooLarge(f"the file is larger than this server's upload limit of {limit:,} bytes")
     if b"\x00" in data:
         raise InputError("the file looks binary; upload text: .txt (one review per line), .csv/.tsv or .jsonl")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(f"the file is not UTF-8 text (byte {e.start}); save it as UTF-8 and upload again") from None
+    text = decode(data, "the file")  # UTF-8, else the encoding it is in (GBK/GB18030 from Excel)
     name = file.filename or "upload.txt"
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     first = text.lstrip()[:1]
     label = "the uploaded file"
-    if ext in ("jsonl", "ndjson", "json") or (ext not in ("csv", "tsv", "txt") and first in ("{", "[") and first):
-        products = parse_json(text, label, column)
-    elif ext in ("csv", "tsv"):
-        products = parse_table(text, label, column)
-    else:
+    try:
+        if ext in ("jsonl", "ndjson", "json") or (ext not in ("csv", "tsv", "txt") and first in ("{", "[") and first):
+            products = parse_json(text, label, column or None)
+        elif ext in ("csv", "tsv"):
+            products = parse_table(text, label, column or None)
+        else:
+            products = None
+    except MissingColumn as e:  # the page offers the file's columns to choose from
+        return JSONResponse({"error": f"{label} has no review column qkv recognises; choose which column holds "
+                                      "the reviews", "columns": e.columns}, status_code=422)
+    if products is None:
         products = parse_plain(text)
     products = [p for p in products if p.reviews]
     if not products:

@@ -27,11 +27,20 @@ const I18N = {
     "src.sub-words": "dictionary, by its parts", "src.as typed": "as typed", "src.untranslated": "no translation found",
     "attr.titles": "Product titles, one per line", "attr.go": "Extract attributes", "attr.title": "Title",
     "attr.attribute": "Attribute", "attr.value": "Value", "attr.confidence": "Confidence", "attr.none": "No attributes found.", "attr.known": "Attributes this model knows", "attr.nomodel": "no attribute model (start with qkv serve --attributes FILE or --sample)",
+    "attr.demo": "A demo model: trained on {n} invented sample titles in English and Chinese, it knows the brand, colour, size and material of products like the sample catalog's. For your own catalog, label some of your titles and train your own model:",
+    "attrname.brand": "brand", "attrname.colour": "colour", "attrname.size": "size", "attrname.material": "material",
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
+    "search.noindex": "no index (start with qkv serve --index DIR or --sample)", "search.share": "share of the score",
+    "err.query.empty": "Type what you are looking for first.", "err.empty": "is empty: type or paste something first",
+    "err.long": "is too long: shorten it", "err.range": "is out of range", "err.invalid": "is not valid",
+    "err.tokens": "The text is too long for the model: {n} tokens, and it reads at most {limit}. Shorten it.",
+    "field.title": "title", "field.brand": "brand", "field.category": "category", "field.colour": "colour", "field.size": "size",
+    "field.price": "price", "field.rating": "rating", "field.language": "language",
   },
   zh: {
     "tab.attention": "注意力", "tab.search": "搜索", "tab.attributes": "属性", "tab.summaries": "摘要",
@@ -55,11 +64,24 @@ const I18N = {
     "src.sub-words": "词典（按组成部分）", "src.as typed": "原样", "src.untranslated": "未找到翻译",
     "attr.titles": "商品标题，每行一个", "attr.go": "提取属性", "attr.title": "标题",
     "attr.attribute": "属性", "attr.value": "值", "attr.confidence": "置信度", "attr.none": "没有找到属性。", "attr.known": "此模型认识的属性", "attr.nomodel": "没有属性模型（用 qkv serve --attributes 文件 或 --sample 启动）",
+    "attr.demo": "这是演示模型：用 {n} 条虚构的中英文示例标题训练，认识与示例商品类似的商品的品牌、颜色、尺码和材质。要处理自己的商品，请标注一些自己的标题，训练自己的模型：",
+    "attrname.brand": "品牌", "attrname.colour": "颜色", "attrname.size": "尺码", "attrname.material": "材质",
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
+    "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）", "search.share": "占得分的比例",
+    "err.query.empty": "请先输入要找的商品。", "err.empty": "是空的：请先输入或粘贴内容", "err.long": "太长了：请缩短",
+    "err.range": "超出范围", "err.invalid": "无效",
+    "err.tokens": "文本太长：有 {n} 个词元，模型最多读 {limit} 个。请缩短。",
+    "field.title": "标题", "field.brand": "品牌", "field.category": "类别", "field.colour": "颜色", "field.size": "尺码",
+    "field.price": "价格", "field.rating": "评分", "field.language": "语言",
+    "val.black": "黑色", "val.white": "白色", "val.navy": "藏青色", "val.red": "红色", "val.grey": "灰色", "val.olive": "橄榄绿",
+    "val.blue": "蓝色", "val.pink": "粉色", "val.beige": "米色", "val.green": "绿色",
+    "val.shoes": "鞋", "val.apparel": "服装", "val.kitchen": "厨房", "val.electronics": "电子产品", "val.home": "家居",
+    "val.outdoor": "户外", "val.beauty": "美妆", "val.toys": "玩具", "val.en": "英文", "val.zh": "中文", "val.one size": "均码", "val.full size": "全尺寸",
   },
 };
 let lang = localStorage.getItem("qkv.lang") || ((navigator.language || "en").startsWith("zh") ? "zh" : "en");
@@ -67,8 +89,40 @@ const t = (key) => (I18N[lang] && I18N[lang][key]) || I18N.en[key] || key;
 
 function applyLang() {
   document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
-  document.querySelectorAll("[data-i18n]").forEach((n) => { n.textContent = t(n.dataset.i18n); });
+  document.querySelectorAll("[data-i18n]").forEach((n) => {
+    const v = t(n.dataset.i18n);
+    if (v !== n.dataset.i18n) n.textContent = v; else if (n.dataset.raw != null) n.textContent = n.dataset.raw;
+  });
+  document.querySelectorAll("[data-i18n-title]").forEach((n) => { n.title = t(n.dataset.i18nTitle); });
   document.getElementById("lang").textContent = lang === "zh" ? "English" : "中文";
+  for (const id of Object.keys(STATUS)) drawStatus(id);
+}
+// a text in the page's language, marked so a change of language redraws it
+const L = (key, tag = "span") => el(tag, { "data-i18n": key }, t(key));
+// a name from the data (an attribute, a catalog field, a value) in the page's language when the
+// labels have it ("colour" → 颜色, "black" → 黑色), else as the data names it
+const named = (kind, name) => { const k = `${kind}.${name}`; const v = t(k); return v === k ? name : v; };
+const N = (kind, name, tag = "span", attrs = {}) => el(tag, { ...attrs, "data-i18n": `${kind}.${name}`, "data-raw": name }, named(kind, name));
+
+// An API error in the page's terms: a request the server refused field by field (pydantic's
+// details) names the page's own box and says what to do; a text over the model's window says how
+// long it may be. Anything else is the server's own message.
+const FIELD_LABEL = { query: "search.query", text: "att.text", titles: "attr.titles", reviews: "sum.reviews",
+                      budget: "sum.budget", k: "search.k", file: "sum.file" };
+function explainError(e) {
+  if (e.details && e.details.length) {
+    const said = e.details.map((d) => {
+      const field = [...(d.loc || [])].reverse().find((x) => FIELD_LABEL[x]);
+      if (!field) return null;
+      const what = /too_short|missing/.test(d.type) ? "err.empty" : /too_long/.test(d.type) ? "err.long"
+        : /greater|less/.test(d.type) ? "err.range" : "err.invalid";
+      return `${t(FIELD_LABEL[field])} ${t(what)}`;
+    });
+    if (said.every(Boolean)) return said.join("; ");
+  }
+  const m = /has (\d+) tokens, more than .*limit of (\d+)/.exec(e.message || "");
+  if (m) return t("err.tokens").replace("{n}", m[1]).replace("{limit}", m[2]);
+  return e.message;
 }
 
 // ------------------------------------------------------------------ small helpers
@@ -87,7 +141,7 @@ function el(tag, attrs = {}, ...children) {
 }
 const fmt = (x, d = 3) => (x == null || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
 
-class ApiError extends Error { constructor(status, message) { super(message); this.status = status; } }
+class ApiError extends Error { constructor(status, message, data) { super(message); this.status = status; this.details = data && data.details; this.data = data || {}; } }
 
 // A busy server answers 429 (queue full) or 503 (deadline) with Retry-After: say so and try again
 // a few times rather than spinning. A server started with an API key answers 401: ask for it once.
@@ -98,12 +152,12 @@ function busyNote(msg) {
   n.textContent = msg || "";
   n.hidden = !msg;
 }
-async function api(path, body, { form = false } = {}) {
+async function api(path, body, { form = false, signal = undefined } = {}) {
   for (let attempt = 0; ; attempt++) {
     const headers = form || body === undefined ? {} : { "content-type": "application/json" };
     const key = sessionStorage.getItem("qkv.key");
     if (key) headers.authorization = "Bearer " + key;
-    const opts = body === undefined ? { headers } : { method: "POST", headers, body: form ? body : JSON.stringify(body) };
+    const opts = body === undefined ? { headers, signal } : { method: "POST", headers, signal, body: form ? body : JSON.stringify(body) };
     const res = await fetch("/api/" + path, opts);
     let data = null;
     try { data = await res.json(); } catch (e) { data = { error: res.statusText }; }
@@ -111,6 +165,7 @@ async function api(path, body, { form = false } = {}) {
     if ((res.status === 429 || res.status === 503) && wait > 0 && attempt < RETRIES) {
       busyNote(`${t("busy")} ${Math.min(wait, 10)} s…`);
       await new Promise((ok) => setTimeout(ok, 1000 * Math.min(wait, 10)));
+      if (signal && signal.aborted) throw new DOMException("replaced by a newer request", "AbortError");
       continue;
     }
     busyNote("");
@@ -118,19 +173,33 @@ async function api(path, body, { form = false } = {}) {
       const given = window.prompt(t("apikey"));
       if (given) { sessionStorage.setItem("qkv.key", given.trim()); continue; }
     }
-    if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
+    if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText, data);
     return data;
   }
 }
 
+// One per view: each new request aborts the one it replaces, and an answer (or error) that is not
+// the latest request's is dropped, so a slow older answer never draws over a newer one.
+function latest() {
+  let gen = 0, ctl = null;
+  return {
+    start() { if (ctl) ctl.abort(); ctl = new AbortController(); const g = ++gen; return { signal: ctl.signal, current: () => g === gen }; },
+  };
+}
+
+// msg: a string, or a function giving it in the page's current language (redrawn on a change)
+const STATUS = {};
 function setStatus(id, msg, isError = false) {
-  const n = $(id);
-  n.textContent = msg || "";
+  STATUS[id] = { msg, isError };
+  drawStatus(id);
+}
+function drawStatus(id) {
+  const { msg, isError } = STATUS[id], n = $(id);
+  n.textContent = (typeof msg === "function" ? msg() : msg) || "";
   n.classList.toggle("error", !!isError);
 }
 function showError(id, e) {
-  const prefix = e.status === 503 ? t("unavailable") : t("error");
-  setStatus(id, `${prefix} ${e.message}`, true);
+  setStatus(id, () => `${e.status === 503 ? t("unavailable") : t("error")} ${explainError(e)}`, true);
 }
 
 // white → deep blue; v in [0, 1]
@@ -199,7 +268,7 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   });
   g.addEventListener("focus", () => move(ci, cj));
   container.append(g);
-  container.append(el("div", { class: "legend" }, "0", el("span", { class: "ramp" }), `${t("att.max")} ${fmt(max, 3)} · ${nr}×${nc} ${t("att.cells")}`));
+  container.append(el("div", { class: "legend" }, "0", el("span", { class: "ramp" }), L("att.max"), ` ${fmt(max, 3)} · ${nr}×${nc} `, L("att.cells")));
   return g;
 }
 
@@ -265,20 +334,34 @@ async function runAttention() {
   const text = $("att-text").value;
   if (text !== att.text) { att.text = text; att.cache = {}; att.row = null; }
   const gen = ++att.gen;
-  setStatus("att-status", t("att.loading"));
+  setStatus("att-status", () => t("att.loading"));
   try {
     if (att.mode === "head") await drawHead(gen);
     else if (att.mode === "grid") await drawGrid(gen);
     else if (att.mode === "rollout") await drawRollout(gen);
     else if (att.mode === "tour") await drawTour(gen);
     if (!stale(gen)) setStatus("att-status", "");
-  } catch (e) { if (!stale(gen)) showError("att-status", e); }
+  } catch (e) {
+    if (stale(gen)) return;
+    // no map of an earlier text left under the error
+    for (const id of ["att-heatmap", "att-readout", "att-neuron", "att-grid", "att-grid-readout", "att-rollout", "att-rollout-readout", "att-tour"]) $(id).replaceChildren();
+    att.current = null;
+    showError("att-status", e);
+  }
+}
+
+// the server's map title ("attention · layer 0 head 0") in the page's language
+function mapTitle(map) {
+  if (lang === "en") return map.title;
+  const what = { attention: t("att.kind.attention"), norm: t("att.kind.norm"), rollout: t("att.mode.rollout") }[map.kind] || map.kind;
+  const where = [map.layer != null ? `${t("att.layer")} ${map.layer}` : null, map.head != null ? `${t("att.head")} ${map.head}` : null];
+  return [what, ...where].filter(Boolean).join(" · ");
 }
 
 function hiddenNote(map) {
   if (!map.hidden_share) return null;
   const mean = map.hidden_share.reduce((a, b) => a + b, 0) / map.hidden_share.length;
-  return el("p", { class: "hint" }, `${t("att.hidden")} ${fmt(100 * mean, 1)}%`);
+  return el("p", { class: "hint" }, L("att.hidden"), ` ${fmt(100 * mean, 1)}%`);
 }
 
 async function drawHead(gen) {
@@ -296,9 +379,9 @@ async function drawHead(gen) {
     readout: $("att-readout"), label: `layer ${layer} head ${head}`,
     onPick: (r) => { att.row = pos[r]; drawNeuron(); },
   });
-  box.prepend(el("h3", { class: "maptitle" }, map.title));
+  box.prepend(el("h3", { class: "maptitle" }, mapTitle(map)));
   const note = hiddenNote(map); if (note) box.append(note);
-  if (att.row != null) await drawNeuron(); else $("att-neuron").replaceChildren(el("p", { class: "hint" }, t("att.neuron.pick")));
+  if (att.row != null) await drawNeuron(); else $("att-neuron").replaceChildren(L("att.neuron.pick", "p"));
 }
 
 async function drawNeuron() {
@@ -369,7 +452,7 @@ async function drawRollout(gen) {
   const box = $("att-rollout");
   heatmap(box, { values: map.values, rowLabels: lab, colLabels: lab, rowSpecial: spec, colSpecial: spec,
     readout: $("att-rollout-readout"), label: map.title });
-  box.prepend(el("h3", { class: "maptitle" }, map.title));
+  box.prepend(el("h3", { class: "maptitle" }, mapTitle(map)));
   const note = hiddenNote(map); if (note) box.append(note);
 }
 
@@ -425,7 +508,7 @@ for (const id of ["att-layer", "att-head", "att-kind", "att-level", "att-hide-sp
 const srch = { fields: null };
 
 async function initSearch() {
-  if (!INFO.features.search) { setStatus("search-status", `${t("unavailable")} ${INFO.index ? "qkv.search" : "no index (start with qkv serve --index DIR or --sample)"}`, true); return; }
+  if (!INFO.features.search) { setStatus("search-status", () => `${t("unavailable")} ${INFO.index ? "qkv.search" : t("search.noindex")}`, true); return; }
   if (srch.fields) return;
   try {
     const f = await api("search/fields");
@@ -433,21 +516,25 @@ async function initSearch() {
     const box = $("search-filters");
     box.replaceChildren(...f.fields.map((fd) => {
       if (fd.kind === "number") {
-        return el("fieldset", { class: "num" }, el("legend", {}, fd.name),
-          el("label", {}, t("search.min") + " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": ">=", placeholder: fmt(fd.min, 2), style: "width:6rem" })),
+        return el("fieldset", { class: "num" }, el("legend", {}, fieldName(fd.name)),
+          el("label", {}, L("search.min"), " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": ">=", placeholder: fmt(fd.min, 2), style: "width:6rem" })),
           " ",
-          el("label", {}, t("search.max") + " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": "<=", placeholder: fmt(fd.max, 2), style: "width:6rem" })));
+          el("label", {}, L("search.max"), " ", el("input", { type: "number", step: "any", "data-field": fd.name, "data-op": "<=", placeholder: fmt(fd.max, 2), style: "width:6rem" })));
       }
       if (fd.values) {
-        return el("label", {}, fd.name + " ", el("select", { "data-field": fd.name, "data-op": "=" },
-          el("option", { value: "" }, t("search.any")), ...fd.values.map((v) => el("option", { value: v }, v))));
+        return el("label", {}, fieldName(fd.name), " ", el("select", { "data-field": fd.name, "data-op": "=" },
+          el("option", { value: "", "data-i18n": "search.any" }, t("search.any")),
+          ...fd.values.map((v) => N("val", String(v), "option", { value: v }))));
       }
-      return el("label", {}, fd.name + " ", el("input", { type: "text", "data-field": fd.name, "data-op": "contains", style: "width:8rem" }));
+      return el("label", {}, fieldName(fd.name), " ", el("input", { type: "text", "data-field": fd.name, "data-op": "contains", style: "width:8rem" }));
     }));
     $("search-filters-box").open = true;
   } catch (e) { showError("search-status", e); return; }
   if (!$("search-results").children.length) runSearch();
 }
+
+// a catalog field's name in the page's language (the sample's fields have labels; others stay as named)
+const fieldName = (name) => N("field", name);
 
 function readFilters() {
   return [...$("search-filters").querySelectorAll("[data-field]")].filter((n) => n.value !== "").map((n) => ({
@@ -465,7 +552,7 @@ function markedTitle(title, hl) {
     if (h.start < at) continue;
     parts.push(title.slice(at, h.start));
     const word = title.slice(h.start, h.end);
-    const tipText = `${word}: ${t("search.score")} share ${fmt(h.share, 4)}` + (h.answers ? ` ← "${h.answers}"` : "") +
+    const tipText = `${word}: ${t("search.share")} ${fmt(h.share, 4)}` + (h.answers ? ` ← "${h.answers}"` : "") +
       (h.keyword.length ? ` · BM25: ${h.keyword.join(", ")}` : "");
     // tint in proportion to the word's share of the cosine (as `qkv search --explain` shades it)
     const level = Math.max(0, h.share / maxShare);
@@ -515,60 +602,80 @@ function drawTranslation() {
 
 const EXPLAIN_FIRST = 3;  // results explained with the search; the others when their grid is opened
 const EXPLAIN_DETAIL = "grid";  // what matchGrid draws (token grid, sums, BM25 terms), not the word-level extras
-let searchGen = 0;  // only the newest search draws its results (answers can arrive out of order)
+const searchReq = latest();  // only the newest search draws its results (answers can arrive out of order)
+let lastSearch = null;  // { r, body, rt }: drawn again when the language changes
 async function runSearch() {
   if (!INFO.features.search) return initSearch();
-  const gen = ++searchGen;
   const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
                  filters: readFilters(), explain: EXPLAIN_FIRST, explain_detail: EXPLAIN_DETAIL };
-  setStatus("search-status", t("working"));
+  const req = searchReq.start();
+  if (!body.query.trim()) {  // said in the page's terms, before asking the server
+    lastSearch = null; $("search-results").replaceChildren(); $("search-as").hidden = true; lastTranslation = []; drawTranslation();
+    setStatus("search-status", () => `${t("error")} ${t("err.query.empty")}`, true);
+    return;
+  }
+  setStatus("search-status", () => t("working"));
   const t0 = performance.now();
   try {
-    const r = await api("search", body);
-    if (gen !== searchGen) return;
-    const rt = performance.now() - t0;
-    const list = $("search-results");
-    list.replaceChildren();
-    // a Chinese query is also searched in English (qkv.translate.translator): say as what
-    const as = $("search-as");
-    as.hidden = !r.searched_as;
-    as.replaceChildren(...(r.searched_as ? [el("span", { "data-i18n": "search.as" }, t("search.as")), " ", el("q", {}, r.searched_as)] : []));
-    lastTranslation = r.searched_as ? r.translation || [] : [];
-    drawTranslation();
-    if (!r.results.length) list.append(el("p", {}, t("search.none")));
-    r.results.forEach((x) => {
-      const grid = el("div", { class: "match", hidden: true });
-      const title = el("div", { class: "title" }, ...markedTitle(x.title, x.highlights));
-      const btn = el("button", { type: "button", "aria-expanded": "false" }, t("search.why"));
-      btn.addEventListener("click", async () => {
-        const open = grid.hidden;
-        if (open && !x.explanation) {  // computed on the server when first opened
-          btn.disabled = true;
-          try {
-            const e = (await api("search/explain", { query: body.query, ids: [x.id], detail: EXPLAIN_DETAIL })).explanations[x.id];
-            Object.assign(x, e);
-            title.replaceChildren(...markedTitle(x.title, x.highlights));
-          } catch (err) { showError("search-status", err); return; } finally { btn.disabled = false; }
-        }
-        if (open && !grid.firstChild) matchGrid(grid, x);
-        grid.hidden = !open;
-        btn.setAttribute("aria-expanded", String(open));
-        btn.textContent = open ? t("search.hide") : t("search.why");
-      });
-      const f = Object.entries(x.fields).filter(([, v]) => v != null).map(([k, v]) => `${k}: ${v}`).join(" · ");
-      const sc = [`${t("search.score")} ${fmt(x.score, 4)}`,
-                  x.dense_score != null ? `cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}` : null,
-                  x.keyword_score != null ? `BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}` : null].filter(Boolean).join(" · ");
-      list.append(el("li", { "data-id": x.id },
-        title,
-        el("div", { class: "meta" }, `${x.id} · ${f}`),
-        el("div", { class: "meta" }, sc, " ", btn),
-        grid));
+    const r = await api("search", body, { signal: req.signal });
+    if (!req.current()) return;
+    lastSearch = { r, body, rt: performance.now() - t0 };
+    drawSearch();
+  } catch (e) {
+    if (!req.current()) return;
+    lastSearch = null;  // no stale results under the error
+    $("search-results").replaceChildren(); $("search-as").hidden = true; lastTranslation = []; drawTranslation();
+    showError("search-status", e);
+  }
+}
+
+function drawSearch() {
+  if (!lastSearch) return;
+  const { r, body, rt } = lastSearch;
+  const list = $("search-results");
+  list.replaceChildren();
+  // a Chinese query is also searched in English (qkv.translate.translator): say as what
+  const as = $("search-as");
+  as.hidden = !r.searched_as;
+  as.replaceChildren(...(r.searched_as ? [L("search.as"), " ", el("q", {}, r.searched_as)] : []));
+  lastTranslation = r.searched_as ? r.translation || [] : [];
+  drawTranslation();
+  if (!r.results.length) list.append(L("search.none", "p"));
+  r.results.forEach((x) => {
+    const grid = el("div", { class: "match", hidden: true });
+    const title = el("div", { class: "title" }, ...markedTitle(x.title, x.highlights));
+    const btn = el("button", { type: "button", "aria-expanded": "false", "data-i18n": "search.why" }, t("search.why"));
+    btn.addEventListener("click", async () => {
+      const open = grid.hidden;
+      if (open && !x.explanation) {  // computed on the server when first opened
+        btn.disabled = true;
+        try {
+          const e = (await api("search/explain", { query: body.query, ids: [x.id], detail: EXPLAIN_DETAIL })).explanations[x.id];
+          Object.assign(x, e);
+          title.replaceChildren(...markedTitle(x.title, x.highlights));
+        } catch (err) { showError("search-status", err); return; } finally { btn.disabled = false; }
+      }
+      if (open && !grid.firstChild) matchGrid(grid, x);
+      grid.hidden = !open;
+      btn.setAttribute("aria-expanded", String(open));
+      btn.dataset.i18n = open ? "search.hide" : "search.why";
+      btn.textContent = t(btn.dataset.i18n);
     });
-    const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
-    setStatus("search-status", `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
-    $("search-status").dataset.latency = r.server_ms;
-  } catch (e) { if (gen === searchGen) showError("search-status", e); }
+    const f = Object.entries(x.fields).filter(([, v]) => v != null)
+      .flatMap(([k, v], i) => [i ? " · " : "", N("field", k), ": ", typeof v === "string" ? N("val", v) : String(v)]);
+    const sc = [[L("search.score"), ` ${fmt(x.score, 4)}`],
+                x.dense_score != null ? [`cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}`] : null,
+                x.keyword_score != null ? [`BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}`] : null].filter(Boolean)
+      .flatMap((part, i) => (i ? [" · ", ...part] : part));
+    list.append(el("li", { "data-id": x.id },
+      title,
+      el("div", { class: "meta" }, `${x.id} · `, ...f),
+      el("div", { class: "meta" }, ...sc, " ", btn),
+      grid));
+  });
+  const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
+  setStatus("search-status", () => `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+  $("search-status").dataset.latency = r.server_ms;
 }
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
 
@@ -589,34 +696,53 @@ function spansInTitle(title, attrs, colourOf) {
   return parts;
 }
 
+
+const attrReq = latest();
+let lastAttributes = null;  // drawn again when the language changes
 async function runAttributes() {
   if (!INFO.features.attributes) {
-    setStatus("attr-status", `${t("unavailable")} ${INFO.attributes_model ? "qkv.attributes" : t("attr.nomodel")}`, true);
+    setStatus("attr-status", () => `${t("unavailable")} ${INFO.attributes_model ? "qkv.attributes" : t("attr.nomodel")}`, true);
     return;
   }
   const titles = $("attr-titles").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
-  setStatus("attr-status", t("working"));
+  const req = attrReq.start();
+  setStatus("attr-status", () => t("working"));
   try {
-    const r = await api("attributes", { titles });
-    const colourOf = (a) => PALETTE[Math.max(0, r.attributes.indexOf(a)) % PALETTE.length];
-    const rows = [];
-    for (const res of r.results) {
-      const n = Math.max(1, res.attributes.length);
-      const titleCell = el("td", { rowspan: n, class: "title-cell" }, ...spansInTitle(res.title, res.attributes, colourOf));
-      if (!res.attributes.length) { rows.push(el("tr", {}, titleCell, el("td", { colspan: 3, class: "muted" }, t("attr.none")))); continue; }
-      res.attributes.forEach((a, k) => rows.push(el("tr", { "data-attr": a.attr },
-        k === 0 ? titleCell : null,
-        el("td", {}, el("span", { class: "span-attr", style: `background:${colourOf(a.attr)}` }, a.attr)),
-        el("td", {}, a.value + (a.normalized && a.normalized !== a.value ? ` → ${a.normalized}` : "")),
-        el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${Math.round(100 * a.confidence)}%` })), fmt(a.confidence, 3)))));
-    }
-    $("attr-out").replaceChildren(
-      el("p", { class: "hint" }, `${t("attr.known")}: `, ...r.attributes.map((a) => el("span", { class: "span-attr", style: `background:${colourOf(a)};margin-right:.4rem` }, a))),
-      el("table", { class: "data", id: "attr-table" },
-        el("thead", {}, el("tr", {}, el("th", {}, t("attr.title")), el("th", {}, t("attr.attribute")), el("th", {}, t("attr.value")), el("th", {}, t("attr.confidence")))),
-        el("tbody", {}, ...rows)));
-    setStatus("attr-status", `${r.results.length} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms`);
-  } catch (e) { showError("attr-status", e); }
+    const r = await api("attributes", { titles }, { signal: req.signal });
+    if (!req.current()) return;
+    lastAttributes = r;
+    drawAttributes();
+  } catch (e) {
+    if (!req.current()) return;
+    lastAttributes = null;
+    $("attr-out").replaceChildren();  // no stale table under the error
+    showError("attr-status", e);
+  }
+}
+
+function drawAttributes() {
+  const r = lastAttributes;
+  if (!r) return;
+  const colourOf = (a) => PALETTE[Math.max(0, r.attributes.indexOf(a)) % PALETTE.length];
+  const rows = [];
+  for (const res of r.results) {
+    const n = Math.max(1, res.attributes.length);
+    const titleCell = el("td", { rowspan: n, class: "title-cell" }, ...spansInTitle(res.title, res.attributes, colourOf));
+    if (!res.attributes.length) { rows.push(el("tr", {}, titleCell, el("td", { colspan: 3, class: "muted" }, t("attr.none")))); continue; }
+    res.attributes.forEach((a, k) => rows.push(el("tr", { "data-attr": a.attr },
+      k === 0 ? titleCell : null,
+      el("td", {}, N("attrname", a.attr, "span", { class: "span-attr", style: `background:${colourOf(a.attr)}` })),
+      el("td", {}, a.value + (a.normalized && a.normalized !== a.value ? ` → ${a.normalized}` : "")),
+      el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${Math.round(100 * a.confidence)}%` })), fmt(a.confidence, 3)))));
+  }
+  $("attr-out").replaceChildren(
+    r.demo ? el("p", { class: "note", id: "attr-demo" }, t("attr.demo").replace("{n}", r.demo.titles), " ",
+      el("code", {}, "qkv attrs train --data titles.jsonl --out my.qkvattr"), " → ", el("code", {}, "qkv serve --attributes my.qkvattr")) : null,
+    el("p", { class: "hint" }, `${t("attr.known")}: `, ...r.attributes.map((a) => N("attrname", a, "span", { class: "span-attr", "data-attr": a, style: `background:${colourOf(a)};margin-right:.4rem` }))),
+    el("table", { class: "data", id: "attr-table" },
+      el("thead", {}, el("tr", {}, el("th", {}, t("attr.title")), el("th", {}, t("attr.attribute")), el("th", {}, t("attr.value")), el("th", {}, t("attr.confidence")))),
+      el("tbody", {}, ...rows)));
+  setStatus("attr-status", () => `${r.results.length} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms`);
 }
 $("attr-form").addEventListener("submit", (e) => { e.preventDefault(); runAttributes(); });
 
@@ -644,9 +770,21 @@ function renderSummary(r, reviews) {
   if (r.notes && r.notes.length) out.append(el("p", { class: "hint" }, r.notes.join(" ")));
 }
 
+// A CSV whose review column has a name qkv does not know: the page lists its columns to choose from
+let sumColumn = "";
+function askColumn(columns) {
+  const pick = el("select", { id: "sum-column" }, el("option", { value: "" }, "—"), ...columns.map((c) => el("option", { value: c }, c)));
+  pick.addEventListener("change", () => { sumColumn = pick.value; if (sumColumn) runSummary(); });
+  $("sum-out").replaceChildren(el("p", { class: "note" }, el("label", {}, L("sum.column"), " ", pick)));
+}
+$("sum-file").addEventListener("change", () => { sumColumn = ""; });
+
+const sumReq = latest();
+let lastSummary = null;  // drawn again when the language changes
 async function runSummary() {
-  if (!INFO.features.summaries) { setStatus("sum-status", `${t("unavailable")} qkv.summarize`, true); return; }
-  setStatus("sum-status", t("working"));
+  if (!INFO.features.summaries) { setStatus("sum-status", () => `${t("unavailable")} qkv.summarize`, true); return; }
+  const req = sumReq.start();
+  setStatus("sum-status", () => t("working"));
   try {
     const budget = Number($("sum-budget").value);
     const file = $("sum-file").files[0];
@@ -657,15 +795,24 @@ async function runSummary() {
       fd.append("budget", String(budget));
       fd.append("tokenizer", $("sum-tokenizer").value);
       fd.append("order", $("sum-order").value);
-      r = await api("summarize/upload", fd, { form: true });
+      if (sumColumn) fd.append("column", sumColumn);
+      r = await api("summarize/upload", fd, { form: true, signal: req.signal });
       reviews = r.reviews;
     } else {
       reviews = $("sum-reviews").value.split(/\n/).map((x) => x.trim()).filter(Boolean);
-      r = await api("summarize", { reviews, budget, tokenizer: $("sum-tokenizer").value, order: $("sum-order").value });
+      r = await api("summarize", { reviews, budget, tokenizer: $("sum-tokenizer").value, order: $("sum-order").value }, { signal: req.signal });
     }
+    if (!req.current()) return;
+    lastSummary = r;
     renderSummary(r, reviews);
     setStatus("sum-status", "");
-  } catch (e) { showError("sum-status", e); }
+  } catch (e) {
+    if (!req.current()) return;
+    lastSummary = null;
+    $("sum-out").replaceChildren();  // no stale summary under the error
+    if (e.data.columns) { askColumn(e.data.columns); setStatus("sum-status", () => t("sum.column.ask"), true); return; }
+    showError("sum-status", e);
+  }
 }
 $("sum-form").addEventListener("submit", (e) => { e.preventDefault(); runSummary(); });
 
@@ -684,7 +831,10 @@ $("lang").addEventListener("click", () => {
   localStorage.setItem("qkv.lang", lang);
   applyLang();
   drawTranslation();
-  if (att.mode === "tour" && att.text && !$("view-attention").hidden) runAttention();
+  drawSearch();
+  drawAttributes();
+  if (lastSummary) renderSummary(lastSummary);
+  if (att.text) runAttention();  // from its cache: titles, neuron view and the tour in the new language
 });
 
 (async function start() {
