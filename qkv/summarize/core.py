@@ -27,7 +27,7 @@ from qkv.errors import InputError
 from qkv.model.threads import blas_threads
 from qkv.summarize.rank import importance, kmeans, received
 from qkv.summarize.readers import Review, rating_scale
-from qkv.summarize.sentences import split_sentences
+from qkv.summarize.units import compose, split_units
 from qkv.summarize.tokens import Counter, get_counter
 
 ORDERS = ("original", "score")
@@ -56,6 +56,8 @@ class Params:
     reduce: str = "cluster"    # how large inputs are reduced: cluster (k-means on static vectors) | sample
     dedup: bool = True         # identical sentences are encoded once and weigh as many (mass)
     center: str = "auto"       # auto | on | off: score on vectors minus their mean (see _centre)
+    units: str = "auto"        # auto (clauses in Chinese, sentences otherwise) | sentence | clause
+    clause_words: float = 2    # shorter clauses are merged into a neighbour (a Han character: half a word)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class SummarySentence:
     tokens: int        # tokens of this sentence alone
     rating: float | None = None
     rank: int = 0      # 1 = picked first
+    shown: str = ""    # as it reads in the summary: a clause closed with 。, a dangling 但是 dropped
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class Document:
     scale: tuple[float, float] | None = None
     notes: list[str] = field(default_factory=list)
     threads: int | None = None       # BLAS threads for the scoring (the encoder's setting)
+    position: np.ndarray | None = None  # [n] index of each unit among its review's units
 
     @property
     def n(self) -> int:
@@ -194,14 +198,15 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
     keep = [i for i, t in enumerate(texts) if t.strip()]
     if not keep:
         raise InputError("no reviews to summarise: the input is empty")
-    sents, owner, spans = [], [], []
+    sents, owner, spans, position = [], [], [], []
     for i in keep:
-        for sp in split_sentences(texts[i], params.min_words):
+        for k, sp in enumerate(split_units(texts[i], params.units, params.min_words, params.clause_words)):
             if _LINK_ONLY.match(sp.text):
                 continue  # a bare link ("http:t.cn/zlQzW9I") says nothing a reader can use
             sents.append(sp.text)
             owner.append(i)
             spans.append((sp.start, sp.end))
+            position.append(k)
     if not sents:
         raise InputError("no sentences to summarise: the reviews hold only whitespace or punctuation")
     encoder = encoder or default_encoder()
@@ -257,7 +262,8 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     vecs = _centre(vecs, mass, params.center, notes)
     return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,
-                    scale=rating_scale(rates), notes=notes, threads=getattr(encoder, "threads", None))
+                    scale=rating_scale(rates), notes=notes, threads=getattr(encoder, "threads", None),
+                    position=np.asarray(position))
 
 
 # Some encoders are anisotropic: multilingual-e5-small puts any two review sentences at cosine
@@ -374,13 +380,14 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
         final = _arrange(doc, chosen, cand, pi, order)
     rank_of = {c: r + 1 for r, c in enumerate(chosen)}
     shown = _ordered(doc, chosen, cand, pi, order)
+    shown_text = [final] if cut else _pieces(doc, chosen, cand, pi, order)
     sents = tuple(SummarySentence(
-        text=(final if cut else doc.texts[cand[j]]), review=int(doc.review_of[cand[j]]),
+        text=(final if cut else doc.texts[cand[j]]), shown=t, review=int(doc.review_of[cand[j]]),
         start=doc.spans[cand[j]][0],
         end=(min(doc.spans[cand[j]][1], doc.spans[cand[j]][0] + len(final)) if cut else doc.spans[cand[j]][1]),
         score=float(pi[j]),
         tokens=(counter.count(final) if cut else int(counts[j])),
-        rating=doc.ratings[doc.review_of[cand[j]]], rank=rank_of[j]) for j in shown)
+        rating=doc.ratings[doc.review_of[cand[j]]], rank=rank_of[j]) for j, t in zip(shown, shown_text))
     after = counter.count(final)
     if after > budget:  # guaranteed by construction above; never hand out a breach regardless
         raise RuntimeError(f"internal error: summary of {after} tokens exceeds the budget of {budget}")
@@ -433,8 +440,15 @@ def _ordered(doc: Document, chosen: list[int], cand: np.ndarray, pi: np.ndarray,
     return sorted(chosen, key=lambda j: cand[j])
 
 
+def _pieces(doc: Document, chosen: list[int], cand, pi, order: str) -> list[str]:
+    """The chosen units' texts in output order, composed to read as sentences (units.compose)."""
+    shown = _ordered(doc, chosen, cand, pi, order)
+    pos = doc.position if doc.position is not None else np.arange(doc.n)
+    return compose([(doc.texts[cand[j]], int(doc.review_of[cand[j]]), int(pos[cand[j]])) for j in shown])
+
+
 def _arrange(doc: Document, chosen: list[int], cand, pi, order: str) -> str:
-    return _joiner([doc.texts[cand[j]] for j in _ordered(doc, chosen, cand, pi, order)])
+    return _joiner(_pieces(doc, chosen, cand, pi, order))
 
 
 def summarize(reviews, budget: int = 75, *, tokenizer: str = "cl100k", encoder=None, ratings=None,

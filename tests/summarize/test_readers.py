@@ -94,3 +94,18 @@ def test_escaped_quotes_inside_a_quoted_field_are_kept(tmp_path):
     assert [r.text for r in prod.reviews] == ['问司机这家酒店怎么样",老酒店,人气旺." 服务很好',
                                              'He said "great", it was not. Room was dirty.']
     assert [r.rating for r in prod.reviews] == [1.0, 0.0]
+
+
+def test_grouped_json_with_references_and_labels(tmp_path):
+    f = tmp_path / "dev.jsonl"
+    rows = [{"id": "热水器-0", "category": "热水器", "reviews": ["加热很快。", "漏水了。"], "labels": [1, 0],
+             "references": ["加热快，但有人说漏水。", "多数人满意。"]},
+            {"id": "x", "reviews": ["好。"], "references": "一条。"}]
+    f.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    a, b = read_reviews(f)
+    assert a.id == "热水器-0" and a.texts == ["加热很快。", "漏水了。"] and a.ratings == [1, 0]
+    assert a.references == ("加热快，但有人说漏水。", "多数人满意。") and a.category == "热水器"
+    assert b.references == ("一条。",) and b.ratings == [None]
+    f.write_text(json.dumps({"reviews": ["a", "b"], "labels": [1]}), encoding="utf-8")
+    with pytest.raises(InputError, match="same length"):
+        read_reviews(f)
