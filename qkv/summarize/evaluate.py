@@ -14,9 +14,11 @@ from qkv.summarize import baselines as B
 from qkv.summarize.core import Document, Params, _joiner, prepare, select
 from qkv.summarize.readers import Product, read_reviews
 from qkv.summarize.rouge import TYPES, rouge
+from qkv.summarize.sentences import split_sentences
+from qkv.summarize.units import split_units
 from qkv.summarize.tokens import get_counter
 
-SYSTEMS = ("qkv", "lead", "random", "lexrank", "textrank", "centroid", "oracle")
+SYSTEMS = ("qkv", "lead", "random", "lexrank", "textrank", "centroid", "oracle", "oracle-clause")
 
 
 @dataclass
@@ -74,25 +76,43 @@ def prepare_all(products: list[Product], encoder, params: Params = Params(), pro
 
     col = _Collect()
     docs = [prepare(list(p.reviews), encoder=col, params=params) for p in products]
-    from qkv.summarize.core import PRECISION
+    from qkv.summarize.core import PRECISION, _centre
 
-    vecs = encoder.encode(col.texts, progress=progress, precision=PRECISION)
+    # The same role and centring as prepare() gives one product at a time (summarize's own path).
+    vecs = encoder.encode(col.texts, progress=progress, precision=PRECISION, role="query")
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     at = 0
     for d in docs:
         d.vectors = vecs[at:at + len(d.cand)].astype(np.float32)
+        d.notes = [n for n in d.notes if not n.startswith("sentence vectors centred")]
+        d.vectors = _centre(d.vectors, d.mass, params.center, d.notes)
         at += len(d.cand)
     return docs
+
+
+def sentences_of(product: Product) -> tuple[list[str], np.ndarray]:
+    """Whole sentences of a product's reviews, for the baselines (which stay at sentence level
+    whatever units qkv uses)."""
+    texts, owner = [], []
+    for i, r in enumerate(t for t in product.texts if t.strip()):
+        for sp in split_sentences(r):
+            texts.append(sp.text)
+            owner.append(i)
+    return texts, np.asarray(owner, dtype=np.int64)
+
+
+def clauses_of(product: Product) -> list[str]:
+    return [sp.text for r in product.texts if r.strip() for sp in split_units(r, "clause")]
 
 
 def run_system(system: str, doc: Document, product: Product, budget: int, counter, params: Params,
                rouge_tokenizer: str = "default", seed: int = 0) -> str:
     """The summary text ``system`` writes for one product."""
-    sents = doc.texts
     if system == "qkv":
         return select(doc, budget, counter, params, tokens_before=0, allow_cut=True).text
+    sents, review_of = sentences_of(product)
     if system == "lead":
-        rank = B.rank_lead(sents, doc.review_of)
+        rank = B.rank_lead(sents, review_of)
     elif system == "random":
         rank = B.rank_random(sents, seed)
     elif system == "lexrank":
@@ -101,8 +121,9 @@ def run_system(system: str, doc: Document, product: Product, budget: int, counte
         rank = B.rank_textrank(sents)
     elif system == "centroid":
         rank = B.rank_centroid(sents, [t for t in doc.reviews if t.strip()])
-    elif system == "oracle":
-        return _joiner([sents[i] for i in B.oracle(sents, list(product.references), budget, counter, _joiner,
+    elif system in ("oracle", "oracle-clause"):
+        units = sents if system == "oracle" else clauses_of(product)
+        return _joiner([units[i] for i in B.oracle(units, list(product.references), budget, counter, _joiner,
                                                     rouge_tokenizer)])
     else:
         raise InputError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")

@@ -283,6 +283,8 @@ def parse_json(text: str, path="input", column=None, rating_column=None, group_c
     columns = list(dict.fromkeys(k for r in rows for k in r))
     if not rows:
         return []
+    if column is None and all(isinstance(r.get("reviews"), list) for r in rows):
+        return _grouped(rows, path)
     return _from_rows(rows, columns, path, column, rating_column, group_column)
 
 
@@ -290,6 +292,26 @@ def _json_int(digits: str):
     """A JSON integer; one too long for int() (over 4,300 digits: ValueError) stays its text, so
     the field it is in decides (a rating then says it is out of range)."""
     return int(digits) if len(digits) <= 100 else digits
+
+
+def _grouped(rows: list[dict], path) -> list[Product]:
+    """One product per object: ``{"id", "reviews": [...], "labels"|"ratings": [...], "references": [...]}``
+    (the layout of ../shared/data/summaries/zh_reviews/dev.jsonl)."""
+    out = []
+    for i, row in enumerate(rows, start=1):
+        texts = row["reviews"]
+        rates = row.get("ratings", row.get("labels"))
+        if rates is not None and (not isinstance(rates, list) or len(rates) != len(texts)):
+            raise InputError(f"{path}: object {i} has {len(texts)} reviews but its ratings/labels are not a list "
+                             "of the same length; give one per review (null if unknown)")
+        rates = rates or [None] * len(texts)
+        reviews = tuple(Review(t.strip(), _rating(r, path, i)) for t, r in zip(texts, rates)
+                        if isinstance(t, str) and t.strip())
+        refs = row.get("references") or []
+        refs = tuple(r.strip() for r in ([refs] if isinstance(refs, str) else refs) if isinstance(r, str) and r.strip())
+        out.append(Product(str(row.get("id", i - 1)), reviews, refs, str(row.get("category") or ""),
+                           scale=rating_scale([r.rating for r in reviews])))
+    return out
 
 
 def parse_plain(text: str) -> list[Product]:

@@ -166,3 +166,18 @@ def test_a_file_without_a_review_column_names_its_columns():
         parse_table("sku,备注,价格\nA1,很好,3\n")
     assert e.value.columns == ["sku", "备注", "价格"]
     assert parse_table("sku,备注,价格\nA1,很好,3\n", column="备注")[0].texts == ["很好"]
+
+
+def test_grouped_json_with_references_and_labels(tmp_path):
+    f = tmp_path / "dev.jsonl"
+    rows = [{"id": "热水器-0", "category": "热水器", "reviews": ["加热很快。", "漏水了。"], "labels": [1, 0],
+             "references": ["加热快，但有人说漏水。", "多数人满意。"]},
+            {"id": "x", "reviews": ["好。"], "references": "一条。"}]
+    f.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    a, b = read_reviews(f)
+    assert a.id == "热水器-0" and a.texts == ["加热很快。", "漏水了。"] and a.ratings == [1, 0]
+    assert a.references == ("加热快，但有人说漏水。", "多数人满意。") and a.category == "热水器"
+    assert b.references == ("一条。",) and b.ratings == [None]
+    f.write_text(json.dumps({"reviews": ["a", "b"], "labels": [1]}), encoding="utf-8")
+    with pytest.raises(InputError, match="same length"):
+        read_reviews(f)

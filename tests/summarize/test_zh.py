@@ -93,11 +93,11 @@ def test_identical_sentences_are_encoded_once(e5):
             return self._real.encode(texts, **kw)
 
     reviews = ["不错，值得推荐！", "不错，值得推荐！", "房间很干净，床也很舒服。", "不错，值得推荐！隔音太差了，晚上很吵。"]
-    doc = prepare(reviews, encoder=Counting(e5), params=Params())
+    doc = prepare(reviews, encoder=Counting(e5), params=Params(units="sentence"))
     assert doc.n == 5 and len(calls) == len(set(calls)) == 3
     assert sorted(doc.mass.tolist()) == [1, 1, 3]
     assert any("2 repeated sentences" in n for n in doc.notes)
-    off = prepare(reviews, encoder=Counting(e5), params=Params(dedup=False))
+    off = prepare(reviews, encoder=Counting(e5), params=Params(dedup=False, units="sentence"))
     assert len(off.cand) == 5
 
 
