@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
         qrels: Annotated[Path, typer.Option(help="BEIR qrels .tsv (query-id, corpus-id, score 1–3).")],
         sample: Annotated[Optional[int], typer.Option(help="Score this many titles drawn at random (default: all).")] = None,
         seed: Annotated[int, typer.Option(help="Seed of the title sample.")] = 0,
+        method: Annotated[Optional[list[str]], typer.Option(
+            "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, "
+                             "learned (needs --head), rollout. Default: catalog, title and rollout.")] = None,
         random_seeds: Annotated[int, typer.Option(help="Random orders averaged for the random baseline.")] = 10,
         as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
@@ -42,14 +45,24 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from qkv.errors import InputError
-        from qkv.explain.evaluate_points import evaluate, rollout_ranker
+        from qkv.explain.evaluate_points import evaluate, points_ranker
+        from qkv.explain.salience import METHODS
 
         if random_seeds < 1:
             raise InputError("--random-seeds must be at least 1")
+        methods = method or ["catalog", "title", "rollout"]
+        for m in methods:
+            if m not in METHODS:
+                raise InputError(f"--method {m!r} is not available; use one of {', '.join(METHODS)}")
         judged = _judged(corpus, queries, qrels)
         enc = load_encoder(model, threads)
-        rankers = {f"qkv selling points (rollout), {enc.name}": rollout_ranker(enc)}
-        with progress_bars({"titles": "scoring titles"}) as progress:
+        with progress_bars({"titles": "scoring titles", "encode": "embedding the catalog"}) as progress:
+            cat = None
+            if "catalog" in methods:
+                from qkv.explain.points import load_catalog
+
+                cat = load_catalog(corpus, enc, progress=progress)
+            rankers = {f"qkv selling points ({m}), {enc.name}": points_ranker(enc, m, catalog=cat) for m in methods}
             res = evaluate(judged, rankers, n=sample, seed=seed, random_seeds=random_seeds, progress=progress)
         if as_json:
             print_json(res.to_json())

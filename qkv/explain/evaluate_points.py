@@ -21,7 +21,6 @@ with character offsets) into that shape.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,68 +29,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.explain.title_terms import STOP, TitleWords, fold, parts, query_terms, title_words  # noqa: F401
 
-STOP = frozenset("a an the and or of for in on with to by at from x".split())
 RELEVANT = 2.5  # mean judgment (1–3) at which a query counts as the shopper's words for a product
 MIN_WORDS = 3
-_TOKEN = re.compile(r"\S+")
-_EDGE = re.compile(r"^[^\w]+|[^\w]+$", re.UNICODE)
-_PARTS = re.compile(r"[-/]+")
-
-
-def fold(word: str) -> str:
-    """Lower-case, edge punctuation off, possessive and plural "s" folded."""
-    w = _EDGE.sub("", word.lower())
-    if w.endswith("'s"):
-        w = w[:-2]
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss") and w[-2].isalpha():
-        w = w[:-1]
-    return w
-
-
-def parts(word: str) -> set[str]:
-    """A folded word's hyphen/slash parts (folded), stop words and empty parts left out."""
-    out = {fold(p) for p in _PARTS.split(word)} if _PARTS.search(word) else set()
-    return {p for p in out if p and p not in STOP}
-
-
-def _content(w: str) -> bool:
-    return bool(w) and w not in STOP and any(c.isalnum() for c in w)
-
-
-@dataclass(frozen=True)
-class TitleWords:
-    """A title's distinct content words (folded) in order of first appearance, with the
-    character spans of every occurrence."""
-    title: str
-    words: tuple[str, ...]
-    spans: tuple[tuple[tuple[int, int], ...], ...]
-    surface: tuple[str, ...]  # the first occurrence as written (edge punctuation off)
-
-
-def title_words(title: str) -> TitleWords:
-    order: dict[str, list[tuple[int, int]]] = {}
-    surface: dict[str, str] = {}
-    for m in _TOKEN.finditer(title):
-        w = fold(m.group())
-        if not _content(w):
-            continue
-        stripped = _EDGE.sub("", m.group())
-        lead = m.group().find(stripped[:1]) if stripped else 0
-        order.setdefault(w, []).append((m.start() + lead, m.start() + lead + len(stripped)))
-        surface.setdefault(w, stripped)
-    return TitleWords(title, tuple(order), tuple(tuple(v) for v in order.values()), tuple(surface.values()))
-
-
-def query_terms(query: str) -> set[str]:
-    """A query's folded words and their hyphen/slash parts, stop words left out."""
-    out: set[str] = set()
-    for m in _TOKEN.finditer(query):
-        w = fold(m.group())
-        if _content(w):
-            out.add(w)
-        out |= parts(w)
-    return out
 
 
 def shopper_mask(tw: TitleWords, queries: Sequence[str]) -> np.ndarray:
@@ -246,14 +187,14 @@ def evaluate(judged: Judged, rankers: Mapping[str, Ranker], *, n: int | None = N
                         (float(rand.min() / k), float(rand.max() / k)), seed)
 
 
-def rollout_ranker(enc, source: str = "rollout") -> Ranker:
-    """qkv's rollout selling points (``selling_points``) as a ranker."""
+def points_ranker(enc, method: str = "rollout", *, catalog=None, head=None) -> Ranker:
+    """qkv's selling points (``selling_points`` by ``method``) as a ranker."""
     from qkv.explain.maps import attention_maps
     from qkv.explain.salience import selling_points
 
     def rank(tw: TitleWords) -> np.ndarray:
-        sp = selling_points(attention_maps(enc, tw.title, truncate=True), source=source)
-        return from_spans(tw, sp.starts, sp.ends, sp.salience)
+        sp = selling_points(attention_maps(enc, tw.title, truncate=True), method=method, catalog=catalog, head=head)
+        return from_spans(tw, sp.starts, sp.ends, sp.score)
     return rank
 
 

@@ -23,7 +23,7 @@ def test_eval_selling_points_prints_qkv_beside_baselines(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output[r.output.index("{"):])
     rows = {x["ranking"]: x["ap"] for x in d["rows"]}
-    assert d["titles"] == 2 and len(rows) == 6
+    assert d["titles"] == 2 and len(rows) == 8  # catalog, title, rollout, random and four baselines
     assert rows["title order"] == pytest.approx(0.6556, abs=1e-4)
     assert rows["reverse title order"] == pytest.approx(0.5694, abs=1e-4)
     assert any(k.startswith("qkv selling points") and 0 < v <= 1 for k, v in rows.items())
