@@ -36,21 +36,27 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
     m = ex.maps
     console.print(f"[bold]{escape(ex.text)}[/]  [dim]{m.model} · {len(m.tokens)} tokens · layer {ex.layer} head {ex.head}[/]")
     sp = ex.selling_points
-    t = Table(title="Selling points (salience from rollout)", title_justify="left")
-    for c, j in (("#", "right"), ("word", "left"), ("salience", "right"), ("", "left"),
+    t = Table(title=f"Selling points (ranked by {sp.method})", title_justify="left")
+    for c, j in (("#", "right"), ("word", "left"), ("score", "right"), ("", "left"), ("rollout", "right"),
                  ("occlusion", "right"), ("value zeroing", "right")):
         t.add_column(c, justify=j)
     # the same word in the three methods is found by its first character in the text
     occ = None if ex.occlusion is None else dict(zip(ex.occlusion.starts, ex.occlusion.scores))
     vz = None if ex.value_zeroing is None else dict(zip(ex.value_zeroing.starts, ex.value_zeroing.scores))
-    top = max([float(sp.salience.max()) if len(sp.salience) else 0.0, 1e-12])
-    for r, i in enumerate(np.argsort(-sp.salience, kind="stable")[:TOP], 1):
-        s = float(sp.salience[i])
-        t.add_row(str(r), Text(sp.words[i]), f"{s:.3f}", "█" * max(1, round(20 * s / top)),
+    sc = sp.score
+    lo = min(0.0, float(sc.min())) if len(sc) else 0.0
+    top = max([float(sc.max()) - lo if len(sc) else 0.0, 1e-12])
+    for r, i in enumerate(np.argsort(-sc, kind="stable")[:TOP], 1):
+        s = float(sc[i])
+        t.add_row(str(r), Text(sp.words[i]), f"{s:.3f}", "█" * max(1, round(20 * (s - lo) / top)),
+                  f"{float(sp.salience[i]):.3f}",
                   "—" if occ is None else f"{occ[sp.starts[i]]:.4f}", "—" if vz is None else f"{vz[sp.starts[i]]:.4f}")
+    from qkv.explain.salience import METHODS
+
     t.caption = ((f"top {TOP} of {len(sp.words)} words; " if len(sp.words) > TOP else "")
-                 + "salience = mean over output tokens of last-layer rollout, summed per word, rescaled over content "
-                 f"words ([CLS]/[SEP], bare ▁ and punctuation took {sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
+                 + f"score = {METHODS[sp.method]}; rollout = salience, mean over output tokens of last-layer rollout, "
+                 f"summed per word, rescaled over content words ([CLS]/[SEP], bare ▁ and punctuation took "
+                 f"{sp.special_share:.0%}); occlusion = 1 − cos(title, title without word); "
                  "value zeroing = 1 − cos(title, title with the word's values zeroed)")
     console.print(t)
 
@@ -135,6 +141,27 @@ def _write(ex, out: Path, fmt: str, hide_special: bool, level: str, stem: str | 
     return write_all(ex, out / stem if stem else out, fmt, hide_special=hide_special, level=level)
 
 
+def _points_options(enc, catalog: Path | None, method: str | None, terms: Path | None) -> dict:
+    """How ``qkv explain`` ranks selling points: the catalog, method and term-weight head chosen."""
+    from qkv.errors import InputError
+    from qkv.explain.salience import METHODS
+
+    if method is not None and method not in METHODS:
+        raise InputError(f"--method {method!r} is not available; use one of {', '.join(METHODS)}")
+    out: dict = {"method": method}
+    if catalog is not None:
+        from qkv.cli._common import progress_bars
+        from qkv.explain.points import load_catalog
+
+        with progress_bars({"encode": "embedding the catalog"}, transient=True) as progress:
+            out["catalog"] = load_catalog(catalog, enc, progress=progress)
+    if terms is not None:
+        from qkv.explain.terms import TermHead
+
+        out["term_head"] = TermHead.load(terms, enc)
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def tour(
@@ -182,6 +209,12 @@ def register(app: typer.Typer) -> None:
         model: Annotated[Optional[str], MODEL_OPT] = None,
         truncate: Annotated[bool, TRUNC_OPT] = False,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
+        catalog: Annotated[Optional[Path], typer.Option(help="Catalog (CSV or JSON lines, as `qkv index` reads it): rank "
+                                                        "selling points by what the title shares with its nearest products.")] = None,
+        method: Annotated[Optional[str], typer.Option(help="Rank selling points by: title (default), catalog (with "
+                                                      "--catalog, its default), learned (with --terms), rollout.")] = None,
+        terms: Annotated[Optional[Path], typer.Option(help="A term-weight head from `qkv terms train`: rank selling "
+                                                      "points by how likely shoppers search each word.")] = None,
     ):
         """Attention maps, rollout, norm-weighted maps, value zeroing, occlusion and selling points for a title."""
         from qkv.errors import InputError
@@ -202,9 +235,10 @@ def register(app: typer.Typer) -> None:
             if not titles:
                 raise InputError(f"--file {file} has no titles (one per line expected)")
         enc = load_encoder(model, threads, [text] if titles is None else [t for _, t in titles])
+        points = _points_options(enc, catalog, method, terms)
 
         if titles is None:
-            ex = run_explain(enc, text, layer, head, query=query, truncate=truncate)
+            ex = run_explain(enc, text, layer, head, query=query, truncate=truncate, **points)
             match = _match(enc, query, text) if query else None
             if as_json:
                 print_json({**ex.to_dict(), **({"match": match.to_json()} if match else {})})
@@ -243,7 +277,7 @@ def register(app: typer.Typer) -> None:
             for n, (line_no, title) in enumerate(titles, 1):
                 stem = _slug(title, n)
                 try:
-                    ex = run_explain(enc, title, layer, head, query=query, truncate=truncate)
+                    ex = run_explain(enc, title, layer, head, query=query, truncate=truncate, **points)
                 except QkvError as e:  # one bad line must not stop the batch
                     failed.append((line_no, title, str(e)))
                     prog.advance(task)

@@ -183,8 +183,9 @@ def bars_figure(pairs, title: str, xlabel: str, signed: bool = False):
 
 
 def selling_points_figure(sp):
-    return bars_figure(sp.ranked(), f"selling points · “{sp.text}”",
-                       "salience: share of the pooled vector drawn from the word (last-layer rollout)")
+    label = ("salience: share of the pooled vector drawn from the word (last-layer rollout)" if sp.method == "rollout"
+             else f"score by the {sp.method} method (rollout salience in the page and --json)")
+    return bars_figure(sp.ranked(), f"selling points · “{sp.text}”", label, signed=sp.method != "rollout")
 
 
 def pair_figure(pa):

@@ -22,7 +22,7 @@ from qkv.explain.attribution import PairAttribution
 from qkv.explain.display import renders
 from qkv.explain.maps import CAVEAT, HeatMap, NeuronView
 from qkv.explain.report import Explanation
-from qkv.explain.salience import SellingPoints
+from qkv.explain.salience import METHODS, SellingPoints
 from qkv.explain.tour import Tour
 
 _ids = itertools.count()
@@ -134,9 +134,22 @@ def _bars(pairs, signed: bool = False, top: int = 25) -> str:
 
 @renders(SellingPoints)
 def selling_points_fragment(sp) -> str:
-    return _wrap(f"<p>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>"
-                 f"{_bars(sp.ranked())}<p class='muted'>salience from rollout; [CLS]/[SEP], bare ▁ and punctuation took "
-                 f"{sp.special_share:.0%} before rescaling</p>")
+    return _wrap(f"<p>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.score)}</p>"
+                 f"{_points_table(sp)}<p class='muted'>ranked by {esc(sp.method)}: {esc(METHODS[sp.method])}; "
+                 f"rollout = salience from rollout ([CLS]/[SEP], bare ▁ and punctuation took "
+                 f"{sp.special_share:.0%} before rescaling)</p>")
+
+
+def _points_table(sp, top: int = 25) -> str:
+    """Each word's score by the method, with its rollout salience beside it (the attention evidence)."""
+    ranked = sp.to_dict()["ranked"]
+    vmax = max([abs(r["score"]) for r in ranked[:top]] + [1e-12])
+    rows = [f"<tr><td class='l'>{esc(r['word'])}</td><td class='l'><span class='bar{' neg' if r['score'] < 0 else ''}' "
+            f"style='width:{120 * abs(r['score']) / vmax:.0f}px'></span></td><td>{r['score']:+.4f}</td>"
+            f"<td>{r['salience']:.4f}</td></tr>" for r in ranked[:top]]
+    more = len(ranked) - top
+    return ("<table><tr><th class='l'>word</th><th></th><th>score</th><th>rollout</th></tr>" + "".join(rows)
+            + "</table>" + (f"<p class='muted'>… and {more} more</p>" if more > 0 else ""))
 
 
 def _word_spans(text: str, words):
@@ -278,9 +291,10 @@ def report_fragment(ex) -> str:
     if d["note_layers"]:
         body.append(f"<p class='muted'>{esc(d['note_layers'])}</p>")
     body += ["<h2>Selling points</h2>",
-             f"<p style='font-size:16px'>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.salience)}</p>",
-             _bars(sp.ranked()),
-             "<p class='muted'>salience s_j = mean over output tokens i of the last layer's rollout R[i, j], "
+             f"<p style='font-size:16px'>{_highlight(sp.text, list(zip(sp.starts, sp.ends)), sp.score)}</p>",
+             _points_table(sp),
+             f"<p class='muted'>ranked by {esc(sp.method)}: {esc(METHODS[sp.method])}. "
+             "rollout: salience s_j = mean over output tokens i of the last layer's rollout R[i, j], "
              f"summed over a word's pieces, rescaled to 1 over the other words ([CLS]/[SEP], bare ▁ and punctuation took "
              f"{sp.special_share:.0%})</p>",
              "<h2>Attention maps</h2>", _controls(d),

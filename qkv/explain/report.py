@@ -96,9 +96,10 @@ class Explanation(ShowsHtml):
 
 
 def explain(enc, text: str, layer: int | None = None, head: int | None = None, *, query: str | None = None,
-            truncate: bool = False) -> Explanation:
+            truncate: bool = False, catalog=None, method: str | None = None, term_head=None) -> Explanation:
     """Maps, selling points, occlusion and value zeroing for ``text`` (and, with ``query``, which
-    words made the query/text similarity high or low)."""
+    words made the query/text similarity high or low). ``catalog`` (``PointsCatalog``),
+    ``term_head`` (``TermHead``) and ``method``: how the selling points are ranked (``selling_points``)."""
     dl, dh = default_layer_head(enc)
     layer = check_layer(enc, layer, dl)
     head = check_head(enc, head, dh)
@@ -107,11 +108,11 @@ def explain(enc, text: str, layer: int | None = None, head: int | None = None, *
     if n > ATTRIBUTION_LIMIT:
         note = (f"{n} tokens: occlusion and value zeroing (one model run per word) are skipped above "
                 f"{ATTRIBUTION_LIMIT} tokens; maps, rollout and selling points are shown.")
-        return Explanation(m, layer, head, selling_points(m), None, None, None, None, note)
+        return Explanation(m, layer, head, selling_points(m, method=method, catalog=catalog, head=term_head), None, None, None, None, note)
     m.value_zeroing()  # computed once here so every view shares it
     pair = pvz = None
     if query is not None:
         pair = pair_occlusion(enc, query, text, truncate=truncate)
         pvz = pair_value_zeroing(enc, query, text, truncate=truncate)
-    return Explanation(m, layer, head, selling_points(m), occlusion(enc, text, truncate=truncate),
+    return Explanation(m, layer, head, selling_points(m, method=method, catalog=catalog, head=term_head), occlusion(enc, text, truncate=truncate),
                        title_value_zeroing(enc, text, truncate=truncate), pair, pvz)

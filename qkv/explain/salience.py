@@ -15,6 +15,16 @@ A SentencePiece model's bare "▁" pieces (a word start whose characters are in 
 left out the same way: they hold no characters of the title, yet soak up rollout like [SEP] — on
 "Stridewell 男士透气网面跑鞋 轻便运动鞋 藏青色 US 9" (multilingual-e5-small) each takes 0.021–0.023
 against 0.009–0.017 for any piece with characters, which would lift exactly the words after a space.
+
+Rollout measures what the sentence vector is made of, not what a shopper asks for: on judged Home
+Depot searches it ranks the words shoppers type no better than a random order (``qkv eval
+selling-points``, docs/explain.md). So the words are *ranked* by a method (``METHODS``) and the
+rollout salience is kept beside each word as the attention evidence:
+
+* "title" (the default without a catalog) and "catalog" (with a ``PointsCatalog``): words that name
+  what the product is over words that only identify it (``points.py``);
+* "learned": a term-weight head trained on the seller's own search terms (``terms.py``);
+* "rollout": the salience itself.
 """
 
 from __future__ import annotations
@@ -39,18 +49,41 @@ class SellingPoints(ShowsHtml):
     salience: np.ndarray  # sums to 1 over the content words
     special_share: float  # the share [CLS]/[SEP], bare "▁" pieces and punctuation took before rescaling
     source: str
+    method: str = "rollout"  # what ranks the words (METHODS)
+    scores: np.ndarray | None = None  # the method's score per word; None: the salience ranks
+
+    @property
+    def score(self) -> np.ndarray:
+        return self.salience if self.scores is None else self.scores
 
     def ranked(self) -> list[tuple[str, float]]:
-        order = np.argsort(-self.salience, kind="stable")
-        return [(self.words[i], float(self.salience[i])) for i in order]
+        """(word, score) best first, by the method's score."""
+        sc = self.score
+        order = np.argsort(-sc, kind="stable")
+        return [(self.words[i], float(sc[i])) for i in order]
 
     def to_dict(self) -> dict:
-        return {"text": self.text, "source": self.source, "special_share": round(self.special_share, 6),
+        sc = self.score
+        return {"text": self.text, "source": self.source, "method": self.method,
+                "method_description": METHODS[self.method],
+                "special_share": round(self.special_share, 6),
                 "formula": "s_j = mean_i rollout[last][i, j], summed over a word's pieces, "
                            "rescaled to 1 over words other than [CLS]/[SEP]/punctuation (bare ▁ pieces left out)",
-                "ranked": [{"word": w, "salience": round(s, 6)} for w, s in self.ranked()],
-                "words": [{"word": w, "start": s, "end": e, "salience": round(float(v), 6)}
-                          for w, s, e, v in zip(self.words, self.starts, self.ends, self.salience)]}
+                "ranked": [{"word": self.words[i], "score": round(float(sc[i]), 6),
+                            "salience": round(float(self.salience[i]), 6)}
+                           for i in np.argsort(-sc, kind="stable")],
+                "words": [{"word": w, "start": s, "end": e, "score": round(float(c), 6), "salience": round(float(v), 6)}
+                          for w, s, e, c, v in zip(self.words, self.starts, self.ends, sc, self.salience)]}
+
+
+METHODS = {
+    "title": "what the product is, read from the title: later words, words before ' in '/' with '/'(', "
+             "no numbers or units (points.py)",
+    "catalog": "what the product is: words shared with the title's nearest catalog neighbours, later words, "
+               "no numbers, units or brands (points.py)",
+    "learned": "how likely shoppers search each word, from a term-weight head trained on search terms (terms.py)",
+    "rollout": "salience from last-layer rollout (what the sentence vector is made of)",
+}
 
 
 def _punct(text: str) -> bool:
@@ -62,7 +95,22 @@ def token_salience(r_last: np.ndarray, pooling: str = "mean") -> np.ndarray:
     return r_last[0] if pooling == "cls" else r_last.mean(axis=0)
 
 
-def selling_points(maps, source: str = "rollout") -> SellingPoints:
+def selling_points(maps, source: str = "rollout", *, method: str | None = None, catalog=None,
+                   head=None) -> SellingPoints:
+    """The title's content words ranked by ``method`` (default "catalog" with a ``PointsCatalog``,
+    "learned" with a term-weight ``head``, else "title"), with the rollout salience (``source``:
+    "rollout" or "value_zeroing") of each word beside its score."""
+    from qkv.errors import InputError
+
+    method = method or ("learned" if head is not None else "catalog" if catalog is not None else "title")
+    if method not in METHODS:
+        raise InputError(f"selling-points method {method!r} is not available; use one of {', '.join(METHODS)}")
+    if method == "catalog" and catalog is None:
+        raise InputError("the 'catalog' method needs a catalog (PointsCatalog.build(titles, encoder))")
+    if method == "catalog" and catalog.model != maps._enc.name:
+        raise InputError(f"the catalog was embedded by {catalog.model}, the title by {maps._enc.name}: use one model")
+    if method == "learned" and head is None:
+        raise InputError("the 'learned' method needs a term-weight head (qkv terms train)")
     if source == "rollout":
         r = maps.rollout()[-1]
     elif source == "value_zeroing":
@@ -82,5 +130,13 @@ def selling_points(maps, source: str = "rollout") -> SellingPoints:
     cs = ws[content]
     cs = cs / max(cs.sum(), 1e-12)
     cw = [w for w, c in zip(words, content) if c]
+    scores = None
+    if method in ("title", "catalog"):
+        from qkv.explain.points import features, score
+
+        vec = maps._enc.encode([maps.text], truncate=True)[0] if catalog is not None else None
+        scores = score(features(maps.text, cw, catalog, vec)) + 1e-3 * cs
+    elif method == "learned":
+        scores = head.word_scores(maps._enc, maps.text, cw) + 1e-3 * cs
     return SellingPoints(maps.text, tuple(w.text for w in cw), tuple(w.start for w in cw),
-                         tuple(w.end for w in cw), cs, special_share, source)
+                         tuple(w.end for w in cw), cs, special_share, source, method, scores)

@@ -101,7 +101,7 @@ def test_selling_points_leave_bare_metaspace_pieces_out(e5):
 
     title = "Stridewell 男士透气网面跑鞋 轻便运动鞋 藏青色 US 9"
     m = attention_maps(e5, title)
-    sp = selling_points(m)
+    sp = selling_points(m, method="rollout")
     s = token_salience(m.rollout()[-1])
     marker = [i for i, ((a, b), x) in enumerate(zip(m.seq.offsets, m.seq.special)) if not x and b <= a]
     assert len(marker) == 3 and all(m.tokens[i] == "▁" for i in marker)
