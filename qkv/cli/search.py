@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
             tr = res.translation
             if as_json:
-                out = {"query": query, "mode": mode, "k": k, "where": where}
+                out = {"query": query, "mode": mode, "k": k, "where": where, "model": manifest.model}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
                 print_json({**out, "timings_ms": {a: b * 1000 for a, b in res.timings.items()},
@@ -160,7 +160,8 @@ def register(app: typer.Typer) -> None:
         if not res:
             console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))
             return
-        table = Table(title=f"{mode} · {query!r}" + (f" · where {where}" if where else ""), show_lines=explain)
+        table = Table(title=f"{mode} · {query!r}" + (f" · where {where}" if where else "") + f" · {manifest.model}",
+                      show_lines=explain)
         for col, j in (("#", "right"), ("score", "right"), ("title", "left"), ("id", "left")):
             table.add_column(col, justify=j, overflow="fold")
         fields = [f for f in res[0].fields][:3]
