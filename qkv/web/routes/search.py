@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from qkv.web.limits import Limits
-from qkv.web.routes._util import BODY, jsonable, require, state
+from qkv.web.routes._util import BODY, Whole, jsonable, require, state
 from qkv.web.state import NotFound
 
 router = APIRouter(tags=["search"])
@@ -45,9 +45,9 @@ class SearchRequest(BaseModel):
     model_config = BODY
     query: Query
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
-    k: int = Field(10, ge=1, le=_L.max_results)
+    k: Whole = Field(10, ge=1, le=_L.max_results)
     filters: Annotated[list[FieldFilter], Field(max_length=20)] = []
-    explain: Union[bool, Annotated[int, Field(ge=0, le=_L.max_results)]] = Field(
+    explain: Union[bool, Annotated[Whole, Field(ge=0, le=_L.max_results)]] = Field(
         False, description="Add the match grid and word shares of the first N results (true: all, false: none); "
                            "others are explained on request by /api/search/explain.")
     explain_detail: Detail = "full"

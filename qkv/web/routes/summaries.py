@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import BODY, jsonable, require, state
+from qkv.web.routes._util import BODY, Whole, jsonable, require, state
 from qkv.web.state import TooLarge
 
 router = APIRouter(tags=["summaries"])
@@ -25,7 +25,7 @@ class SummarizeRequest(BaseModel):
                        Field(min_length=1, max_length=_L.max_reviews)]
     ratings: list[Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-_L.max_rating, le=_L.max_rating)] | None] | None = Field(
         None, description="One per review (or null), e.g. 1-5 stars; a finite number within ±max_rating.")
-    budget: int = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
+    budget: Whole = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
     tokenizer: Tokenizer = "cl100k"
     order: Order = "original"
     allow_cut: bool = Field(False, description="When every sentence is over the budget, cut the best one at it "
