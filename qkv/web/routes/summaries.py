@@ -70,19 +70,26 @@ async def summarize_upload(request: Request,
                            allow_cut: Annotated[bool, Form()] = False) -> dict:
     st = state(request)
     require("qkv.summarize", "review summaries")
-    from qkv.summarize.readers import parse_json, parse_plain, parse_table
-
     limit = st.limits.max_upload_bytes
     data = await file.read(limit + 1)  # the upload is held in memory only; nothing is written to disk by us
     if len(data) > limit:
         raise TooLarge(f"the file is larger than this server's upload limit of {limit:,} bytes")
+    # decoded, read and summarised in the summary pool (behind its queue limit, off the event loop)
+    return await st.run("summary", _upload_summary, data, file.filename or "upload.txt", budget, tokenizer, order,
+                        product, column, allow_cut)
+
+
+def _upload_summary(st, data: bytes, name: str, budget: int, tokenizer: str, order: str, product: int,
+                    column: str | None, allow_cut: bool) -> dict:
+    """Runs in the summary pool (perhaps in a child process): the file → its products → a summary."""
+    from qkv.summarize.readers import parse_json, parse_plain, parse_table
+
     if b"\x00" in data:
         raise InputError("the file looks binary; upload text: .txt (one review per line), .csv/.tsv or .jsonl")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(f"the file is not UTF-8 text (byte {e.start}); save it as UTF-8 and upload again") from None
-    name = file.filename or "upload.txt"
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     first = text.lstrip()[:1]
     label = "the uploaded file"
@@ -102,7 +109,7 @@ async def summarize_upload(request: Request,
         raise TooLarge(f"the file has {len(chosen.reviews)} reviews; this server summarises at most {st.limits.max_reviews}")
     if any(len(r.text) > st.limits.max_review_chars for r in chosen.reviews):
         raise TooLarge(f"a review is longer than {st.limits.max_review_chars:,} characters")
-    out = await _summarize(request, list(chosen.reviews), None, budget, tokenizer, order, allow_cut)
+    out = _summary(st, list(chosen.reviews), None, budget, tokenizer, order, allow_cut)
     out["reviews"] = chosen.texts
     out["products"] = [p.id for p in products]
     out["product"] = product
