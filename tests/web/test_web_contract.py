@@ -11,6 +11,7 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is a tes
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schemathesis.generation.modes import GenerationMode  # noqa: E402
+from schemathesis.specs.openapi.checks import negative_data_rejection  # noqa: E402
 
 OPERATIONS = ["GET /api/health", "POST /api/attention", "POST /api/rollout", "POST /api/neuron", "POST /api/tour",
               "POST /api/search", "POST /api/search/explain", "GET /api/search/fields", "POST /api/attributes",
@@ -69,7 +70,13 @@ def _fuzz(api_schema, client, name: str, examples: int) -> None:
     @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def run(case):
-        case.call_and_validate()  # every check Schemathesis has
+        if case.media_type == "multipart/form-data":
+            # on the wire every form part is text or bytes: a "file" or "budget" mutated to another
+            # JSON type is the same characters (-1587 is a valid file, "5" a valid budget), so no
+            # server can tell such "invalid" data apart; every other check applies
+            case.call_and_validate(excluded_checks=[negative_data_rejection])
+        else:
+            case.call_and_validate()  # every check Schemathesis has
 
     run()
     assert client.get("/api/health").status_code == 200  # and the server is fine afterwards
