@@ -319,42 +319,30 @@ async def load(base: str, *, search_clients: int, heavy_clients: int = 0, second
     def error(key: str) -> None:
         res["errors"][key] = res["errors"].get(key, 0) + 1
 
-    async def searcher(w: int):
-        rng = random.Random(seed * 1000 + w)
+    async def searcher(w: int, kind: str = "search"):
+        """``kind`` "search": the ordinary queries; "long": the long Chinese ones (latencies in "long")."""
+        rng = random.Random(seed * 1000 + w + (700 if kind == "long" else 0))
         c = Conn(host, int(port), timeout)
         while not over():
-            body = {"query": rng.choice(QUERIES), "mode": "hybrid", "k": 10, "explain": explain, **(extra or {})}
+            if kind == "long":
+                body = {"query": rng.choice(longs), "mode": "hybrid", "k": 10}
+            else:
+                body = {"query": rng.choice(QUERIES), "mode": "hybrid", "k": 10, "explain": explain, **(extra or {})}
             t0 = time.perf_counter()
             try:
                 status, _, _ = await c.post("/api/search", body)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
                 c.close()
-                error(f"search: {type(e).__name__}")
+                error(f"{kind}: {type(e).__name__}")
                 continue
             if status == 200:
-                res["search"].append(time.perf_counter() - t0)
+                res[kind].append(time.perf_counter() - t0)
             else:
-                error(f"search: HTTP {status}")
+                error(f"{kind}: HTTP {status}")
             if c.writer is None:  # the server closed it (qkv.web.balance): the next request reconnects
                 res["reconnects"] = res.get("reconnects", 0) + 1
-            last[0] = max(last[0], time.perf_counter())
-        c.close()
-
-    async def long_searcher(w: int):
-        rng = random.Random(seed * 1000 + 700 + w)
-        c = Conn(host, int(port), timeout)
-        while not over():
-            t0 = time.perf_counter()
-            try:
-                status, _, _ = await c.post("/api/search", {"query": rng.choice(longs), "mode": "hybrid", "k": 10})
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
-                c.close()
-                error(f"long: {type(e).__name__}")
-                continue
-            if status == 200:
-                res["long"].append(time.perf_counter() - t0)
-            else:
-                error(f"long: HTTP {status}")
+            if kind == "search":
+                last[0] = max(last[0], time.perf_counter())
         c.close()
 
     async def heavy(w: int):
@@ -381,7 +369,7 @@ async def load(base: str, *, search_clients: int, heavy_clients: int = 0, second
 
     t0 = time.perf_counter()
     await asyncio.gather(*[searcher(w) for w in range(search_clients)], *[heavy(w) for w in range(heavy_clients)],
-                         *[long_searcher(w) for w in range(long_clients)])
+                         *[searcher(w, "long") for w in range(long_clients)])
     res["wall"] = (last[0] or time.perf_counter()) - t0  # searches/s over the searches' own time
     return res
 
