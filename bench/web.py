@@ -20,7 +20,12 @@ on a free 127.0.0.1 port, and compares, in the same run:
 4. mixed: ``--clients`` − 10 search clients + 10 heavy clients (summaries of 80 reviews and attention
    views, alternating; on 429/503 they wait Retry-After as the page does) for ``--mixed-seconds``:
    search p99 (target ≤ 2 × search-only p99), heavy answers 200/429/503, 0 other errors;
-5. upsert: ``qkv index NEW.csv --upsert`` of ``--upsert`` new products into the served directory
+5. long Chinese queries: ``--long-clients`` (6) clients send 500-character queries led by Chinese
+   (as many Chinese characters as the server takes, 100, then sizes and model words) beside
+   ``--ordinary-clients`` (40) clients of ordinary searches, for ``--seconds``; the same ordinary
+   clients alone just before: ordinary p99 (target ≤ 2 × alone), errors of either (target 0).
+   ``--long-only`` runs this scenario alone;
+6. upsert: ``qkv index NEW.csv --upsert`` of ``--upsert`` new products into the served directory
    while the search-only load runs: failed requests (target 0), and the time from the new
    generation's publish (manifest.json replaced) to the sending of the first search that finds a
    new product (a probe every 50 ms; its answer waits its turn behind the load).
@@ -126,12 +131,32 @@ def page_search_fields() -> dict:
     return {"explain": int(first.group(1)), "explain_detail": detail.group(1)}
 
 
+def long_queries(n: int, chars: int = 500, han: int = 100) -> list[str]:
+    """``n`` queries of ``chars`` characters: ``han`` Chinese characters (the sample's Chinese titles'
+    words, shuffled) then Latin words (sizes, colours) up to the length."""
+    rng = random.Random(7)
+    words = [w for t in TEXTS + QUERIES for w in t.split() if w.isascii()]
+    zh_words = [w for q in QUERIES + TEXTS if not q.isascii() for w in q.split()]
+    out = []
+    for _ in range(n):
+        q = ""
+        while len(q) < han:
+            q += rng.choice(zh_words)
+        q = q[:han]
+        while len(q) < chars:
+            q += " " + rng.choice(words)
+        out.append(q[:chars])
+    return out
+
+
 async def load(base: str, *, search_clients: int, heavy_clients: int = 0, seconds: float, timeout: float,
-               explain=False, seed: int = 0, stop: asyncio.Event | None = None, extra: dict | None = None) -> dict:
+               explain=False, seed: int = 0, stop: asyncio.Event | None = None, extra: dict | None = None,
+               long_clients: int = 0) -> dict:
     """Closed-loop clients, one connection each, until ``seconds`` pass (or ``stop`` is set):
-    latency lists and outcomes."""
+    latency lists and outcomes. ``long_clients`` send ``long_queries`` (latencies in "long")."""
     host, port = base.rsplit("//", 1)[1].split(":")
-    res = {"search": [], "heavy": [], "errors": {}, "heavy_status": {}, "wall": 0.0}
+    res = {"search": [], "heavy": [], "long": [], "errors": {}, "heavy_status": {}, "wall": 0.0}
+    longs = long_queries(max(long_clients, 1) * 4)
     deadline = time.monotonic() + seconds
     last = [0.0]  # when the last search answer came: the searches' own wall time ends there
 
@@ -141,25 +166,30 @@ async def load(base: str, *, search_clients: int, heavy_clients: int = 0, second
     def error(key: str) -> None:
         res["errors"][key] = res["errors"].get(key, 0) + 1
 
-    async def searcher(w: int):
-        rng = random.Random(seed * 1000 + w)
+    async def searcher(w: int, kind: str = "search"):
+        """``kind`` "search": the ordinary queries; "long": the long Chinese ones (latencies in "long")."""
+        rng = random.Random(seed * 1000 + w + (700 if kind == "long" else 0))
         c = Conn(host, int(port), timeout)
         while not over():
-            body = {"query": rng.choice(QUERIES), "mode": "hybrid", "k": 10, "explain": explain, **(extra or {})}
+            if kind == "long":
+                body = {"query": rng.choice(longs), "mode": "hybrid", "k": 10}
+            else:
+                body = {"query": rng.choice(QUERIES), "mode": "hybrid", "k": 10, "explain": explain, **(extra or {})}
             t0 = time.perf_counter()
             try:
                 status, _, _ = await c.post("/api/search", body)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
                 c.close()
-                error(f"search: {type(e).__name__}")
+                error(f"{kind}: {type(e).__name__}")
                 continue
             if status == 200:
-                res["search"].append(time.perf_counter() - t0)
+                res[kind].append(time.perf_counter() - t0)
             else:
-                error(f"search: HTTP {status}")
+                error(f"{kind}: HTTP {status}")
             if c.writer is None:  # the server closed it (qkv.web.balance): the next request reconnects
                 res["reconnects"] = res.get("reconnects", 0) + 1
-            last[0] = max(last[0], time.perf_counter())
+            if kind == "search":
+                last[0] = max(last[0], time.perf_counter())
         c.close()
 
     async def heavy(w: int):
@@ -185,7 +215,8 @@ async def load(base: str, *, search_clients: int, heavy_clients: int = 0, second
         c.close()
 
     t0 = time.perf_counter()
-    await asyncio.gather(*[searcher(w) for w in range(search_clients)], *[heavy(w) for w in range(heavy_clients)])
+    await asyncio.gather(*[searcher(w) for w in range(search_clients)], *[heavy(w) for w in range(heavy_clients)],
+                         *[searcher(w, "long") for w in range(long_clients)])
     res["wall"] = (last[0] or time.perf_counter()) - t0  # searches/s over the searches' own time
     return res
 
@@ -303,6 +334,9 @@ def main(argv=None) -> int:
                     help="the encoder (default: the one `qkv serve --sample`, i.e. `make run`, serves the sample with, "
                          "multilingual-e5-small, with the sample's glossary; `minilm` for all-MiniLM-L6-v2, as runs "
                          "before 2026-12-01 16:00 UTC measured)")
+    ap.add_argument("--long-clients", type=int, default=6, help="clients of 500-character Chinese queries (0: skip)")
+    ap.add_argument("--ordinary-clients", type=int, default=40, help="ordinary search clients beside them")
+    ap.add_argument("--long-only", action="store_true", help="only the long Chinese queries scenario")
     ap.add_argument("--no-full-detail", action="store_true",
                     help="skip the extra row: the first 3 results explained in full detail (the API's default)")
     args = ap.parse_args(argv)
@@ -343,8 +377,9 @@ def main(argv=None) -> int:
     served = work / "index"
     shutil.copytree(sample, served, ignore=shutil.ignore_patterns(".lock"))
 
-    console.print(f"reference: Index.search in {workers} process(es), {args.reference_seconds:g} s ...")
-    ref = reference_rate(served, model, glossary, workers, args.reference_seconds)
+    if not args.long_only:
+        console.print(f"reference: Index.search in {workers} process(es), {args.reference_seconds:g} s ...")
+        ref = reference_rate(served, model, glossary, workers, args.reference_seconds)
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -360,6 +395,15 @@ def main(argv=None) -> int:
         # may still run in the heavy-pool processes: idle again before the first timed scenario
         settled += wait_settled(proc.pid)
         mem = worker_memory(proc.pid)
+        if args.long_clients:
+            console.print(f"long Chinese queries: {args.ordinary_clients} ordinary clients alone, then beside "
+                          f"{args.long_clients} long-query clients, {args.seconds:g} s each ...")
+            runs["ordinary"] = asyncio.run(load(base, search_clients=args.ordinary_clients, seconds=args.seconds,
+                                                timeout=args.timeout, seed=4))
+            runs["long"] = asyncio.run(load(base, search_clients=args.ordinary_clients, seconds=args.seconds,
+                                            timeout=args.timeout, seed=4, long_clients=args.long_clients))
+        if args.long_only:
+            return _long_report(console, runs, args, command, workers, model, load0)
         console.print(f"search only: {args.clients} clients, {args.seconds:g} s ...")
         mark = log.stat().st_size
         runs["search"] = asyncio.run(load(base, search_clients=args.clients, seconds=args.seconds, timeout=args.timeout, seed=1))
@@ -389,6 +433,8 @@ def main(argv=None) -> int:
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if args.long_only:
+            shutil.rmtree(work, ignore_errors=True)
     load1 = loadavg()
 
     # ------------------------------------------------------------------ the table
@@ -442,6 +488,8 @@ def main(argv=None) -> int:
                                f"{'never' if vis is None else f'{vis:.2f} s'} after the publish")
     console.print(f"$ {command}")
     console.print(table)
+    if "long" in runs:
+        _long_rows(table, runs, args, ok, errs)
     console.print(f"search only: searches answered per worker {sorted(per_worker.values())}; connections closed by the "
                   f"workers' balance (qkv.web.balance) and reopened: {s.get('reconnects', 0)}; "
                   f"waited {settled:.0f} s for the server to be idle (heavy-pool processes loading their model; the warm-up's "
@@ -450,6 +498,38 @@ def main(argv=None) -> int:
         f"pid {w['pid']}: RSS {w.get('rss')}, PSS {w.get('pss')}, private {w.get('private')}, + {w['children']} heavy-pool "
         f"processes private {w['children_private']}" for w in mem))
     shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _long_rows(table, runs, args, ok, errs) -> None:
+    alone, beside = runs["ordinary"], runs["long"]
+    p99a, p99b = pct(alone["search"], 99), pct(beside["search"], 99)
+    table.add_row(f"ordinary search alone, {args.ordinary_clients} clients, {args.seconds:g} s",
+                  f"{len(alone['search']) / alone['wall']:.1f}", f"{1000 * pct(alone['search'], 50):.0f}",
+                  f"{1000 * p99a:.0f}", "", "", errs(alone), "")
+    lo = beside["long"]
+    table.add_row(f"  beside {args.long_clients} clients of 500-char Chinese queries",
+                  f"{len(beside['search']) / beside['wall']:.1f}", f"{1000 * pct(beside['search'], 50):.0f}",
+                  f"{1000 * p99b:.0f}", f"p99 ≤ {2000 * p99a:.0f} ms (2× alone); 0 errors",
+                  ok(p99b <= 2 * p99a and not beside["errors"]), errs(beside),
+                  f"{p99b / p99a:.2f}× alone; long queries answered {len(lo)}, p50 {1000 * pct(lo, 50):.0f} ms, "
+                  f"p99 {1000 * pct(lo, 99):.0f} ms")
+
+
+def _long_report(console, runs, args, command, workers, model, load0) -> int:
+    from rich.table import Table
+
+    table = Table(title=f"qkv web load check: long Chinese queries · loopback · {os.cpu_count()} CPUs · qkv serve "
+                        f"--workers {workers} · {model} · load average {load0} before, {loadavg()} after")
+    for col in ("run", "searches/s", "search p50 ms", "search p99 ms", "target", "met", "errors", "other"):
+        table.add_column(col, justify="left" if col in ("run", "target", "other") else "right")
+
+    def errs(r) -> str:
+        return str(sum(r["errors"].values())) + (f" {r['errors']}" if r["errors"] else "")
+
+    _long_rows(table, runs, args, lambda b: "yes" if b else "[red]no[/]", errs)
+    console.print(f"$ {command}")
+    console.print(table)
     return 0
 
 

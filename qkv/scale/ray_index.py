@@ -33,7 +33,7 @@ import numpy as np
 
 from qkv.errors import InputError, ModelError
 from qkv.progress import Count, Progress
-from qkv.search.build import new_manifest, open_target, write_rows
+from qkv.search.build import open_target, plan_build, prefixed, write_rows
 from qkv.search.catalog import _sniff_format, read_catalog
 from qkv.search.store import read_manifest, title_hash
 
@@ -60,7 +60,7 @@ class RayIndexReport:
 class _Embedder:
     """One Ray actor: loads the encoder once (one BLAS thread), embeds the batches it is given."""
 
-    def __init__(self, model, id_col, title_col, done, batch_size, pid_dir):
+    def __init__(self, model, id_col, title_col, done, batch_size, pid_dir, precision="float32", prefix=""):
         from qkv.model import shared_encoder
         from qkv.model.threads import WORKER_THREADS, set_default_threads
 
@@ -68,6 +68,7 @@ class _Embedder:
         self.enc = shared_encoder(model, threads=WORKER_THREADS)
         self.fp = self.enc.fingerprint()
         self.id_col, self.title_col, self.batch_size = id_col, title_col, batch_size
+        self.precision, self.prefix = precision, prefix  # the build plan's (qkv.search.build.plan_build)
         self.done = done  # frozenset of "id\thash" already in shards
         if pid_dir:  # which processes embed (operators watch them; the kill test uses it)
             Path(pid_dir).mkdir(parents=True, exist_ok=True)
@@ -87,8 +88,9 @@ class _Embedder:
             hashes.append(h)
             titles.append(t)
         dim = self.enc.dim
-        # titles as passages (E5: "passage: "), the prefix new_manifest records from the same encoder
-        vecs = (self.enc.encode(titles, batch_size=self.batch_size, role="passage") if titles
+        # titles as passages with the prefix the manifest records, in the precision the plan chose
+        vecs = (self.enc.encode([self.prefix + t for t in titles], batch_size=self.batch_size,
+                                precision=self.precision) if titles
                 else np.zeros((0, dim), np.float32))
         return {"id": np.asarray(ids, dtype=object), "title_hash": np.asarray(hashes, dtype=object),
                 "vector": np.asarray(vecs, dtype=np.float32).reshape(len(ids), dim),
@@ -133,17 +135,17 @@ def _write_shard(work: Path, ids, hashes, vecs) -> Path:
     return final
 
 
-def _check_work_dir(work: Path, model: str, fingerprint: str) -> None:
+def _check_work_dir(work: Path, model: str, fingerprint: str, precision: str) -> None:
     meta = work / "shards.json"
-    want = {"format": SHARD_FORMAT, "model": model, "fingerprint": fingerprint}
+    want = {"format": SHARD_FORMAT, "model": model, "fingerprint": fingerprint, "precision": precision}
     if meta.is_file():
         try:
             have = json.loads(meta.read_text())
         except (OSError, json.JSONDecodeError):
             have = {}
         if have != want:
-            raise InputError(f"{work} holds embedding shards of another model or format ({have.get('model')}, "
-                             f"{have.get('fingerprint')}); remove it or pass another --work-dir")
+            raise InputError(f"{work} holds embedding shards of another model, precision or format ({have.get('model')}, "
+                             f"{have.get('fingerprint')}, {have.get('precision')}); remove it or pass another --work-dir")
     else:
         work.mkdir(parents=True, exist_ok=True)
         meta.write_text(json.dumps(want))
@@ -179,8 +181,6 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
     docstring). ``store``: a Milvus URI to keep the data in Milvus; ``rebuild``: replace an existing
     index; ``progress`` (``qkv.progress``) counts stage "embed" in titles, after each shard.
     Returns a ``RayIndexReport``."""
-    from qkv.model import shared_encoder
-
     t0 = time.perf_counter()
     if not isinstance(workers, int) or workers < 1:
         raise InputError(f"workers must be a whole number ≥ 1, got {workers!r}")
@@ -195,13 +195,14 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
                          "(a local file or a shared mount)")
     fmt = _sniff_format(src, fmt)
     cat = read_catalog(src, id_column=id_column, title_column=title_column, fmt=fmt)
-    from qkv.model import default_model
-
-    enc = encoder or shared_encoder(model or default_model())
-    model_name = model or enc.name
+    # model, prefixes, precision and keyword scheme as `qkv index` decides them (one build path)
+    plan = plan_build(path, encoder, model=model, rebuild=rebuild, dtype=dtype, ann=ann,
+                      backend="milvus" if store else "embedded")
+    enc, model_name = plan.encoder, plan.manifest.model
+    prefix = prefixed(plan.manifest, [""], "passage")[0]
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")
     fp = enc.fingerprint()
-    _check_work_dir(work, model_name, fp)
+    _check_work_dir(work, model_name, fp, plan.precision)
     report = RayIndexReport(str(path), workers=workers, catalog=cat.summary())
 
     done = _load_shards(work)
@@ -218,7 +219,7 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
             ds = ds.map_batches(
                 _Embedder, fn_constructor_args=(model_name, cat.id_column, cat.title_column,
                                                 frozenset(done) & frozenset(want), batch_size,
-                                                str(_pid_dir) if _pid_dir else None),
+                                                str(_pid_dir) if _pid_dir else None, plan.precision, prefix),
                 batch_size=block_rows, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
                 num_cpus=1)  # Ray Data's actor pools restart dead actors and retry their batches by default
                              # (max_restarts=-1, max_task_retries=-1); the kill test relies on that
@@ -243,20 +244,19 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
         raise InputError(f"{len(missing)} products got no vector from the Ray run (e.g. {sorted(missing)[0]!r}); "
                          "run again to embed the rest (finished shards are kept)")
     report.embedded = todo
-    report.count = _write_index(path, cat, done, enc, model_name, store, rebuild, ann, dtype)
+    report.count = _write_index(path, cat, done, plan.manifest, store)
     if not keep_shards:
         shutil.rmtree(work, ignore_errors=True)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _write_index(path: Path, cat, vectors: dict, enc, model_name, store, rebuild, ann, dtype) -> int:
+def _write_index(path: Path, cat, vectors: dict, made, store) -> int:
     """The same index the local path builds (``qkv.search.build``'s write half), from the vectors
     the shards hold; an existing index is replaced atomically when the writer block succeeds."""
     if store and (path / "manifest.json").is_file():
         raise InputError(f"{path} already exists; --store creates a new Milvus-backed index, choose a new --index")
     backend = "milvus" if store else "embedded"
-    made = new_manifest(enc, model=model_name, dtype=dtype, ann=ann, backend=backend)
     st = open_target(path, lambda: made, rebuild=True, backend=backend, **({"uri": store} if store else {}))
 
     def from_shards(rows):

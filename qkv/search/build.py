@@ -77,6 +77,52 @@ def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", a
                            "precision": precision, **role_prefixes(encoder)})
 
 
+@dataclass
+class BuildPlan:
+    """What every engine builds with (``plan_build``): the encoder, the precision its titles are
+    embedded in, and the manifest a new or rebuilt index gets."""
+
+    encoder: object
+    precision: str
+    manifest: Manifest
+
+
+def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = False, rebuild: bool = False,
+               dtype: str = "float32", ann: str = "auto", backend: str = "embedded",
+               precision: str | None = None) -> BuildPlan:
+    """The one place that decides an index's model, prefixes, precision and keyword scheme, for
+    ``build_index`` and for ``qkv.scale.ray_index`` alike: the encoder given, else ``model``, else
+    the existing index's model, else the rule's model for text not known yet
+    (``qkv.model.default_model``: a new index's queries may come in any language); ``precision`` given, else the index's recorded
+    one (an update or rebuild), else BUILD_PRECISION — as it actually runs on this CPU."""
+    from qkv.model import default_model, shared_encoder
+    from qkv.model.linear import PRECISIONS, effective_precision
+
+    path = index_dir(path)
+    if dtype not in ("float32", "float16"):
+        raise InputError(f"dtype must be float32 or float16, not {dtype!r}")
+    if ann not in ("auto", "flat", "hnsw", "ivfpq"):
+        raise InputError(f"ann must be auto, flat, hnsw or ivfpq, not {ann!r}")
+    if precision is not None and precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    existing = read_manifest(path) if (path / "manifest.json").is_file() else None
+    if existing is not None:
+        if not (upsert or rebuild):
+            raise InputError(f"{path} already holds an index of {existing.count} products; pass --upsert to add or "
+                             "replace products by id, or --rebuild to replace the whole index")
+        if encoder is None:
+            encoder = shared_encoder(model or existing.model)
+        if not rebuild:
+            check_model(existing, encoder, path)
+        if precision is None:  # an update embeds as the index was built (before it was recorded: float32)
+            precision = existing.extra.get("precision", "float32")
+    elif encoder is None:
+        encoder = shared_encoder(model or default_model())
+    precision = effective_precision(precision or BUILD_PRECISION, encoder)
+    made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision)
+    return BuildPlan(encoder, precision, made)
+
+
 def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",
                 **store_options) -> VectorStore:
     """The store at ``path`` for writing: the existing one (``rebuild``: opened only to be replaced,
@@ -122,35 +168,13 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     its cores were already busy: docs/search.md). ``precision``: the encoder's (``Encoder.encode``);
     default BUILD_PRECISION for a new index, the recorded one for an update; the manifest records
     the precision that actually ran (float32 where the CPU has no bfloat16 unit)."""
-    from qkv.model import default_model, shared_encoder
-    from qkv.model.linear import PRECISIONS, effective_precision
-
     t0 = time.perf_counter()
     path = index_dir(path)
-    if dtype not in ("float32", "float16"):
-        raise InputError(f"dtype must be float32 or float16, not {dtype!r}")
-    if ann not in ("auto", "flat", "hnsw", "ivfpq"):
-        raise InputError(f"ann must be auto, flat, hnsw or ivfpq, not {ann!r}")
-    if precision is not None and precision not in PRECISIONS:
-        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     cat = catalog if isinstance(catalog, Catalog) else read_catalog(
         catalog, id_column=id_column, title_column=title_column, fmt=fmt)
-    if (path / "manifest.json").is_file():
-        manifest = read_manifest(path)
-        if not (upsert or rebuild):
-            raise InputError(f"{path} already holds an index of {manifest.count} products; pass --upsert to add or "
-                             "replace products by id, or --rebuild to replace the whole index")
-        if encoder is None:
-            encoder = shared_encoder(manifest.model)
-        if not rebuild:
-            check_model(manifest, encoder, path)
-        if precision is None:  # an update embeds as the index was built (before it was recorded: float32)
-            precision = manifest.extra.get("precision", "float32")
-    else:
-        # a new index: the rule's model for text not known yet (its queries, in any language)
-        encoder = encoder or shared_encoder(default_model())
-    precision = effective_precision(precision or BUILD_PRECISION, encoder)
-    made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision)
+    plan = plan_build(path, encoder, upsert=upsert, rebuild=rebuild, dtype=dtype, ann=ann, backend=backend,
+                      precision=precision)
+    encoder, precision, made = plan.encoder, plan.precision, plan.manifest
     store = open_target(path, lambda: made, rebuild=rebuild, backend=backend, **store_options)
     # titles get the prefix the index records (an update: the index's own; a new index or a
     # rebuild: the encoder's, which the rebuilt manifest records)

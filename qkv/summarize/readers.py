@@ -46,6 +46,7 @@ class MissingColumn(InputError):
 # Ratings are stars, labels or scores (1-5, 0/1, 0-10, 0-100): one far outside would set the scale
 # every other review is read on (rating_scale), so it is refused, as NaN and infinity are.
 MAX_RATING = 100.0
+SNIFF_CHARS = 1_000  # of the header line, to guess a CSV's delimiter from
 
 
 def _key(name: str) -> str:
@@ -247,11 +248,12 @@ def _fewsum(rows: list[dict], columns: list[str]) -> list[Product]:
 
 def parse_table(text: str, path="input", column=None, rating_column=None, group_column=None) -> list[Product]:
     csv.field_size_limit(1 << 30)
-    head = text[:8192]
+    # the header line, bounded: csv.Sniffer's regular expressions took 0.43 s on an 8 KB line
+    first = text[:SNIFF_CHARS].split("\n", 1)[0]
     try:
-        delimiter = csv.Sniffer().sniff(head.split("\n", 1)[0] + "\n", delimiters=",\t;|").delimiter
+        delimiter = csv.Sniffer().sniff(first + "\n", delimiters=",\t;|").delimiter
     except csv.Error:
-        delimiter = "\t" if "\t" in head.split("\n", 1)[0] else ","
+        delimiter = "\t" if "\t" in first else ","
     # Only the delimiter comes from the header line: sniffing a line without quotes also guesses
     # doublequote=False, which cut '"坐TAXI…怎么样"",老酒店…"' at the escaped quote (75 of the
     # 10,000 hotel reviews lost their ends). Quoting is the standard's ("" inside a quoted field).

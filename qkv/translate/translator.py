@@ -107,10 +107,11 @@ class Translation:
     # per piece, the word's other English the catalog holds (the candidates not chosen, best first;
     # () for typed tokens): searched as weaker synonyms of the chosen one (qkv.search.crosslingual)
     alternatives: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
+    untranslated: int = 0  # Chinese characters past MAX_HAN_CHARS: searched as typed only
 
     def to_json(self) -> dict:
         return {"query": self.query, "text": self.text, "pieces": [p._asdict() for p in self.pieces],
-                "alternatives": [list(a) for a in self.alternatives]}
+                "alternatives": [list(a) for a in self.alternatives], "untranslated": self.untranslated}
 
 
 class Vocabulary(Protocol):
@@ -285,6 +286,10 @@ def trade_glossary(name: str | None) -> dict[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------------------- translator
+# Chinese characters of one query that are translated; the rest is searched as typed (the original
+# query's keywords and its dense vector). A product query is a few words; a 500-character one cost
+# 0.8 s of translation and held a search thread against everyone else's searches.
+MAX_HAN_CHARS = 48
 GLOSS_CACHE = 50_000  # words whose candidate glosses a translator keeps (each a few hundred bytes)
 
 
@@ -485,22 +490,38 @@ class Translator:
 
     def _choose(self, pieces: list[tuple[str, list]]) -> tuple[float, list[int]]:
         """Greedy coordinate ascent (Gao et al. 2001): start from each word's most frequent gloss,
-        then let each word take the gloss that co-occurs most with the others' current choices."""
+        then let each word take the gloss that co-occurs most with the others' current choices.
+        Scores as ``_score`` does, but a trial changing one word re-counts only that word's pairs
+        (n per trial, not n²: re-scoring every pair made a long query cubic)."""
         pick = [0] * len(pieces)
         opts = [c for _, c in pieces]
+        live = [i for i, o in enumerate(opts) if o]  # words with no gloss take no part
+        if len(live) < 2:
+            terms = [opts[i][0][1] for i in live]
+            return self._score(terms), pick
 
-        def terms_of(p):
-            return [opts[i][p[i]][1] if opts[i] else () for i in range(len(opts))]
+        def pair(i, gi, j, gj) -> float:  # (in query order, as _score counts them)
+            a, b = (opts[i][gi][1], opts[j][gj][1]) if i < j else (opts[j][gj][1], opts[i][gi][1])
+            return math.log1p(self.vocab.count(a + b))
 
-        best = self._score(terms_of(pick))
+        def whole(p) -> float:
+            return math.log1p(self.vocab.count([x for i in live for x in opts[i][p[i]][1]]))
+
+        n_pairs = len(live) * (len(live) - 1) / 2
+        pairs = sum(pair(i, 0, j, 0) for k, i in enumerate(live) for j in live[k + 1:])
+        best = whole(pick) + pairs / n_pairs
         for _ in range(2):
             changed = False
-            for i, o in enumerate(opts):
-                for g in range(1, len(o)):
+            for i in live:
+                for g in range(1, len(opts[i])):
+                    if g == pick[i]:
+                        continue
                     trial = pick[:i] + [g] + pick[i + 1:]
-                    s = self._score(terms_of(trial))
+                    trial_pairs = pairs + sum(pair(i, g, j, pick[j]) - pair(i, pick[i], j, pick[j])
+                                              for j in live if j != i)
+                    s = whole(trial) + trial_pairs / n_pairs
                     if s > best + 1e-12:
-                        best, pick, changed = s, trial, True
+                        best, pick, pairs, changed = s, trial, trial_pairs, True
             if not changed:
                 break
         return best, pick
@@ -510,16 +531,22 @@ class Translator:
         q = zh.fold(unicodedata.normalize("NFKC", query))
         parts: list[tuple[str, object]] = []  # ("typed", token) or ("han", (word, candidates))
         at = 0
+        budget, untranslated = MAX_HAN_CHARS, 0  # Chinese characters still to translate; past it
         for m in zh.HAN_RUN.finditer(q):
             parts += [("typed", t) for t in q[at:m.start()].split()]
+            at = m.end()
+            run = m.group(0)[:budget]
+            untranslated += len(m.group(0)) - len(run)
+            budget -= len(run)
+            if not run:
+                continue
             best = None  # this run's segmentation: the one whose own glosses cohere best
-            for seg in self.segmentations(m.group(0)):
+            for seg in self.segmentations(run):
                 pieces = [p for w in seg for p in self._pieces(w)]
                 score = self._choose(pieces)[0] - 0.01 * len(pieces)  # ties: fewer, longer words
                 if best is None or score > best[0]:
                     best = (score, pieces)
             parts += [("han", p) for p in best[1]]
-            at = m.end()
         parts += [("typed", t) for t in q[at:].split()]
         han = [v for kind, v in parts if kind == "han"]
         pick = iter(self._choose(han)[1])  # then the glosses of all runs together
@@ -537,4 +564,4 @@ class Translator:
             out.append(Piece(word, opts[p][0], opts[p][2]) if opts else Piece(word, "", "untranslated"))
             alts.append(tuple(o[0] for i, o in enumerate(opts) if i != p and o[0] != opts[p][0]))
         text = " ".join(p.en for p in out if p.en)
-        return Translation(query, text, tuple(out), tuple(alts))
+        return Translation(query, text, tuple(out), tuple(alts), untranslated)

@@ -197,8 +197,10 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     # ------------------------------------------------------------------ routes
     from qkv.web.routes import attention, attributes, meta, search, summaries
 
+    from qkv.web.routes._util import ERRORS
+
     for module in (meta, attention, search, attributes, summaries):
-        app.include_router(module.router, prefix="/api")
+        app.include_router(module.router, prefix="/api", responses=ERRORS)
 
     @app.get("/", include_in_schema=False)
     async def page():

@@ -19,6 +19,7 @@ class Limits:
     max_text_chars: int = 2_000  # attention / tour text, a search query is shorter (below)
     max_attention_tokens: int = 128  # [heads, n, n] per layer stays ~1.5 MB of JSON
     max_query_chars: int = 500
+    max_query_han_chars: int = 100  # a Chinese character is a token (or more): 500 took 1.1-1.5 s to search
     max_results: int = 50
     max_titles: int = 200
     max_title_chars: int = 500

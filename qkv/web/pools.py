@@ -34,7 +34,7 @@ from typing import Callable
 
 from qkv.errors import QkvError
 
-KINDS = ("search", "explain", "attention", "summary", "attributes")
+KINDS = ("search", "search_long", "explain", "attention", "summary", "attributes")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ class PoolSpec:
 # queue, a long deadline, lower priority. All overridable through create_app(pools={...}).
 DEFAULT_POOLS: dict[str, PoolSpec] = {
     "search": PoolSpec(threads=1, queue=256, deadline=10.0, nice=0),
+    # searches that can only be slow (long Chinese queries: translation and two long encodings) run
+    # in a lane of their own, at lower priority, so six of them cannot starve every cheap search
+    "search_long": PoolSpec(threads=1, queue=32, deadline=10.0, nice=5),
     "explain": PoolSpec(threads=1, queue=64, deadline=15.0, nice=5),
     "attention": PoolSpec(threads=1, queue=16, deadline=30.0, nice=10, process=True),
     "summary": PoolSpec(threads=1, queue=8, deadline=60.0, nice=10, process=True),

@@ -61,7 +61,7 @@ def test_interrupted_run_resumes_and_vectors_equal_local(tmp_path, local_ray, sa
     ids = st.all_ids()
     assert sorted(ids) == [f"x{i:05d}" for i in range(200)]
     rows = st.get_rows(ids)
-    local = encoder.encode([r["title"] for r in rows])
+    local = encoder.encode([r["title"] for r in rows], precision=st.manifest.extra["precision"])
     np.testing.assert_allclose(st.get_vectors(ids), local, atol=1e-6)  # the Ray path gives the same vectors
     assert rows[0]["price"] is not None and st.manifest.fingerprint == encoder.fingerprint()
     with Index.open(tmp_path / "idx", encoder) as idx:  # and it is the same kind of index the local path builds
@@ -106,3 +106,38 @@ def test_bad_arguments_are_refused(tmp_path, sample_catalog):
         index_with_ray(tmp_path / "missing.csv", tmp_path / "i")
     with pytest.raises(InputError, match="no catalog file"):
         index_with_ray("s3://bucket/catalog.parquet", tmp_path / "i")
+
+
+@pytest.mark.parametrize("model", [None, "minilm"])
+def test_the_ray_build_is_the_local_build(tmp_path, local_ray, sample_catalog, encoder, model):
+    """`qkv index --engine ray` builds what `qkv index` builds: one build path decides model,
+    prefixes, precision and keyword scheme, so the manifests are equal but for the generation's
+    name, the vectors are the local build's, and both answer a query alike. ``None``: the default
+    model (the test's encoder stands in for it, as the CLI would load it)."""
+    from typer.testing import CliRunner
+
+    from qkv.cli import app
+
+    cat = _catalog(tmp_path / "cat.csv", 120, sample_catalog)
+    extra = ["--model", model] if model else []
+    if model is None:  # the default model is the one the test suite loads as its encoder
+        extra = ["--model", encoder.name]
+    runner = CliRunner()
+    for engine, where in (("local", "local"), ("ray", "ray")):
+        r = runner.invoke(app, ["index", str(cat), "--index", str(tmp_path / where), "--engine", engine,
+                                "--workers", "1", *extra])
+        assert r.exit_code == 0, r.output
+    local, distributed = open_store(tmp_path / "local"), open_store(tmp_path / "ray")
+
+    def described(m):
+        d = {k: v for k, v in m.__dict__.items() if k != "extra"}
+        d["extra"] = {k: v for k, v in m.extra.items() if k not in ("generation", "created", "updated")}
+        return d
+
+    assert described(distributed.manifest) == described(local.manifest)
+    ids = local.all_ids()
+    assert sorted(distributed.all_ids()) == sorted(ids)
+    np.testing.assert_allclose(distributed.get_vectors(ids), local.get_vectors(ids), atol=1e-6)
+    with Index.open(tmp_path / "local", encoder) as a, Index.open(tmp_path / "ray", encoder) as b:
+        for q in ("breathable running shoes", "waterproof hiking boots"):
+            assert [r.id for r in a.search(q, k=5)] == [r.id for r in b.search(q, k=5)]

@@ -277,7 +277,7 @@ def test_the_built_in_home_improvement_glossary_holds_the_trade_words():
 
 def test_the_gloss_cache_is_bounded(monkeypatch):
     """Every new query word adds to a translator's memo of candidates: it stays within GLOSS_CACHE."""
-    import qkv.search.translate as translate
+    import qkv.translate.translator as translate
 
     monkeypatch.setattr(translate, "GLOSS_CACHE", 5)
     t = Translator(TitleVocabulary(TITLES), dictionary=DICT)
@@ -286,3 +286,43 @@ def test_the_gloss_cache_is_bounded(monkeypatch):
         t.candidates(w)
         assert len(t._glosses) <= 5
     assert t.candidates(next(iter(DICT))) == Translator(TitleVocabulary(TITLES), dictionary=DICT).candidates(next(iter(DICT)))
+
+
+class _Counting(TitleVocabulary):
+    calls = 0
+
+    def count(self, terms):
+        type(self).calls += 1
+        return super().count(terms)
+
+
+def test_a_long_chinese_query_costs_no_more_than_a_capped_one():
+    """Translation work does not grow with the query: past MAX_HAN_CHARS Chinese characters the rest
+    is searched as typed (the translation says how many), so a 400-character query costs what a
+    100-character one does (the greedy choice re-scored every pair at each step: cubic)."""
+    import qkv.translate.translator as translate
+
+    t = Translator(_Counting(TITLES), dictionary=DICT)
+    words = list(DICT)
+    calls = []
+    for n in (100, 400):
+        text = "".join(words[i % len(words)] for i in range(n))[:n]
+        _Counting.calls = 0
+        tr = t.translate(text)
+        calls.append(_Counting.calls)
+        assert tr.untranslated == n - translate.MAX_HAN_CHARS
+        assert sum(len(p.zh) for p in tr.pieces) == translate.MAX_HAN_CHARS
+    assert calls[1] <= calls[0] + 5
+
+
+def test_the_greedy_choice_scores_as_the_full_score_does():
+    t = Translator(TitleVocabulary(TITLES), dictionary=DICT)
+    pieces = [(w, t.candidates(w)) for w in ["无线", "电钻", "钻", "盖", "柜", "吊", "浴室", "鞋"]]
+    best, pick = t._choose(pieces)
+    chosen = [c[p][1] if c else () for (_, c), p in zip(pieces, pick)]
+    assert best == pytest.approx(t._score(chosen), abs=1e-9)
+    # no single change of one word's gloss scores higher (a local optimum, as before)
+    for i, (_, c) in enumerate(pieces):
+        for g in range(len(c)):
+            trial = chosen[:i] + [c[g][1]] + chosen[i + 1:]
+            assert t._score(trial) <= best + 1e-9

@@ -287,7 +287,8 @@ def test_a_500_closes_the_connection_cleanly(encoder, serve):
 
 @pytest.mark.parametrize("path, payload, field", [
     ("/api/search", {"query": "shoes", "k": True}, "k"),
-    ("/api/search", {"query": "shoes", "k": 3.0}, "k"),
+    ("/api/search", {"query": "shoes", "k": 3.5}, "k"),
+    ("/api/search", {"query": "shoes", "k": "3"}, "k"),
     ("/api/search", {"query": "shoes", "explain": "yes"}, "explain"),
     ("/api/search", {"query": "shoes", "filters": [{"field": "price", "value": True}]}, "value"),
     ("/api/search", {"query": 5}, "query"),

@@ -20,6 +20,25 @@ class Clock:
         return self.now
 
 
+def _run(coroutine):
+    """``asyncio.run`` in a thread of its own (the browser tests' Playwright keeps an event loop
+    running in the main thread for the session)."""
+    out = {}
+
+    def main():
+        try:
+            out["value"] = asyncio.run(coroutine)
+        except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=main)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def _pool(threads=1, queue=1):
     pool = Pool("summary", PoolSpec(threads=threads, queue=queue, deadline=60.0), _BlasGate(lambda: 1), state=object())
     pool._clock = Clock()
@@ -43,7 +62,7 @@ def test_retry_after_counts_the_running_jobs_time_before_any_finished():
         await asyncio.gather(running, waiting)
         return refused.value.retry_after
 
-    retry = asyncio.run(scenario())
+    retry = _run(scenario())
     assert retry >= 14  # the running job's 7 s so far, and the waiting one's as long again
     pool.shutdown()
 
@@ -59,7 +78,7 @@ def test_retry_after_starts_from_the_first_measured_job_time():
         assert pool.job_seconds == pytest.approx(7.0)
         return pool.retry_after()
 
-    assert asyncio.run(scenario()) >= 7
+    assert _run(scenario()) >= 7
     pool.shutdown()
 
 
@@ -110,7 +129,7 @@ def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
         return [await pool.run(_square, x) for x in (4, 5)]
 
     try:
-        assert asyncio.run(scenario()) == [16, 25]
+        assert _run(scenario()) == [16, 25]
         assert pool.restarts == 1
         assert 'qkv_pool_restarts_total{kind="summary"} 1.0' in meter.exposition().decode()
     finally:

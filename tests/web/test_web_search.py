@@ -217,3 +217,56 @@ def test_nan_and_infinity_are_refused_as_filter_values(client, value):
 def test_a_word_for_a_number_field_is_refused(client):
     r = client.post("/api/search", json={"query": "shoes", "filters": [{"field": "price", "op": "=", "value": "cheap"}]})
     assert r.status_code == 422 and "holds numbers" in r.json()["error"]
+
+
+LONG_ZH = "男士透气网面跑鞋轻便运动鞋女士防水登山靴护踝儿童帆布一脚蹬休闲鞋记忆棉家居拖鞋防滑速干登山短裤拉链口袋"
+
+
+def test_a_long_chinese_query_says_what_was_translated(client):
+    from qkv.translate.translator import MAX_HAN_CHARS
+
+    query = (LONG_ZH * 2)[:90]
+    r = client.post("/api/search", json={"query": query, "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert f"only the first {MAX_HAN_CHARS} Chinese characters" in body["searched_as"]
+    assert sum(len(row["zh"]) for row in body["translation"]) <= MAX_HAN_CHARS
+
+
+def test_the_chinese_query_limit_is_lower(client):
+    from qkv.web.limits import Limits
+
+    n = Limits().max_query_han_chars
+    assert n < Limits().max_query_chars
+    r = client.post("/api/search", json={"query": (LONG_ZH * 10)[:n + 1], "k": 3})
+    assert r.status_code == 413 and f"{n} Chinese characters" in r.json()["error"]
+    assert client.post("/api/search", json={"query": "boots " + (LONG_ZH * 10)[:n], "k": 3}).status_code == 200
+
+
+def test_long_searches_run_in_their_own_lane(encoder, sample_index):
+    """The lane for long queries is full and stuck: ordinary searches still answer at once, and a
+    long query waits (or is refused) in its own lane only."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from qkv.web import create_app
+
+    app = create_app(encoder=encoder, index_dir=sample_index, pools={"search_long": {"queue": 0}})
+    release = threading.Event()
+    with TestClient(app) as c:
+        st = app.state.qkv
+        held = threading.Thread(target=lambda: c.portal.call(st.run, "search_long", lambda s: release.wait(60)))
+        held.start()
+        try:
+            while st.pools["search_long"].running < 1:
+                release.wait(0.01)
+            for q in ("boots", "透气跑鞋", "kettle"):
+                r = c.post("/api/search", json={"query": q, "k": 3})
+                assert r.status_code == 200, r.text
+            r = c.post("/api/search", json={"query": LONG_ZH[:60], "k": 3})
+            assert r.status_code == 429  # its lane is busy; the ordinary lane was not used
+        finally:
+            release.set()
+            held.join(60)
+        assert c.post("/api/search", json={"query": LONG_ZH[:60], "k": 3}).status_code == 200

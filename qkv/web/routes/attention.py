@@ -10,15 +10,15 @@ from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import BODY, jsonable, require, state
+from qkv.web.routes._util import BODY, Whole, jsonable, require, state
 
 router = APIRouter(tags=["attention"])
 _L = Limits()
 
 Text = Annotated[str, Field(min_length=1, max_length=_L.max_text_chars,
                             description="The text to look at (at most 128 tokens with [CLS]/[SEP]).")]
-Layer = Annotated[int, Field(ge=0, le=63, description="Layer index, 0-based.")]
-Head = Annotated[int, Field(ge=0, le=63, description="Head index, 0-based.")]
+Layer = Annotated[Whole, Field(ge=0, le=63, description="Layer index, 0-based.")]
+Head = Annotated[Whole, Field(ge=0, le=63, description="Head index, 0-based.")]
 
 
 class MapRequest(BaseModel):
@@ -45,7 +45,7 @@ class NeuronRequest(BaseModel):
     text: Text
     layer: Layer = 0
     head: Head = 0
-    query: int = Field(1, ge=0, description="Position of the query token (0 = [CLS]).")
+    query: Whole = Field(1, ge=0, description="Position of the query token (0 = [CLS]).")
 
 
 class TourRequest(BaseModel):

@@ -17,12 +17,16 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from qkv.web.limits import Limits
-from qkv.web.routes._util import BODY, jsonable, require, state
-from qkv.web.state import NotFound
+from qkv.web.routes._util import BODY, Whole, jsonable, require, state
+from qkv.web.state import NotFound, TooLarge
 
 router = APIRouter(tags=["search"])
 _L = Limits()
 _MAX_CHOICES = 60  # a text field with at most this many distinct values becomes a drop-down
+# A query costing more than this many tokens (a Chinese character ≈ one, a word of other text ≈ one)
+# is searched in the "search_long" lane: translation and two encodings of a long query took a
+# second, while a product query of a few words takes milliseconds.
+_LONG_QUERY_TOKENS = 32
 
 
 class FieldFilter(BaseModel):
@@ -45,9 +49,9 @@ class SearchRequest(BaseModel):
     model_config = BODY
     query: Query
     mode: Literal["hybrid", "dense", "keyword"] = "hybrid"
-    k: int = Field(10, ge=1, le=_L.max_results)
+    k: Whole = Field(10, ge=1, le=_L.max_results)
     filters: Annotated[list[FieldFilter], Field(max_length=20)] = []
-    explain: Union[bool, Annotated[int, Field(ge=0, le=_L.max_results)]] = Field(
+    explain: Union[bool, Annotated[Whole, Field(ge=0, le=_L.max_results)]] = Field(
         False, description="Add the match grid and word shares of the first N results (true: all, false: none); "
                            "others are explained on request by /api/search/explain.")
     explain_detail: Detail = "full"
@@ -74,6 +78,17 @@ class FieldsResponse(BaseModel):
     count: int
     model: str
     fields: list[FieldDescription]
+
+
+def _lane(query: str, limits: Limits) -> str:
+    """The pool a search of ``query`` runs in, by its cost; a Chinese query over the Chinese limit is 413."""
+    from qkv.text.zh import HAN_RUN
+
+    han = sum(len(m) for m in HAN_RUN.findall(query))
+    if han > limits.max_query_han_chars:
+        raise TooLarge(f"the query has {han} Chinese characters; a query may have at most "
+                       f"{limits.max_query_han_chars} Chinese characters: search with fewer words")
+    return "search_long" if han + len(HAN_RUN.sub(" ", query).split()) > _LONG_QUERY_TOKENS else "search"
 
 
 def _where(filters: list[FieldFilter]):
@@ -131,7 +146,13 @@ def _translated_as(tr) -> dict:
         return {"searched_as": None, "translation": None}
     from qkv.search.crosslingual import translation_rows
 
-    return {"searched_as": tr.text, "translation": translation_rows(tr)}
+    text = tr.text
+    if getattr(tr, "untranslated", 0):
+        from qkv.translate.translator import MAX_HAN_CHARS
+
+        text += (f" (only the first {MAX_HAN_CHARS} Chinese characters were translated; "
+                 f"{tr.untranslated} more were searched as typed)")
+    return {"searched_as": text, "translation": translation_rows(tr)}
 
 
 def _explanation_json(e, detail: str) -> dict:
@@ -159,6 +180,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
     require("qkv.search", "search")
     where = _where(body.filters)
     n_explain = body.k if body.explain is True else int(body.explain)
+    lane = _lane(body.query, st.limits)
 
     def run(st):
         index = st.index()
@@ -179,7 +201,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
 
-    return await st.run("search", run)
+    return await st.run(lane, run)
 
 
 @router.post("/search/explain", summary="Why these results matched: match grid and highlights, per product")
@@ -187,6 +209,7 @@ async def explain(body: ExplainRequest, request: Request) -> dict:
     st = state(request)
     require("qkv.search", "search")
     ids = list(dict.fromkeys(body.ids))
+    _lane(body.query, st.limits)  # the Chinese limit
 
     def run(st):
         index = st.index()

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from qkv.errors import InputError
 from qkv.web.limits import Limits
-from qkv.web.routes._util import BODY, jsonable, require, state
+from qkv.web.routes._util import BODY, Whole, jsonable, require, state
 from qkv.web.state import TooLarge
 
 router = APIRouter(tags=["summaries"])
@@ -26,7 +26,7 @@ class SummarizeRequest(BaseModel):
                        Field(min_length=1, max_length=_L.max_reviews)]
     ratings: list[Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-_L.max_rating, le=_L.max_rating)] | None] | None = Field(
         None, description="One per review (or null), e.g. 1-5 stars; a finite number within ±max_rating.")
-    budget: int = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
+    budget: Whole = Field(75, ge=1, le=_L.max_budget_tokens, description="Most tokens the summary may have.")
     tokenizer: Tokenizer = "cl100k"
     order: Order = "original"
     allow_cut: bool = Field(False, description="When every sentence is over the budget, cut the best one at it "
@@ -71,30 +71,37 @@ async def summarize_upload(request: Request,
                            allow_cut: Annotated[bool, Form()] = False) -> dict:
     st = state(request)
     require("qkv.summarize", "review summaries")
-    from qkv.summarize.readers import MissingColumn, decode, parse_json, parse_plain, parse_table
+    from qkv.summarize.readers import MissingColumn
 
     limit = st.limits.max_upload_bytes
     data = await file.read(limit + 1)  # the upload is held in memory only; nothing is written to disk by us
     if len(data) > limit:
         raise TooLarge(f"the file is larger than this server's upload limit of {limit:,} bytes")
+    # decoded, read and summarised in the summary pool (behind its queue limit, off the event loop)
+    try:
+        return await st.run("summary", _upload_summary, data, file.filename or "upload.txt", budget, tokenizer, order,
+                            product, column, allow_cut)
+    except MissingColumn as e:  # the page offers the file's columns to choose from
+        return JSONResponse({"error": 'the uploaded file has no review column qkv recognises; choose which column '
+                                      'holds the reviews ("column")', "columns": e.columns}, status_code=422)
+
+
+def _upload_summary(st, data: bytes, name: str, budget: int, tokenizer: str, order: str, product: int,
+                    column: str | None, allow_cut: bool) -> dict:
+    """Runs in the summary pool (perhaps in a child process): the file → its products → a summary."""
+    from qkv.summarize.readers import decode, parse_json, parse_plain, parse_table
+
     if b"\x00" in data:
         raise InputError("the file looks binary; upload text: .txt (one review per line), .csv/.tsv or .jsonl")
     text = decode(data, "the file")  # UTF-8, else the encoding it is in (GBK/GB18030 from Excel)
-    name = file.filename or "upload.txt"
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     first = text.lstrip()[:1]
     label = "the uploaded file"
-    try:
-        if ext in ("jsonl", "ndjson", "json") or (ext not in ("csv", "tsv", "txt") and first in ("{", "[") and first):
-            products = parse_json(text, label, column or None)
-        elif ext in ("csv", "tsv"):
-            products = parse_table(text, label, column or None)
-        else:
-            products = None
-    except MissingColumn as e:  # the page offers the file's columns to choose from
-        return JSONResponse({"error": f"{label} has no review column qkv recognises; choose which column holds "
-                                      "the reviews", "columns": e.columns}, status_code=422)
-    if products is None:
+    if ext in ("jsonl", "ndjson", "json") or (ext not in ("csv", "tsv", "txt") and first in ("{", "[") and first):
+        products = parse_json(text, label, column or None)  # MissingColumn reaches the route
+    elif ext in ("csv", "tsv"):
+        products = parse_table(text, label, column or None)
+    else:
         products = parse_plain(text)
     products = [p for p in products if p.reviews]
     if not products:
@@ -106,7 +113,7 @@ async def summarize_upload(request: Request,
         raise TooLarge(f"the file has {len(chosen.reviews)} reviews; this server summarises at most {st.limits.max_reviews}")
     if any(len(r.text) > st.limits.max_review_chars for r in chosen.reviews):
         raise TooLarge(f"a review is longer than {st.limits.max_review_chars:,} characters")
-    out = await _summarize(request, list(chosen.reviews), None, budget, tokenizer, order, allow_cut)
+    out = _summary(st, list(chosen.reviews), None, budget, tokenizer, order, allow_cut)
     out["reviews"] = chosen.texts
     out["products"] = [p.id for p in products]
     out["product"] = product
