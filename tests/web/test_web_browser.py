@@ -213,6 +213,20 @@ def test_every_string_follows_the_chosen_language(page):
     assert all("422" in e for e in page.console_errors), page.console_errors  # the refused empty text
 
 
+def test_nothing_close_is_said(page):
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")
+    assert page.locator("#search-nothing").count() == 0 and page.locator("#search-results li.weak").count() == 0
+    page.fill("#search-q", "headphones")
+    page.fill('#search-filters input[data-field="price"][data-op="<="]', "30")
+    page.press("#search-q", "Enter")
+    page.wait_for_selector("#search-nothing")
+    n = page.locator("#search-results li").count()
+    assert n and page.locator("#search-results li.weak .badge").count() == n
+    assert "Nothing in the catalog is close" in page.locator("#search-nothing").inner_text()
+    assert page.console_errors == []
+
+
 def test_search_results_highlights_and_match_grid(page, screenshot):
     sent = []
     page.on("request", lambda r: sent.append((r.url.split("/api/")[-1], r.post_data_json)) if "/api/search" in r.url

@@ -189,3 +189,19 @@ def test_the_grid_is_answered_as_jsonable_would_write_it(client):
     for x in r.json()["results"]:
         g = x["explanation"]["grid"]
         assert g == jsonable(g) and all(type(v) is float for row in g for v in row)
+
+
+@pytest.mark.parametrize("query", ["headphones", "guitar strings"])
+def test_nothing_close_is_marked_weak(client, query):
+    """Headphones under a price none meets, or a product the catalog lacks: every result is only
+    the least far (qkv.search.floor); the same search without the filter finds close ones."""
+    r = client.post("/api/search", json={"query": query, "k": 5,
+                                         "filters": [{"field": "price", "op": "<=", "value": 30}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["floor"] is not None and body["results"]
+    assert all(x["weak"] for x in body["results"]), [(x["title"], x["dense_score"]) for x in body["results"]]
+    assert all(x["dense_score"] < body["floor"] for x in body["results"])
+    if query == "headphones":
+        close = client.post("/api/search", json={"query": query, "k": 5}).json()
+        assert "Headphones" in close["results"][0]["title"] and not close["results"][0]["weak"]

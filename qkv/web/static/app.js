@@ -35,7 +35,9 @@ const I18N = {
     "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
-    "search.noindex": "no index (start with qkv serve --index DIR or --sample)", "search.share": "share of the score",
+    "search.noindex": "no index (start with qkv serve --index DIR or --sample)",
+    "search.weak": "far from the query", "search.weak.hint": "Its similarity to the query is below the floor measured for this model: it is only the least far of the catalog's listings.",
+    "search.nothing": "Nothing in the catalog is close to this query (with these filters): the results below are only the least far.", "search.share": "share of the score",
     "err.query.empty": "Type what you are looking for first.", "err.empty": "is empty: type or paste something first",
     "err.long": "is too long: shorten it", "err.range": "is out of range", "err.invalid": "is not valid",
     "err.tokens": "The text is too long for the model: {n} tokens, and it reads at most {limit}. Shorten it.",
@@ -72,7 +74,9 @@ const I18N = {
     "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
-    "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）", "search.share": "占得分的比例",
+    "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）",
+    "search.weak": "与查询不相近", "search.weak.hint": "它与查询的相似度低于为此模型测得的下限：只是目录中最不远的一个。",
+    "search.nothing": "目录中没有与此查询（在这些筛选条件下）相近的商品：下面的结果只是最不远的。", "search.share": "占得分的比例",
     "err.query.empty": "请先输入要找的商品。", "err.empty": "是空的：请先输入或粘贴内容", "err.long": "太长了：请缩短",
     "err.range": "超出范围", "err.invalid": "无效",
     "err.tokens": "文本太长：有 {n} 个词元，模型最多读 {limit} 个。请缩短。",
@@ -641,6 +645,8 @@ function drawSearch() {
   lastTranslation = r.searched_as ? r.translation || [] : [];
   drawTranslation();
   if (!r.results.length) list.append(L("search.none", "p"));
+  // results below the measured floor (qkv.search.floor): nothing in the catalog is close
+  if (r.results.length && r.results.every((x) => x.weak)) list.append(el("p", { class: "note", id: "search-nothing", "data-i18n": "search.nothing" }, t("search.nothing")));
   r.results.forEach((x) => {
     const grid = el("div", { class: "match", hidden: true });
     const title = el("div", { class: "title" }, ...markedTitle(x.title, x.highlights));
@@ -667,7 +673,8 @@ function drawSearch() {
                 x.dense_score != null ? [`cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}`] : null,
                 x.keyword_score != null ? [`BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}`] : null].filter(Boolean)
       .flatMap((part, i) => (i ? [" · ", ...part] : part));
-    list.append(el("li", { "data-id": x.id },
+    list.append(el("li", { "data-id": x.id, class: x.weak ? "weak" : null },
+      x.weak ? el("span", { class: "badge", "data-i18n": "search.weak", title: t("search.weak.hint"), "data-i18n-title": "search.weak.hint" }, t("search.weak")) : null,
       title,
       el("div", { class: "meta" }, `${x.id} · `, ...f),
       el("div", { class: "meta" }, ...sc, " ", btn),
