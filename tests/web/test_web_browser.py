@@ -250,8 +250,10 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     first.get_by_role("button", name="Why this match?").click()
     grid = first.locator(".match .heatmap")
     grid.wait_for()
-    assert grid.locator(".rowlab").count() == 6  # [CLS] water ##proof hiking boots [SEP]
-    assert grid.locator(".cell").count() == 6 * grid.locator(".collab").count()
+    # the grid over words: no [CLS]/[SEP] rows or columns, and word pieces joined (water ##proof)
+    assert grid.locator(".rowlab").all_inner_texts() == ["waterproof", "hiking", "boots"]
+    assert not any(x.startswith("[") or x.startswith("##") for x in grid.locator(".collab").all_inner_texts())
+    assert grid.locator(".cell").count() == 3 * grid.locator(".collab").count()
     # the search asked for the first three results' explanations only; the sixth is explained
     # when opened, and its title gets its marks then
     # in the "grid" detail: no word-level grids, pairs or context, and still the first result's
@@ -259,13 +261,16 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     assert [(b["explain"], b["explain_detail"]) for u, b in sent if u == "search"][-1] == (3, "grid")
     assert not [u for u, _ in sent if u == "search/explain"]
     drawn = sum(float(v) for v in grid.locator(".cell").evaluate_all("cs => cs.map(c => c.dataset.v)"))
-    cos = float(first.locator(".match .hint").inner_text().split("cos = ")[1].split(";")[0])
-    assert abs(drawn - cos) < 2e-3  # the exact parts, drawn from the slim answer, still sum to the cosine
+    note = first.locator(".match .hint")
+    cos, words, prefix, special = (float(note.get_attribute(f"data-{k}")) for k in ("cosine", "words", "prefix", "special"))
+    assert abs(drawn - words) < 2e-3  # the word cells are the words' exact parts
+    assert abs(words + prefix + special - cos) < 2e-3  # with the prefixes and special tokens apart: the cosine
+    assert f"{cos:.4f}" in note.inner_text() and "special tokens" in note.inner_text()
     sixth = items.nth(5)
     assert sixth.locator(".title mark, .title span.dense").count() == 0
     sixth.get_by_role("button", name="Why this match?").click()
     sixth.locator(".match .heatmap").wait_for()
-    assert sixth.locator(".match .heatmap .rowlab").count() == 6
+    assert sixth.locator(".match .heatmap .rowlab").count() == 3
     assert [(b["ids"], b["detail"]) for u, b in sent if u == "search/explain"] == [([sixth.get_attribute("data-id")], "grid")]
     assert sixth.locator(".title span[title], .title mark").count() > 0
     screenshot(page, "search")

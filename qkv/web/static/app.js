@@ -36,6 +36,8 @@ const I18N = {
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
     "search.noindex": "no index (start with qkv serve --index DIR or --sample)",
+    "match.note": "cosine {cos} = matching words {words} (the grid: query words × title words) + the model's query:/passage: prefixes {prefix} + special tokens and markers {special}",
+    "heatmap.keys": "arrow keys move, Enter opens the row",
     "search.weak": "far from the query", "search.weak.hint": "Its similarity to the query is below the floor measured for this model: it is only the least far of the catalog's listings.",
     "search.nothing": "Nothing in the catalog is close to this query (with these filters): the results below are only the least far.", "search.share": "share of the score",
     "err.query.empty": "Type what you are looking for first.", "err.empty": "is empty: type or paste something first",
@@ -75,6 +77,8 @@ const I18N = {
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
     "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）",
+    "match.note": "余弦 {cos} = 词与词的匹配 {words}（矩阵：查询词 × 标题词）+ 模型的 query:/passage: 前缀 {prefix} + 特殊词元与标记 {special}",
+    "heatmap.keys": "方向键移动，回车打开该行",
     "search.weak": "与查询不相近", "search.weak.hint": "它与查询的相似度低于为此模型测得的下限：只是目录中最不远的一个。",
     "search.nothing": "目录中没有与此查询（在这些筛选条件下）相近的商品：下面的结果只是最不远的。", "search.share": "占得分的比例",
     "err.query.empty": "请先输入要找的商品。", "err.empty": "是空的：请先输入或粘贴内容", "err.long": "太长了：请缩短",
@@ -239,7 +243,7 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   let max = 0;
   for (const r of values) for (const v of r) if (v > max) max = v;
   const cell = Math.max(12, Math.min(30, Math.floor(640 / Math.max(nc, 1))));
-  const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": (label || "heatmap") + " (arrow keys move, Enter opens the row)",
+  const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": `${label || "heatmap"} (${t("heatmap.keys")})`,
     style: `grid-template-columns: auto repeat(${nc}, ${cell}px); --cell: ${cell}px` });
   g.append(el("div"));
   colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : ""), title: c }, c)));
@@ -569,19 +573,19 @@ function markedTitle(title, hl) {
   return parts;
 }
 
+// The grid over words: each cell a query word × title word pair's exact part of the cosine; the
+// model's "query: "/"passage: " prefixes and the special tokens ([CLS], [SEP], bare "▁" markers)
+// take their parts too, said apart as totals, so the darkest cells are matching words.
 function matchGrid(box, x) {
-  const e = x.explanation;
-  const qs = e.query_tokens.map((_, i) => i), ts = e.title_tokens.map((_, j) => j);
+  const e = x.explanation, w = e.word_grid, c = e.context;
   box.replaceChildren();
-  const note = el("p", { class: "hint" },
-    `cos = ${fmt(e.cosine, 4)}; Σ grid = ${fmt(e.parts_sum, 4)}${e.exact ? " (exact parts)" : ""}` +
-    (e.keyword_terms.length ? ` · BM25: ${e.keyword_terms.map((k) => `${k.term} ${fmt(k.bm25, 2)}`).join(", ")}` : ""));
-  box.append(note);
+  const kw = e.keyword_terms.length ? ` · BM25: ${e.keyword_terms.map((k) => `${k.term} ${fmt(k.bm25, 2)}`).join(", ")}` : "";
+  box.append(el("p", { class: "hint", "data-cosine": e.cosine, "data-words": c.words, "data-prefix": c.prefix, "data-special": c.special },
+    t("match.note").replace("{cos}", fmt(e.cosine, 4)).replace("{words}", fmt(c.words, 4))
+      .replace("{prefix}", fmt(c.prefix, 4)).replace("{special}", fmt(c.special, 4)) + kw));
   const hm = el("div", { class: "heatmap-wrap" });
   box.append(hm);
-  heatmap(hm, { values: qs.map((i) => ts.map((j) => e.grid[i][j])), rowLabels: e.query_tokens, colLabels: e.title_tokens,
-    rowSpecial: e.query_tokens.map((s) => /^\[.*\]$/.test(s)), colSpecial: e.title_tokens.map((s) => /^\[.*\]$/.test(s)),
-    readout: null, label: `match grid ${x.id}` });
+  heatmap(hm, { values: w.values, rowLabels: w.rows, colLabels: w.cols, readout: null, label: `match grid ${x.id}` });
 }
 
 // A translated query word by word (the API's `translation`, qkv.search.crosslingual.translation_rows):
