@@ -351,7 +351,7 @@ def test_summary_late_answer_does_not_replace_the_newer_one(page):
     page.wait_for_function("window.__heldBack > 0")
     assert "≤ 150" in page.locator("#sum-out .stats").inner_text()
     assert page.locator("#sum-budget-out").inner_text() == "150"
-    assert page.locator("#sum-status").inner_text() == ""
+    assert page.locator("#sum-status").inner_text() == "Summary of the reviews in the box."
     assert page.console_errors == []
 
 
@@ -402,6 +402,20 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     assert "model" in page.locator(".stats").inner_text()
     ranks = [int(x) for x in page.locator("#sum-table tbody td:first-child").all_inner_texts()]
     assert ranks == sorted(ranks) or len(ranks) == 1
+    assert page.locator("#sum-status").inner_text() == "Summary of the file reviews.txt."  # not the box's
+    assert page.console_errors == []
+
+
+def test_chinese_column_labels_stand_upright(page):
+    page.goto(page.base_url + "/")
+    page.fill("#att-text", "Velora 透气跑鞋")
+    page.press("#att-text", "Enter")
+    page.wait_for_selector("#att-heatmap .collab.han")
+    han = page.locator("#att-heatmap .collab.han").first
+    assert han.evaluate("n => getComputedStyle(n).textOrientation") == "upright"
+    assert han.evaluate("n => getComputedStyle(n).transform") == "none"
+    latin = page.locator("#att-heatmap .collab:not(.han)").nth(1)
+    assert latin.evaluate("n => getComputedStyle(n).textOrientation") == "sideways"
     assert page.console_errors == []
 
 

@@ -32,6 +32,7 @@ const I18N = {
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.from.file": "Summary of the file {name}.", "sum.from.box": "Summary of the reviews in the box.",
     "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
@@ -73,6 +74,7 @@ const I18N = {
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.from.file": "文件 {name} 的摘要。", "sum.from.box": "文本框中评论的摘要。",
     "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
@@ -246,7 +248,7 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": `${label || "heatmap"} (${t("heatmap.keys")})`,
     style: `grid-template-columns: auto repeat(${nc}, ${cell}px); --cell: ${cell}px` });
   g.append(el("div"));
-  colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : ""), title: c }, c)));
+  colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : "") + (/[\u3400-\u9fff]/.test(c) ? " han" : ""), title: c }, c)));
   const cells = [];
   const say = (i, j) => `${rowLabels[i]} → ${colLabels[j]}: ${fmt(values[i][j], 4)}`;
   values.forEach((row, i) => {
@@ -304,8 +306,8 @@ function tablist(root, onSelect) {
 let INFO = null;
 async function loadInfo() {
   INFO = await api("health");
-  $("model-info").textContent = `${INFO.model.split("/").pop()} · ${INFO.num_layers}×${INFO.num_heads}` +
-    (INFO.index ? ` · index: ${INFO.index}` : "");
+  $("model-info").textContent = INFO.model.split("/").pop();
+  $("model-info").title = `${INFO.model}: ${INFO.num_layers} layers × ${INFO.num_heads} heads` + (INFO.index ? ` · index: ${INFO.index}` : "");
   const layer = $("att-layer"), head = $("att-head");
   layer.replaceChildren(...Array.from({ length: INFO.num_layers }, (_, i) => el("option", { value: i }, i)));
   head.replaceChildren(...Array.from({ length: INFO.num_heads }, (_, i) => el("option", { value: i }, i)));
@@ -685,7 +687,8 @@ function drawSearch() {
       grid));
   });
   const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
-  setStatus("search-status", () => `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+  setStatus("search-status", () => `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+  $("search-status").title = tm;  // the server's split (encode, ANN, keyword, fuse …): for the curious, on hover
   $("search-status").dataset.latency = r.server_ms;
 }
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
@@ -816,7 +819,8 @@ async function runSummary() {
     if (!req.current()) return;
     lastSummary = r;
     renderSummary(r, reviews);
-    setStatus("sum-status", "");
+    const from = file ? file.name : null;  // the file wins over the box: say which was summarised
+    setStatus("sum-status", () => (from ? t("sum.from.file").replace("{name}", from) : t("sum.from.box")));
   } catch (e) {
     if (!req.current()) return;
     lastSummary = null;
