@@ -406,6 +406,18 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     assert page.console_errors == []
 
 
+def test_on_a_phone_the_header_is_one_row_and_results_start_on_the_first_screen(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")
+    assert page.locator("header").bounding_box()["height"] < 60
+    assert not page.locator("#search-filters-box").evaluate("n => n.open")
+    assert page.locator("#search-results li").first.bounding_box()["y"] < 844 * 0.6
+    page.click("#tab-summaries")  # every tab stays reachable in the scrolling tab row
+    assert page.locator("#view-summaries").is_visible()
+    assert page.console_errors == []
+
+
 def test_chinese_column_labels_stand_upright(page):
     page.goto(page.base_url + "/")
     page.fill("#att-text", "Velora 透气跑鞋")

@@ -538,7 +538,7 @@ async function initSearch() {
       }
       return el("label", {}, fieldName(fd.name), " ", el("input", { type: "text", "data-field": fd.name, "data-op": "contains", style: "width:8rem" }));
     }));
-    $("search-filters-box").open = true;
+    $("search-filters-box").open = window.innerWidth > 600;  // folded on a phone: results first
   } catch (e) { showError("search-status", e); return; }
   if (!$("search-results").children.length) runSearch();
 }
