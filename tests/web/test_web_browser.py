@@ -418,6 +418,20 @@ def test_on_a_phone_the_header_is_one_row_and_results_start_on_the_first_screen(
     assert page.console_errors == []
 
 
+def test_a_head_opened_by_keyboard_keeps_the_focus(page):
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    page.click('#att-modes [data-mode="grid"]')
+    page.wait_for_selector('#att-grid canvas[data-head="4"]')
+    page.focus('#att-grid canvas[data-head="4"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 0 head 4"]')
+    assert page.evaluate("document.activeElement.dataset.map") == "layer 0 head 4"
+    page.keyboard.press("ArrowRight")  # and the arrows move inside it at once
+    assert page.locator("#att-heatmap .cell.cursor").get_attribute("data-j") == "1"
+    assert page.console_errors == []
+
+
 def test_chinese_column_labels_stand_upright(page):
     page.goto(page.base_url + "/")
     page.fill("#att-text", "Velora 透气跑鞋")

@@ -384,11 +384,12 @@ async function drawHead(gen) {
   att.current = { d, layer, head, pos };
   const box = $("att-heatmap");
   const lab = shownLabels(d, map, pos, base.level);
-  heatmap(box, {
+  const g = heatmap(box, {
     values: map.values, rowLabels: lab, colLabels: lab, rowSpecial: spec, colSpecial: spec,
     readout: $("att-readout"), label: `layer ${layer} head ${head}`,
     onPick: (r) => { att.row = pos[r]; drawNeuron(); },
   });
+  if (att.focusMap) { att.focusMap = false; g.focus(); }
   box.prepend(el("h3", { class: "maptitle" }, mapTitle(map)));
   const note = hiddenNote(map); if (note) box.append(note);
   if (att.row != null) await drawNeuron(); else $("att-neuron").replaceChildren(L("att.neuron.pick", "p"));
@@ -437,9 +438,10 @@ async function drawGrid(gen) {
     const cv = el("canvas", { width: n, height: n, tabindex: "0", role: "button", "data-head": h, "aria-label": map.title });
     const ctx = cv.getContext("2d");
     m.forEach((r, i) => r.forEach((v, j) => { ctx.fillStyle = colour(max ? v / max : 0); ctx.fillRect(j, i, 1, 1); }));
-    const pick = () => { $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]'), false); };
-    cv.addEventListener("click", pick);
-    cv.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { pick(); e.preventDefault(); } });
+    // the head opened by keyboard keeps the keyboard: its heatmap takes the focus once drawn
+    const pick = (byKey = false) => { att.focusMap = byKey; $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]'), false); };
+    cv.addEventListener("click", () => pick(false));
+    cv.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { pick(true); e.preventDefault(); } });
     cv.addEventListener("mousemove", (e) => {
       const r = cv.getBoundingClientRect();
       const i = Math.floor((e.clientY - r.top) / r.height * n), j = Math.floor((e.clientX - r.left) / r.width * n);
