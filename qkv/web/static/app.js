@@ -677,10 +677,10 @@ function drawSearch() {
     });
     const f = Object.entries(x.fields).filter(([, v]) => v != null)
       .flatMap(([k, v], i) => [i ? " · " : "", N("field", k), ": ", typeof v === "string" ? N("val", v) : String(v)]);
-    const sc = [[L("search.score"), ` ${fmt(x.score, 4)}`],
-                x.dense_score != null ? [`cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}`] : null,
-                x.keyword_score != null ? [`BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}`] : null].filter(Boolean)
-      .flatMap((part, i) => (i ? [" · ", ...part] : part));
+    // the score; how each side scored it (cosine and BM25, with ranks) on hover, for the curious
+    const sides = [x.dense_score != null ? `cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}` : null,
+                   x.keyword_score != null ? `BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}` : null].filter(Boolean).join(" · ");
+    const sc = [el("span", { class: "score", title: sides, "data-sides": sides }, L("search.score"), ` ${fmt(x.score, 4)}`)];
     list.append(el("li", { "data-id": x.id, class: x.weak ? "weak" : null },
       x.weak ? el("span", { class: "badge", "data-i18n": "search.weak", title: t("search.weak.hint"), "data-i18n-title": "search.weak.hint" }, t("search.weak")) : null,
       title,
