@@ -4,6 +4,11 @@
 # `playwright install` (it downloads browsers from a CDN). A CJK font makes the 中文 labels legible
 # in screenshots. Quiet and quick when everything is already there.
 set -euo pipefail
+# QKV_SKIP_BROWSER=1: no browser wanted (the browser tests then skip, saying so): install nothing
+if [ "${QKV_SKIP_BROWSER:-}" = "1" ]; then
+  echo "QKV_SKIP_BROWSER=1: not installing chromium; the browser tests will be skipped"
+  exit 0
+fi
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 fc-list 2>/dev/null | grep -qiE 'wqy|noto.*cjk' || need+=(fonts-wqy-zenhei)

@@ -146,11 +146,15 @@ def register(app: typer.Typer) -> None:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
             tr = res.translation
             if as_json:
+                from qkv.search.floor import weak_results
+
                 out = {"query": query, "mode": mode, "k": k, "where": where, "model": manifest.model}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
-                print_json({**out, "timings_ms": {a: b * 1000 for a, b in res.timings.items()},
-                            "results": [r.to_json() for r in res]})
+                timings = {a: b * 1000 for a, b in res.timings.items()}
+                weak, floor = weak_results(idx, query, res)  # as the web API marks them
+                print_json({**out, "timings_ms": timings, "floor": None if floor is None else round(floor, 4),
+                            "results": [{**r.to_json(), "weak": w} for r, w in zip(res, weak)]})
                 return
         if tr is not None:
             console.print(f"searched as: [bold]{escape(tr.text) or '(no translation)'}[/]  [dim]"

@@ -44,7 +44,8 @@ def register(app: typer.Typer) -> None:
         if sample and index is not None:
             raise InputError("give either --index DIR or --sample, not both")
         if index is not None and not (index / "manifest.json").is_file():
-            raise InputError(f"no search index at {index}; build one with `qkv index build` or use --sample")
+            raise InputError(f"no search index at {index}; build one with `qkv index CATALOG --index {index}` "
+                             "or use --sample")
         if attributes is not None and not attributes.is_file():
             raise InputError(f"no attribute model at {attributes}; train one with `qkv attrs train` or use --sample")
         if glossary is not None:

@@ -125,9 +125,10 @@ class MatchExplanation:
                 for i, j in (divmod(int(o), wg.shape[1]) for o in order)]
 
     def to_json(self, detail: str = "full") -> dict:
-        """Plain data. ``detail="grid"``: only the token grid, its sums and the keyword terms (what
-        a page draws when a result's grid is opened: about a fifth of the bytes of "full", which
-        adds the words, the word-level grid and contrast, the top pairs and the cosine's split)."""
+        """Plain data. ``detail="grid"``: the token grid, its sums, the keyword terms, the grid over
+        words and the cosine's split into words, prefixes and special tokens (what a page draws when
+        a result's grid is opened); "full" adds the words themselves, the token kinds and norms and
+        the top pairs."""
         if detail not in ("full", "grid"):
             raise ValueError(f'detail must be "full" or "grid", not {detail!r}')
         out = {"query_tokens": list(self.query_tokens), "title_tokens": list(self.title_tokens),
@@ -135,18 +136,19 @@ class MatchExplanation:
                "grid": np.round(self.grid.astype(np.float64), 6).tolist(), "exact": self.exact, "cosine": self.cosine,
                "parts_sum": self.parts_sum,
                "keyword_terms": [{"term": t, "bm25": s} for t, s in self.keyword_terms]}
+        wg = self.word_grid()
+        # the page draws the grid over words, prefixes and special tokens apart (their sums: context)
+        out.update({"word_grid": {"rows": [w.text for w in self.query_words if w.kind == "word"],
+                                  "cols": [w.text for w in self.title_words if w.kind == "word"],
+                                  "values": wg.round(6).tolist(), "contrast": self.contrast().round(6).tolist()},
+                    "context": self.context()})
         if detail == "grid":
             return out
-        wg = self.word_grid()
-        ct = self.contrast()
         out.update({"query_token_kinds": list(self.query_token_kinds), "title_token_kinds": list(self.title_token_kinds),
                     "query_norm": self.query_norm, "title_norm": self.title_norm,
                     "title_words": [{**w.__dict__, "tokens": list(w.tokens)} for w in self.title_words],
                     "query_words": [{**w.__dict__, "tokens": list(w.tokens)} for w in self.query_words],
-                    "word_grid": {"rows": [w.text for w in self.query_words if w.kind == "word"],
-                                  "cols": [w.text for w in self.title_words if w.kind == "word"],
-                                  "values": wg.round(6).tolist(), "contrast": ct.round(6).tolist()},
-                    "context": self.context(), "pairs": self.pairs(word_grid=wg)})
+                    "pairs": self.pairs(word_grid=wg)})
         return out
 
 

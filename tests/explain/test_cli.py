@@ -85,19 +85,15 @@ def test_batch_with_index(tmp_path):
     assert "skipped line 4" in r.output and "limit of 512" in r.output
 
 
-def test_tour_view_is_fast_and_complete(encoder):
-    """The terminal renderer (qkv.cli.tour_view) draws every step of a tour quickly."""
-    import time
-
+def test_tour_view_is_complete(encoder):
+    """The terminal renderer (qkv.cli.tour_view) draws every step of a tour."""
     from rich.console import Console
 
     from qkv.cli.tour_view import render
 
-    start = time.perf_counter()
     console = Console(record=True, width=160)
     for r in render(tour(encoder, NIKE), "en"):
         console.print(r)
-    assert time.perf_counter() - start < 5.0
     text = console.export_text()
     for needle in ("1 · Tokens", "2 · Project", "3 · Score", "4 · Scale", "5 · Softmax", "all equal",
                    "layers.5.attn.out", "✓ equal", "mainly attends to"):

@@ -86,7 +86,11 @@ def test_cli_index_search_delete_eval(tmp_path, beir):
     m = json.loads(r.stdout[r.stdout.index("{"):])
     assert set(m) >= {"keyword", "dense", "hybrid"} and m["queries"] == 3
     for mode in ("keyword", "dense", "hybrid"):
-        assert 0.3 < m[mode]["ndcg@10"] <= 1.0 and 0 <= m[mode]["recall@100"] <= 1.0
+        assert 0.3 < m[mode]["ndcg@10"] <= 1.0
+    # 40 documents, 100 ranked: dense (and hybrid, which fuses it) rank every document, so find
+    # every relevant one; the keyword side ranks only documents sharing a query word
+    assert m["dense"]["recall@100"] == 1.0 and m["hybrid"]["recall@100"] == 1.0
+    assert 0 < m["keyword"]["recall@100"] <= m["dense"]["recall@100"]
     r = runner.invoke(app, ["eval", "search", "--corpus", str(beir / "corpus.jsonl"), "--queries",
                             str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels.tsv"), "--index",
                             str(tmp_path / "eval-idx"), "--json", "--rerank"])

@@ -25,7 +25,8 @@ def test_attributes_are_the_models_and_spans_point_into_the_title(client, sample
         assert [(a["attr"], a["value"], a["start"], a["end"]) for a in res["attributes"]] == \
                [(a.attr, a.value, a.start, a.end) for a in w]
         for a in res["attributes"]:
-            assert title[a["start"]:a["end"]] == a["value"] and 0 <= a["confidence"] <= 1
+            assert title[a["start"]:a["end"]] == a["value"]
+        assert [a["confidence"] for a in res["attributes"]] == [round(a.confidence, 4) for a in w]
     first = {a["attr"]: a["value"] for a in body["results"][0]["attributes"]}
     assert first.get("brand") == "Northpeak" and first.get("size") == "US 8"
 

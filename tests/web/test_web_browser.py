@@ -213,6 +213,20 @@ def test_every_string_follows_the_chosen_language(page):
     assert all("422" in e for e in page.console_errors), page.console_errors  # the refused empty text
 
 
+def test_nothing_close_is_said(page):
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")
+    assert page.locator("#search-nothing").count() == 0 and page.locator("#search-results li.weak").count() == 0
+    page.fill("#search-q", "headphones")
+    page.fill('#search-filters input[data-field="price"][data-op="<="]', "30")
+    page.press("#search-q", "Enter")
+    page.wait_for_selector("#search-nothing")
+    n = page.locator("#search-results li").count()
+    assert n and page.locator("#search-results li.weak .badge").count() == n
+    assert "Nothing in the catalog is close" in page.locator("#search-nothing").inner_text()
+    assert page.console_errors == []
+
+
 def test_search_results_highlights_and_match_grid(page, screenshot):
     sent = []
     page.on("request", lambda r: sent.append((r.url.split("/api/")[-1], r.post_data_json)) if "/api/search" in r.url
@@ -236,8 +250,10 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     first.get_by_role("button", name="Why this match?").click()
     grid = first.locator(".match .heatmap")
     grid.wait_for()
-    assert grid.locator(".rowlab").count() == 6  # [CLS] water ##proof hiking boots [SEP]
-    assert grid.locator(".cell").count() == 6 * grid.locator(".collab").count()
+    # the grid over words: no [CLS]/[SEP] rows or columns, and word pieces joined (water ##proof)
+    assert grid.locator(".rowlab").all_inner_texts() == ["waterproof", "hiking", "boots"]
+    assert not any(x.startswith("[") or x.startswith("##") for x in grid.locator(".collab").all_inner_texts())
+    assert grid.locator(".cell").count() == 3 * grid.locator(".collab").count()
     # the search asked for the first three results' explanations only; the sixth is explained
     # when opened, and its title gets its marks then
     # in the "grid" detail: no word-level grids, pairs or context, and still the first result's
@@ -245,13 +261,16 @@ def test_search_results_highlights_and_match_grid(page, screenshot):
     assert [(b["explain"], b["explain_detail"]) for u, b in sent if u == "search"][-1] == (3, "grid")
     assert not [u for u, _ in sent if u == "search/explain"]
     drawn = sum(float(v) for v in grid.locator(".cell").evaluate_all("cs => cs.map(c => c.dataset.v)"))
-    cos = float(first.locator(".match .hint").inner_text().split("cos = ")[1].split(";")[0])
-    assert abs(drawn - cos) < 2e-3  # the exact parts, drawn from the slim answer, still sum to the cosine
+    note = first.locator(".match .hint")
+    cos, words, prefix, special = (float(note.get_attribute(f"data-{k}")) for k in ("cosine", "words", "prefix", "special"))
+    assert abs(drawn - words) < 2e-3  # the word cells are the words' exact parts
+    assert abs(words + prefix + special - cos) < 2e-3  # with the prefixes and special tokens apart: the cosine
+    assert f"{cos:.4f}" in note.inner_text() and "special tokens" in note.inner_text()
     sixth = items.nth(5)
     assert sixth.locator(".title mark, .title span.dense").count() == 0
     sixth.get_by_role("button", name="Why this match?").click()
     sixth.locator(".match .heatmap").wait_for()
-    assert sixth.locator(".match .heatmap .rowlab").count() == 6
+    assert sixth.locator(".match .heatmap .rowlab").count() == 3
     assert [(b["ids"], b["detail"]) for u, b in sent if u == "search/explain"] == [([sixth.get_attribute("data-id")], "grid")]
     assert sixth.locator(".title span[title], .title mark").count() > 0
     screenshot(page, "search")
@@ -332,7 +351,7 @@ def test_summary_late_answer_does_not_replace_the_newer_one(page):
     page.wait_for_function("window.__heldBack > 0")
     assert "≤ 150" in page.locator("#sum-out .stats").inner_text()
     assert page.locator("#sum-budget-out").inner_text() == "150"
-    assert page.locator("#sum-status").inner_text() == ""
+    assert page.locator("#sum-status").inner_text() == "Summary of the reviews in the box."
     assert page.console_errors == []
 
 
@@ -383,6 +402,46 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     assert "model" in page.locator(".stats").inner_text()
     ranks = [int(x) for x in page.locator("#sum-table tbody td:first-child").all_inner_texts()]
     assert ranks == sorted(ranks) or len(ranks) == 1
+    assert page.locator("#sum-status").inner_text() == "Summary of the file reviews.txt."  # not the box's
+    assert page.console_errors == []
+
+
+def test_on_a_phone_the_header_is_one_row_and_results_start_on_the_first_screen(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base_url + "/#search")
+    page.wait_for_selector("#search-results li")
+    assert page.locator("header").bounding_box()["height"] < 60
+    assert not page.locator("#search-filters-box").evaluate("n => n.open")
+    assert page.locator("#search-results li").first.bounding_box()["y"] < 844 * 0.6
+    page.click("#tab-summaries")  # every tab stays reachable in the scrolling tab row
+    assert page.locator("#view-summaries").is_visible()
+    assert page.console_errors == []
+
+
+def test_a_head_opened_by_keyboard_keeps_the_focus(page):
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#att-heatmap .cell")
+    page.click('#att-modes [data-mode="grid"]')
+    page.wait_for_selector('#att-grid canvas[data-head="4"]')
+    page.focus('#att-grid canvas[data-head="4"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#att-heatmap .heatmap[data-map="layer 0 head 4"]')
+    assert page.evaluate("document.activeElement.dataset.map") == "layer 0 head 4"
+    page.keyboard.press("ArrowRight")  # and the arrows move inside it at once
+    assert page.locator("#att-heatmap .cell.cursor").get_attribute("data-j") == "1"
+    assert page.console_errors == []
+
+
+def test_chinese_column_labels_stand_upright(page):
+    page.goto(page.base_url + "/")
+    page.fill("#att-text", "Velora 透气跑鞋")
+    page.press("#att-text", "Enter")
+    page.wait_for_selector("#att-heatmap .collab.han")
+    han = page.locator("#att-heatmap .collab.han").first
+    assert han.evaluate("n => getComputedStyle(n).textOrientation") == "upright"
+    assert han.evaluate("n => getComputedStyle(n).transform") == "none"
+    latin = page.locator("#att-heatmap .collab:not(.han)").nth(1)
+    assert latin.evaluate("n => getComputedStyle(n).textOrientation") == "sideways"
     assert page.console_errors == []
 
 

@@ -95,7 +95,10 @@ def test_serve_error_message(captured, capsys):
             main()
     finally:
         sys.argv = old
-    assert "no search index at /nonexistent/qkv-index" in capsys.readouterr().err.replace("\n", "")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no search index at /nonexistent/qkv-index" in err
+    # the command it names exists: `qkv index CATALOG --index DIR` (there is no `qkv index build`)
+    assert "qkv index CATALOG --index /nonexistent/qkv-index" in err and "index build" not in err
 
 
 def test_serve_runs_one_worker_per_core_by_default(sample_index, monkeypatch):

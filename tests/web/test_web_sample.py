@@ -188,3 +188,13 @@ def test_a_volume_beside_a_colour_is_a_size_and_the_colour_a_colour(demo_attribu
     got = [{a.attr: a.value for a in found} for found in demo_attributes.extract(titles)]
     assert got[0].get("size") == "500ml" and got[0].get("colour") == "黑色"
     assert got[1].get("size") == "UK 5" and got[1].get("colour") == "Grey" and got[1].get("material") == "Canvas"
+
+
+def test_headphones_under_a_price_none_meets_are_said_to_be_far(client_zh):
+    """耳机 with price ≤ 50 listed headlamps and camp chairs with no note; unfiltered, the
+    headphones are close and not marked."""
+    far = _search(client_zh, {"query": "耳机", "k": 5, "filters": [{"field": "price", "op": "<=", "value": 50}]})
+    assert far["results"] and all(x["weak"] for x in far["results"]), [x["title"] for x in far["results"]]
+    near = _search(client_zh, {"query": "耳机", "k": 5})
+    assert "Headphones" in near["results"][0]["title"] or "耳机" in near["results"][0]["title"]
+    assert not near["results"][0]["weak"]

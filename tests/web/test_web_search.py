@@ -56,7 +56,8 @@ def test_explanations_on_request_equal_those_in_the_search(client):
         assert abs(sum(map(sum, e["explanation"]["grid"])) - e["explanation"]["cosine"]) < 1e-4
 
 
-GRID_KEYS = {"query_tokens", "title_tokens", "grid", "exact", "cosine", "parts_sum", "keyword_terms"}
+GRID_KEYS = {"query_tokens", "title_tokens", "grid", "exact", "cosine", "parts_sum", "keyword_terms", "word_grid",
+             "context"}
 
 
 def test_the_grid_detail_is_the_full_explanations_token_grid(client):
@@ -71,7 +72,7 @@ def test_the_grid_detail_is_the_full_explanations_token_grid(client):
     assert ["explanation" in x for x in slim] == [True, True, True, False]
     for s, f in zip(slim[:3], full[:3]):
         assert set(s["explanation"]) == GRID_KEYS
-        assert {"word_grid", "pairs", "context", "title_words", "query_words"} <= set(f["explanation"])
+        assert {"pairs", "title_words", "query_words"} <= set(f["explanation"])
         assert s["explanation"] == {k: f["explanation"][k] for k in GRID_KEYS}
         assert s["highlights"] == f["highlights"] and any(h["keyword"] for h in s["highlights"])
     assert len(r.content) < 0.7 * len(client.post("/api/search", json={"query": q, "k": 4, "explain": 3}).content)
@@ -270,3 +271,19 @@ def test_long_searches_run_in_their_own_lane(encoder, sample_index):
             release.set()
             held.join(60)
         assert c.post("/api/search", json={"query": LONG_ZH[:60], "k": 3}).status_code == 200
+
+
+@pytest.mark.parametrize("query", ["headphones", "guitar strings"])
+def test_nothing_close_is_marked_weak(client, query):
+    """Headphones under a price none meets, or a product the catalog lacks: every result is only
+    the least far (qkv.search.floor); the same search without the filter finds close ones."""
+    r = client.post("/api/search", json={"query": query, "k": 5,
+                                         "filters": [{"field": "price", "op": "<=", "value": 30}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["floor"] is not None and body["results"]
+    assert all(x["weak"] for x in body["results"]), [(x["title"], x["dense_score"]) for x in body["results"]]
+    assert all(x["dense_score"] < body["floor"] for x in body["results"])
+    if query == "headphones":
+        close = client.post("/api/search", json={"query": query, "k": 5}).json()
+        assert "Headphones" in close["results"][0]["title"] and not close["results"][0]["weak"]

@@ -49,12 +49,16 @@ def test_searches_do_not_wait_behind_attention_work(encoder, sample_index):
             while st.pools["attention"].pending < 3 and time.time() < deadline:
                 time.sleep(0.01)
             assert st.pools["attention"].pending == 3
-            t0 = time.perf_counter()
-            for q in ("boots", "kettle", "silk scarf"):
-                r = c.post("/api/search", json={"query": q, "k": 3})
-                assert r.status_code == 200, r.text
-            assert time.perf_counter() - t0 < 5  # would block until release with one shared lock
-            assert not out  # the attention requests are still held
+            # with one shared lock these would wait for the release, which comes only after them: they
+            # are asked in a thread, and must all have answered while the attention work is held
+            searched: list = []
+            asker = threading.Thread(target=lambda: searched.extend(
+                c.post("/api/search", json={"query": q, "k": 3}) for q in ("boots", "kettle", "silk scarf")))
+            asker.start()
+            asker.join(120)  # a guard against a hang, not a time bound
+            assert not asker.is_alive(), "the searches waited behind the attention work"
+            assert [r.status_code for r in searched] == [200, 200, 200]
+            assert not out and st.pools["attention"].pending == 3  # the attention requests are still held
         finally:
             release.set()
             for th in threads:
@@ -103,10 +107,12 @@ def test_past_the_deadline_is_503_and_the_waiting_job_never_runs(encoder, sample
         th = _post_in_thread(c, "/api/attention", {"text": "held"}, out)
         try:
             assert started.acquire(timeout=20)
-            t0 = time.perf_counter()
-            r = c.post("/api/attention", json={"text": "queued behind it"})
+            queued: list = []
+            asker = _post_in_thread(c, "/api/attention", {"text": "queued behind it"}, queued)
+            asker.join(120)  # answered at its deadline while the held job still runs (a hang guard only)
+            assert queued and not release.is_set(), "the queued request waited for the held one"
+            r = queued[0]
             assert r.status_code == 503, r.text
-            assert time.perf_counter() - t0 < 5
             assert "deadline" in r.json()["error"] and int(r.headers["retry-after"]) >= 1
             th.join(10)
             assert out[0].status_code == 503  # the running one, too, was answered at its deadline
@@ -128,7 +134,8 @@ def served_copy(sample_index, tmp_path):
 
 def test_a_new_generation_is_served_without_a_failed_request(encoder, served_copy, tmp_path):
     """`qkv index --upsert` on the served directory while searches run: every search answers 200,
-    the new products are found within 2 s of the publish, and later answers name the new generation."""
+    the new products are found once published (the server polls every 0.1 s), and later answers
+    name the new generation."""
     from qkv.search import build_index
     from qkv.web import create_app
 
@@ -154,7 +161,7 @@ def test_a_new_generation_is_served_without_a_failed_request(encoder, served_cop
             build_index(new, served_copy, encoder, upsert=True)
             published = time.perf_counter()
             found = None
-            while time.perf_counter() - published < 5:
+            while time.perf_counter() - published < 120:  # a guard against a hang, not a time bound
                 r = c.post("/api/search", json={"query": "zorblax teapot", "k": 3, "mode": "keyword"})
                 statuses.append(r.status_code)
                 if r.json().get("count"):
@@ -165,7 +172,7 @@ def test_a_new_generation_is_served_without_a_failed_request(encoder, served_cop
             stop.set()
             for w in workers:
                 w.join(30)
-        assert found is not None and found < 2.0, found
+        assert found is not None, "the new generation was never served"
         after = c.post("/api/search", json={"query": "zorblax teapot model 7", "k": 1}).json()
         assert after["generation"] != gen0 and after["results"][0]["id"].startswith("ZX")
         assert c.get("/api/search/fields").json()["count"] == 276 + 20  # described anew for the new generation
@@ -207,12 +214,27 @@ def test_the_page_itself_needs_no_key(keyed):
     assert keyed.get("/static/app.js").status_code == 200
 
 
-def test_the_key_is_compared_in_constant_time():
-    import inspect
+def test_the_key_is_compared_in_constant_time(encoder, monkeypatch):
+    """Every key a request carries is checked by hmac.compare_digest (time independent of where
+    it differs), never by ==: a right key, a wrong one of the same length, a prefix, a longer one."""
+    import hmac
 
-    from qkv.web import observe
+    from qkv.web import create_app, observe
 
-    assert "hmac.compare_digest(given, self.key)" in inspect.getsource(observe.ApiKey)
+    seen = []
+    constant_time = hmac.compare_digest
+
+    def recording(a, b):
+        seen.append((bytes(a), bytes(b)))
+        return constant_time(a, b)
+
+    monkeypatch.setattr(observe.hmac, "compare_digest", recording)
+    key = "k" * 20
+    with TestClient(create_app(encoder=encoder, api_key=key)) as c:
+        given = [key, "x" * 20, key[:10], key + "x"]
+        codes = [c.get("/api/health", headers={"X-API-Key": g}).status_code for g in given]
+    assert codes == [200, 401, 401, 401]
+    assert seen == [(g.encode(), key.encode()) for g in given]
 
 
 def test_metrics_parse_as_prometheus_text(client):

@@ -196,8 +196,17 @@ async def search(body: SearchRequest, request: Request) -> dict:
             for item, e in zip(out, exps):
                 item.update(e)
             timings["explain"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        from qkv.search.floor import weak_results
+
+        weak, floor = weak_results(index, body.query, results)  # nothing close: said, not hidden
+        for item, w in zip(out, weak):
+            item["weak"] = w
+        if floor is not None:
+            timings["floor"] = time.perf_counter() - t2
         seconds = time.perf_counter() - t0
         return _json({"query": body.query, **_translated_as(results.translation), "mode": body.mode, "count": len(out),
+                      "floor": None if floor is None else round(floor, 4),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
 

@@ -32,10 +32,15 @@ const I18N = {
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.from.file": "Summary of the file {name}.", "sum.from.box": "Summary of the reviews in the box.",
     "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
     "busy": "The server is busy, retrying in", "apikey": "This server needs an API key:",
-    "search.noindex": "no index (start with qkv serve --index DIR or --sample)", "search.share": "share of the score",
+    "search.noindex": "no index (start with qkv serve --index DIR or --sample)",
+    "match.note": "cosine {cos} = matching words {words} (the grid: query words × title words) + the model's query:/passage: prefixes {prefix} + special tokens and markers {special}",
+    "heatmap.keys": "arrow keys move, Enter opens the row",
+    "search.weak": "far from the query", "search.weak.hint": "Its similarity to the query is below the floor measured for this model: it is only the least far of the catalog's listings.",
+    "search.nothing": "Nothing in the catalog is close to this query (with these filters): the results below are only the least far.", "search.share": "share of the score",
     "err.query.empty": "Type what you are looking for first.", "err.empty": "is empty: type or paste something first",
     "err.long": "is too long: shorten it", "err.range": "is out of range", "err.invalid": "is not valid",
     "err.tokens": "The text is too long for the model: {n} tokens, and it reads at most {limit}. Shorten it.",
@@ -69,10 +74,15 @@ const I18N = {
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.from.file": "文件 {name} 的摘要。", "sum.from.box": "文本框中评论的摘要。",
     "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
     "busy": "服务器繁忙，重试于", "apikey": "此服务器需要 API 密钥：",
-    "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）", "search.share": "占得分的比例",
+    "search.noindex": "没有索引（用 qkv serve --index 目录 或 --sample 启动）",
+    "match.note": "余弦 {cos} = 词与词的匹配 {words}（矩阵：查询词 × 标题词）+ 模型的 query:/passage: 前缀 {prefix} + 特殊词元与标记 {special}",
+    "heatmap.keys": "方向键移动，回车打开该行",
+    "search.weak": "与查询不相近", "search.weak.hint": "它与查询的相似度低于为此模型测得的下限：只是目录中最不远的一个。",
+    "search.nothing": "目录中没有与此查询（在这些筛选条件下）相近的商品：下面的结果只是最不远的。", "search.share": "占得分的比例",
     "err.query.empty": "请先输入要找的商品。", "err.empty": "是空的：请先输入或粘贴内容", "err.long": "太长了：请缩短",
     "err.range": "超出范围", "err.invalid": "无效",
     "err.tokens": "文本太长：有 {n} 个词元，模型最多读 {limit} 个。请缩短。",
@@ -235,10 +245,10 @@ function heatmap(container, { values, rowLabels, colLabels, rowSpecial = [], col
   let max = 0;
   for (const r of values) for (const v of r) if (v > max) max = v;
   const cell = Math.max(12, Math.min(30, Math.floor(640 / Math.max(nc, 1))));
-  const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": (label || "heatmap") + " (arrow keys move, Enter opens the row)",
+  const g = el("div", { class: "heatmap", tabindex: "0", role: "group", "data-map": label || "", "aria-label": `${label || "heatmap"} (${t("heatmap.keys")})`,
     style: `grid-template-columns: auto repeat(${nc}, ${cell}px); --cell: ${cell}px` });
   g.append(el("div"));
-  colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : ""), title: c }, c)));
+  colLabels.forEach((c, j) => g.append(el("div", { class: "collab" + (colSpecial[j] ? " special" : "") + (/[\u3400-\u9fff]/.test(c) ? " han" : ""), title: c }, c)));
   const cells = [];
   const say = (i, j) => `${rowLabels[i]} → ${colLabels[j]}: ${fmt(values[i][j], 4)}`;
   values.forEach((row, i) => {
@@ -296,8 +306,8 @@ function tablist(root, onSelect) {
 let INFO = null;
 async function loadInfo() {
   INFO = await api("health");
-  $("model-info").textContent = `${INFO.model.split("/").pop()} · ${INFO.num_layers}×${INFO.num_heads}` +
-    (INFO.index ? ` · index: ${INFO.index}` : "");
+  $("model-info").textContent = INFO.model.split("/").pop();
+  $("model-info").title = `${INFO.model}: ${INFO.num_layers} layers × ${INFO.num_heads} heads` + (INFO.index ? ` · index: ${INFO.index}` : "");
   const layer = $("att-layer"), head = $("att-head");
   layer.replaceChildren(...Array.from({ length: INFO.num_layers }, (_, i) => el("option", { value: i }, i)));
   head.replaceChildren(...Array.from({ length: INFO.num_heads }, (_, i) => el("option", { value: i }, i)));
@@ -374,11 +384,12 @@ async function drawHead(gen) {
   att.current = { d, layer, head, pos };
   const box = $("att-heatmap");
   const lab = shownLabels(d, map, pos, base.level);
-  heatmap(box, {
+  const g = heatmap(box, {
     values: map.values, rowLabels: lab, colLabels: lab, rowSpecial: spec, colSpecial: spec,
     readout: $("att-readout"), label: `layer ${layer} head ${head}`,
     onPick: (r) => { att.row = pos[r]; drawNeuron(); },
   });
+  if (att.focusMap) { att.focusMap = false; g.focus(); }
   box.prepend(el("h3", { class: "maptitle" }, mapTitle(map)));
   const note = hiddenNote(map); if (note) box.append(note);
   if (att.row != null) await drawNeuron(); else $("att-neuron").replaceChildren(L("att.neuron.pick", "p"));
@@ -427,9 +438,10 @@ async function drawGrid(gen) {
     const cv = el("canvas", { width: n, height: n, tabindex: "0", role: "button", "data-head": h, "aria-label": map.title });
     const ctx = cv.getContext("2d");
     m.forEach((r, i) => r.forEach((v, j) => { ctx.fillStyle = colour(max ? v / max : 0); ctx.fillRect(j, i, 1, 1); }));
-    const pick = () => { $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]'), false); };
-    cv.addEventListener("click", pick);
-    cv.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { pick(); e.preventDefault(); } });
+    // the head opened by keyboard keeps the keyboard: its heatmap takes the focus once drawn
+    const pick = (byKey = false) => { att.focusMap = byKey; $("att-head").value = h; selectMode(document.querySelector('#att-modes [data-mode="head"]'), false); };
+    cv.addEventListener("click", () => pick(false));
+    cv.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { pick(true); e.preventDefault(); } });
     cv.addEventListener("mousemove", (e) => {
       const r = cv.getBoundingClientRect();
       const i = Math.floor((e.clientY - r.top) / r.height * n), j = Math.floor((e.clientX - r.left) / r.width * n);
@@ -528,7 +540,7 @@ async function initSearch() {
       }
       return el("label", {}, fieldName(fd.name), " ", el("input", { type: "text", "data-field": fd.name, "data-op": "contains", style: "width:8rem" }));
     }));
-    $("search-filters-box").open = true;
+    $("search-filters-box").open = window.innerWidth > 600;  // folded on a phone: results first
   } catch (e) { showError("search-status", e); return; }
   if (!$("search-results").children.length) runSearch();
 }
@@ -565,19 +577,19 @@ function markedTitle(title, hl) {
   return parts;
 }
 
+// The grid over words: each cell a query word × title word pair's exact part of the cosine; the
+// model's "query: "/"passage: " prefixes and the special tokens ([CLS], [SEP], bare "▁" markers)
+// take their parts too, said apart as totals, so the darkest cells are matching words.
 function matchGrid(box, x) {
-  const e = x.explanation;
-  const qs = e.query_tokens.map((_, i) => i), ts = e.title_tokens.map((_, j) => j);
+  const e = x.explanation, w = e.word_grid, c = e.context;
   box.replaceChildren();
-  const note = el("p", { class: "hint" },
-    `cos = ${fmt(e.cosine, 4)}; Σ grid = ${fmt(e.parts_sum, 4)}${e.exact ? " (exact parts)" : ""}` +
-    (e.keyword_terms.length ? ` · BM25: ${e.keyword_terms.map((k) => `${k.term} ${fmt(k.bm25, 2)}`).join(", ")}` : ""));
-  box.append(note);
+  const kw = e.keyword_terms.length ? ` · BM25: ${e.keyword_terms.map((k) => `${k.term} ${fmt(k.bm25, 2)}`).join(", ")}` : "";
+  box.append(el("p", { class: "hint", "data-cosine": e.cosine, "data-words": c.words, "data-prefix": c.prefix, "data-special": c.special },
+    t("match.note").replace("{cos}", fmt(e.cosine, 4)).replace("{words}", fmt(c.words, 4))
+      .replace("{prefix}", fmt(c.prefix, 4)).replace("{special}", fmt(c.special, 4)) + kw));
   const hm = el("div", { class: "heatmap-wrap" });
   box.append(hm);
-  heatmap(hm, { values: qs.map((i) => ts.map((j) => e.grid[i][j])), rowLabels: e.query_tokens, colLabels: e.title_tokens,
-    rowSpecial: e.query_tokens.map((s) => /^\[.*\]$/.test(s)), colSpecial: e.title_tokens.map((s) => /^\[.*\]$/.test(s)),
-    readout: null, label: `match grid ${x.id}` });
+  heatmap(hm, { values: w.values, rowLabels: w.rows, colLabels: w.cols, readout: null, label: `match grid ${x.id}` });
 }
 
 // A translated query word by word (the API's `translation`, qkv.search.crosslingual.translation_rows):
@@ -641,6 +653,8 @@ function drawSearch() {
   lastTranslation = r.searched_as ? r.translation || [] : [];
   drawTranslation();
   if (!r.results.length) list.append(L("search.none", "p"));
+  // results below the measured floor (qkv.search.floor): nothing in the catalog is close
+  if (r.results.length && r.results.every((x) => x.weak)) list.append(el("p", { class: "note", id: "search-nothing", "data-i18n": "search.nothing" }, t("search.nothing")));
   r.results.forEach((x) => {
     const grid = el("div", { class: "match", hidden: true });
     const title = el("div", { class: "title" }, ...markedTitle(x.title, x.highlights));
@@ -663,18 +677,20 @@ function drawSearch() {
     });
     const f = Object.entries(x.fields).filter(([, v]) => v != null)
       .flatMap(([k, v], i) => [i ? " · " : "", N("field", k), ": ", typeof v === "string" ? N("val", v) : String(v)]);
-    const sc = [[L("search.score"), ` ${fmt(x.score, 4)}`],
-                x.dense_score != null ? [`cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}`] : null,
-                x.keyword_score != null ? [`BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}`] : null].filter(Boolean)
-      .flatMap((part, i) => (i ? [" · ", ...part] : part));
-    list.append(el("li", { "data-id": x.id },
+    // the score; how each side scored it (cosine and BM25, with ranks) on hover, for the curious
+    const sides = [x.dense_score != null ? `cos ${fmt(x.dense_score, 3)}${x.dense_rank ? " #" + x.dense_rank : ""}` : null,
+                   x.keyword_score != null ? `BM25 ${fmt(x.keyword_score, 2)} #${x.keyword_rank}` : null].filter(Boolean).join(" · ");
+    const sc = [el("span", { class: "score", title: sides, "data-sides": sides }, L("search.score"), ` ${fmt(x.score, 4)}`)];
+    list.append(el("li", { "data-id": x.id, class: x.weak ? "weak" : null },
+      x.weak ? el("span", { class: "badge", "data-i18n": "search.weak", title: t("search.weak.hint"), "data-i18n-title": "search.weak.hint" }, t("search.weak")) : null,
       title,
       el("div", { class: "meta" }, `${x.id} · `, ...f),
       el("div", { class: "meta" }, ...sc, " ", btn),
       grid));
   });
   const tm = Object.entries(r.timings_ms).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ");
-  setStatus("search-status", () => `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms (${tm}) · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+  setStatus("search-status", () => `${r.count} · ${t("search.latency")} ${fmt(r.server_ms, 1)} ms · ${t("search.roundtrip")} ${fmt(rt, 1)} ms`);
+  $("search-status").title = tm;  // the server's split (encode, ANN, keyword, fuse …): for the curious, on hover
   $("search-status").dataset.latency = r.server_ms;
 }
 $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
@@ -805,7 +821,8 @@ async function runSummary() {
     if (!req.current()) return;
     lastSummary = r;
     renderSummary(r, reviews);
-    setStatus("sum-status", "");
+    const from = file ? file.name : null;  // the file wins over the box: say which was summarised
+    setStatus("sum-status", () => (from ? t("sum.from.file").replace("{name}", from) : t("sum.from.box")));
   } catch (e) {
     if (!req.current()) return;
     lastSummary = null;
