@@ -12,6 +12,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(autouse=True)
+def _bfloat16_unit_restored():
+    """A test that forces a bfloat16 unit (``cpu.select``, as QKV_ISA does) never leaves it forced
+    for the tests after it: worker processes start on the CPU's own unit, so a parent left on
+    another computes other bits (tests/search/test_workers.py failed after tests/kernels/)."""
+    from qkv.kernels import cpu
+
+    before = cpu.ISA
+    yield
+    if cpu.ISA != before:
+        cpu.select(before)
+
+
 @pytest.fixture(scope="session")
 def encoder():
     """The default encoder (all-MiniLM-L6-v2), loaded once per test session."""
