@@ -58,7 +58,7 @@ def index_cmd(
     keep_shards: Annotated[bool, typer.Option("--keep-shards", help="Keep the embedding shards after the build.")] = False,
     id_column: Annotated[Optional[str], typer.Option(help="Id column (detected when obvious).")] = None,
     title_column: Annotated[Optional[str], typer.Option(help="Title column (detected when obvious).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model (default multilingual-e5-small, as `qkv index build`: qkv.model.default_model).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model (default multilingual-e5-small, as `qkv index`: qkv.model.default_model).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
 ):
     """Build an index with the embedding on Ray (resumable shards), into the embedded store or Milvus."""
