@@ -105,3 +105,23 @@ def test_a_named_library_that_is_missing_says_so(tmp_path, monkeypatch):
     assert path == tmp_path / "none.so"
     lib, why, _ = cpu._load(path, cpu.cpu_flags())
     assert lib is None and "QKV_KERNELS_LIB names no file" in why
+
+
+def test_without_the_library_an_encoder_gives_the_compiled_vectors(encoder, tmp_path):
+    """A machine with no compiler (QKV_KERNELS=0 stands in) runs every step's NumPy twin: the
+    sentence vectors are the compiled ones within the bound the kernels are held to (2e-5,
+    test_float32.py's test_encoder_is_the_same_with_and_without_the_kernels)."""
+    import numpy as np
+
+    texts = ["Stainless Steel Electric Kettle 1.7L", "透气跑鞋 men", "a long review of a kettle " * 12]
+    compiled = encoder.encode(texts)
+    script = ("import sys, numpy as np, qkv; from qkv.kernels import cpu; print(cpu.STATUS); "
+              f"np.save(sys.argv[1], qkv.load().encode({texts!r}))")
+    env = dict(os.environ, QKV_KERNELS="0", PYTHONPATH=str(ROOT))
+    env.pop("QKV_KERNELS_LIB", None)
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "v.npy")], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    assert out.startswith("disabled by QKV_KERNELS=0") and "bfloat16 products: float32" in out
+    plain = np.load(tmp_path / "v.npy")
+    assert plain.shape == compiled.shape == (3, 384)
+    np.testing.assert_allclose(plain, compiled, atol=2e-5)
