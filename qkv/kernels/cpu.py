@@ -250,7 +250,7 @@ def select(want: str | None = None) -> str:
     returns the unit. Packed weights do not depend on it."""
     global ISA, WHY, STATUS
     ISA, WHY = choose(want)
-    built = f" ({LIB_PATH}, built for {TARGET})" if lib is not None else ""
+    built = f" (built for {TARGET})" if lib is not None else ""
     STATUS = (f"{LOADED}{built}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
               + f"; 4-bit products: {'amx (x in three exact bfloat16 parts)' if ISA == 'amx' else 'float32'}")
     return ISA
