@@ -91,11 +91,11 @@ def worker_gemm(job: dict) -> dict:
             tx, tw, ty = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(y)
             fn = lambda: torch.mm(tx, tw, out=ty)  # noqa: E731
         elif lib == "qkv":
-            from qkv.kernels import cpu, float32
+            from qkv.kernels import cpu as kernels_cpu, float32  # ``cpu`` is this function's CPU times
 
             panels = float32.pack_panels(w)
             if panels is None:
-                return out | {"error": f"compiled kernels not in use: {cpu.STATUS}"}
+                return out | {"error": f"compiled kernels not in use: {kernels_cpu.STATUS}"}
             y = float32.aligned_empty((m, n))  # as the encoder's workspace arrays are
             fn = lambda: float32.gemm(x, panels, None, y)  # noqa: E731
         else:

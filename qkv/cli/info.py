@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
             print_json(d)
             return
         console.print(f"compiled kernels: {d['kernels']}")
-        console.print(f"library built for: [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another build)")
+        console.print(f"library: {d['library']}, built for [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another)")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
         console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]"

@@ -16,9 +16,11 @@ The bfloat16 unit is chosen here at import, best first:
 - ``avx512bf16``: AVX-512 BF16 dot products (VDPBF16PS), e.g. AMD Zen 4;
 - ``float32``: neither — bfloat16 callers run the float32 product.
 
-``QKV_ISA=amx|avx512bf16|float32`` starts the search at that unit (so a machine with more
-features also tests the lesser paths); one the CPU lacks or the kernel refuses falls to the next,
-never a crash. 4-bit products run on AMX tiles where the bfloat16 unit is AMX, else the float32
+``QKV_ISA=amx|avx512bf16|float32`` is the best unit this process may use: the search starts
+there, and ``offered()`` names nothing above it, so a machine with more features runs (and its
+tests check) the lesser paths as a CPU without them would — ``QKV_ISA=avx512bf16`` on an AMX
+Xeon stands in for AMD Zen 4, ``QKV_ISA=float32`` for a CPU with neither. A unit the CPU lacks
+or the kernel refuses falls to the next, never a crash. 4-bit products run on AMX tiles where the bfloat16 unit is AMX, else the float32
 kernel. ``ISA`` is the unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
 says all of it in one line (``qkv info``). This module imports nothing from qkv.
 """
@@ -184,15 +186,23 @@ def request_amx() -> bool:
     return lib is not None and bool(lib.qkv_amx_request())
 
 
+def ceiling() -> str | None:
+    """The best unit ``QKV_ISA`` lets this process use, or None (no limit, or not a unit's name)."""
+    want = os.environ.get("QKV_ISA", "").strip().lower()
+    return want if want in ISAS else None
+
+
 def offered() -> list[str]:
-    """The units this CPU has (before any permission request), best first; float32 always."""
+    """The units this CPU has (before any permission request) up to ``QKV_ISA``, best first;
+    float32 always."""
     bits = cpu_bits()
     out = []
     if bits & _CPU_AMX and bits & _OS_AMX and bits & _CPU_AVX512BF16:
         out.append("amx")
     if bits & _CPU_AVX512BF16:
         out.append("avx512bf16")
-    return out + ["float32"]
+    cap = ceiling()
+    return [u for u in out if cap is None or ISAS.index(u) >= ISAS.index(cap)] + ["float32"]
 
 
 def choose(want: str | None = None) -> tuple[str, str]:
@@ -205,8 +215,13 @@ def choose(want: str | None = None) -> tuple[str, str]:
         want = ""
     if lib is None:
         return "float32", "; ".join(why + ["the compiled kernels are not in use"])
+    cap = ceiling()
+    start = ISAS.index(want) if want else 0
+    if cap is not None and start < ISAS.index(cap):
+        why.append(f"{', '.join(ISAS[start:ISAS.index(cap)])}: above QKV_ISA={cap}")
+        start = ISAS.index(cap)
     bits = cpu_bits()
-    for isa in ISAS[ISAS.index(want) if want else 0:]:
+    for isa in ISAS[start:]:
         if isa == "amx":
             if not bits & _CPU_AMX:
                 why.append("amx: the CPU has no AMX-BF16")
@@ -235,7 +250,7 @@ def select(want: str | None = None) -> str:
     returns the unit. Packed weights do not depend on it."""
     global ISA, WHY, STATUS
     ISA, WHY = choose(want)
-    built = f" ({LIB_PATH}, built for {TARGET})" if lib is not None else ""
+    built = f" (built for {TARGET})" if lib is not None else ""
     STATUS = (f"{LOADED}{built}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
               + f"; 4-bit products: {'amx (x in three exact bfloat16 parts)' if ISA == 'amx' else 'float32'}")
     return ISA

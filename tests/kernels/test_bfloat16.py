@@ -265,6 +265,7 @@ def test_each_unit_can_be_forced_and_a_missing_one_falls_to_the_next(unit):
 
 @needs_lib
 def test_a_refused_amx_permission_falls_to_avx512bf16(monkeypatch):
+    monkeypatch.delenv("QKV_ISA", raising=False)
     monkeypatch.setattr(cpu, "request_amx", lambda: False)
     monkeypatch.setattr(cpu, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had both units
     assert cpu.select("amx") == "avx512bf16"
@@ -273,6 +274,7 @@ def test_a_refused_amx_permission_falls_to_avx512bf16(monkeypatch):
 
 @needs_lib
 def test_a_cpu_without_either_unit_runs_float32(monkeypatch):
+    monkeypatch.delenv("QKV_ISA", raising=False)
     monkeypatch.setattr(cpu, "cpu_bits", lambda: 0)
     assert cpu.select(None) == "float32"
     assert "amx" in cpu.WHY and "avx512bf16" in cpu.WHY
@@ -287,7 +289,8 @@ def test_without_the_library_float32_and_a_bad_name_is_ignored(monkeypatch):
 
 @needs_lib
 @pytest.mark.parametrize("unit", ["amx", "avx512bf16", "float32"])
-def test_qkv_isa_in_the_environment_chooses_at_import(unit):
+def test_qkv_isa_in_the_environment_chooses_at_import(unit, monkeypatch):
+    monkeypatch.delenv("QKV_ISA", raising=False)  # the child's QKV_ISA, not this process's ceiling
     env = dict(os.environ, QKV_ISA=unit)
     out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu; print(cpu.ISA); "
                           "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
@@ -314,6 +317,23 @@ def test_the_library_compiles_for_a_cpu_without_the_units(tmp_path, march):
     import ctypes
 
     assert ctypes.CDLL(str(out)).qkv_bf16_cpu() >= 0
+
+
+@needs_lib
+@pytest.mark.parametrize("cap", ["avx512bf16", "float32"])
+def test_qkv_isa_is_a_ceiling_as_on_a_cpu_without_the_better_units(cap, monkeypatch):
+    """QKV_ISA=avx512bf16 makes an AMX machine a stand-in for one without tiles (Zen 4), float32
+    for one with neither: nothing above it is offered or chosen, even when asked for."""
+    monkeypatch.setenv("QKV_ISA", cap)
+    assert cpu.ISAS.index(cpu.offered()[0]) >= cpu.ISAS.index(cap)
+    got = cpu.select("amx")
+    assert got in cpu.ISAS[cpu.ISAS.index(cap):] and "amx" not in cpu.offered()
+    assert f"above QKV_ISA={cap}" in cpu.WHY and "4-bit products: float32" in cpu.STATUS
+    if cap in cpu.offered():
+        assert got == cap
+    capped = cpu.offered()
+    monkeypatch.delenv("QKV_ISA")
+    assert set(capped) <= set(cpu.offered())  # no ceiling: every unit the CPU has
 
 
 def test_without_the_library_qkv_imports_and_runs_float32():

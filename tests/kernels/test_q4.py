@@ -139,26 +139,33 @@ def _gamma(n: int) -> float:
 needs_amx = pytest.mark.skipif(not HAS_AMX, reason=f"needs AMX tiles; this CPU offers {cpu.offered()}")
 
 
-@needs_amx
+@needs_lib
+@pytest.mark.parametrize("isa", UNITS)
 @pytest.mark.parametrize("rows", [1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 64, 255, 256, 257, 300])
 @pytest.mark.parametrize("k_in, n_out", [(32, 32), (64, 96), (384, 1152), (1536, 384), (96, 544)])
-def test_tiles_within_the_exact_split_bound_at_every_block_edge(rows, k_in, n_out):
-    """Rows across the 16-row tile, the 32-row block, the one-pass limit (32) and the 256-row
-    chunk; N across the 256-output column block; K from one block to 48. Scale by powers of ten
-    so the three parts of x span their whole range."""
+def test_4bit_product_within_its_bound_at_every_block_edge(rows, k_in, n_out, isa):
+    """Rows across the 16-row tile, the 32-row block, the one-pass limit (32), the float32
+    kernel's switch to expanding the matrix (EXPAND_FROM = 48) and the 256-row chunk; N across
+    the 256-output column block; K from one block to 48. Scale by powers of ten so the three
+    parts of x span their whole range. Tiles: the exact-split bound (amx.c); the float32 kernel
+    (any CPU): float32 sums in any order, γ_(K+1)·(Σ|x||w| + |b|) (Higham §3.1)."""
     rng = np.random.default_rng(rows * 7 + k_in + n_out)
     blocks = _weights(rng, n_out, k_in)
     x = (rng.standard_normal((rows, k_in)) * 10.0 ** rng.integers(-3, 4, (rows, k_in))).astype(np.float32)
     b = rng.standard_normal(n_out).astype(np.float32)
     w = dequantize(blocks, np.float64).T
     exact = x.astype(np.float64) @ w + b
-    bound = _gamma(96 + k_in // 32 + 1) * (1 + 2 ** -7) * (np.abs(x.astype(np.float64)) @ np.abs(w)) + _gamma(1) * np.abs(b)
+    xw = np.abs(x.astype(np.float64)) @ np.abs(w)
+    if isa == "amx":
+        bound = _gamma(96 + k_in // 32 + 1) * (1 + 2 ** -7) * xw + _gamma(1) * np.abs(b)
+    else:
+        bound = _gamma(k_in + 1) * (xw + np.abs(b))
     y = np.full((rows, n_out), np.nan, np.float32)
-    q4_matmul(x, pack_q4(blocks), b, y, isa="amx")
+    q4_matmul(x, pack_q4(blocks), b, y, isa=isa)
     err = np.abs(y - exact)
     assert np.all(err <= bound), f"max error {err.max():.3g}, {(err / bound).max():.3g}× the bound"
     g = np.full((rows, n_out), np.nan, np.float32)  # GELU(x·W + b): slope ≤ 1.13, erf within 1.5e-7
-    q4_matmul(x, pack_q4(blocks), b, g, gelu=True, isa="amx")
+    q4_matmul(x, pack_q4(blocks), b, g, gelu=True, isa=isa)
     gelu = exact * 0.5 * (1 + erf(exact / np.sqrt(2)))
     assert np.all(np.abs(g - gelu) <= 1.13 * bound + 2e-7 * np.abs(gelu) + 1e-7)
 
@@ -213,13 +220,14 @@ def test_a_lone_query_schedule_gives_the_bits_of_the_general_one(k_in, n_out, vb
             np.testing.assert_array_equal(got, want[:rows])
 
 
-@needs_amx
+@needs_lib
+@pytest.mark.parametrize("isa", UNITS)
 @pytest.mark.parametrize("rows", [9, 20, 70])
-def test_tiles_write_only_their_rows(rows):
+def test_a_4bit_product_writes_only_its_rows(rows, isa):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((rows, 64)).astype(np.float32)
     big = np.full((rows + 40, 96), 7.0, np.float32)
-    q4_matmul(x, pack_q4(_weights(rng, 96, 64)), None, big[:rows], isa="amx")
+    q4_matmul(x, pack_q4(_weights(rng, 96, 64)), None, big[:rows], isa=isa)
     assert np.all(big[rows:] == 7.0) and np.isfinite(big[:rows]).all()
 
 
@@ -246,6 +254,7 @@ def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit):
 
 @needs_lib
 def test_a_refused_tile_permission_runs_the_float32_kernel(monkeypatch, restore_unit):
+    monkeypatch.delenv("QKV_ISA", raising=False)
     monkeypatch.setattr(cpu, "request_amx", lambda: False)
     monkeypatch.setattr(cpu, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had AMX
     cpu.select("amx")
@@ -261,9 +270,11 @@ def test_a_refused_tile_permission_runs_the_float32_kernel(monkeypatch, restore_
 
 @needs_lib
 @pytest.mark.parametrize("isa", ["float32", "amx"])
-def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa):
+def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa, monkeypatch):
+    monkeypatch.delenv("QKV_ISA", raising=False)  # the child's QKV_ISA, not this process's ceiling
+    tiles = "amx" in cpu.offered() and cpu.request_amx()
     env = dict(os.environ, QKV_ISA=isa)
     out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu, q4; print(q4.unit()); "
                           "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     unit, status = out.splitlines()
-    assert unit == ("amx" if isa == "amx" and HAS_AMX else "float32") and f"4-bit products: {unit}" in status
+    assert unit == ("amx" if isa == "amx" and tiles else "float32") and f"4-bit products: {unit}" in status
