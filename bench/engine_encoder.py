@@ -97,9 +97,9 @@ def encoder_engine(job: dict):
                     _, ids, mask = batches[i]
                     enc.forward(ids, mask, precision=precision, workspace=ws)
         if engine == "qkv-bf16":
-            from qkv.kernels import cpu
+            from qkv.kernels import cpu as kernels_cpu  # ``cpu`` is this function's CPU times
 
-            meta["unit"] = cpu.ISA
+            meta["unit"] = kernels_cpu.ISA
     elif engine == "qkv-encode":
         per_batch = WORKLOADS[wl][0]
 
