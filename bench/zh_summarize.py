@@ -102,7 +102,8 @@ def speed(console, n: int) -> None:
     console.print(table)
 
 
-def categories(console, cats: list[str], budget: int, threads: int, show: int, compare: list[str]) -> None:
+def categories(console, cats: list[str], budget: int, threads: int, show: int, compare: list[str],
+               ratings: bool = True) -> None:
     import numpy as np
     from rich.table import Table
 
@@ -130,7 +131,7 @@ def categories(console, cats: list[str], budget: int, threads: int, show: int, c
         reviews = [t for t, _ in data[cat]]
         labels = [r for _, r in data[cat]]
         w0, c0 = time.perf_counter(), time.process_time()
-        doc = prepare(reviews, ratings=labels, encoder=enc, params=params)
+        doc = prepare(reviews, ratings=labels if ratings else None, encoder=enc, params=params)
         s = select(doc, budget, counters["cl100k"], params)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         load = os.getloadavg()[0]
@@ -138,7 +139,7 @@ def categories(console, cats: list[str], budget: int, threads: int, show: int, c
         assert s.tokens_after <= budget and o.tokens_after <= budget, "budget exceeded"
         assert counters["cl100k"].count(s.text) == s.tokens_after <= budget
         pos_reviews = sum(1 for r in labels if r == 1) / len(labels)
-        pos_summary = sum(1 for x in s.sentences if x.rating == 1) / len(s.sentences)
+        pos_summary = sum(1 for x in s.sentences if labels[x.review] == 1) / len(s.sentences)
         texts = [x.text for x in s.sentences]
         raw = enc.encode(texts, role="query")
         pos = {doc.texts[c]: k for k, c in enumerate(doc.cand)}
@@ -280,6 +281,7 @@ def main() -> int:
     ap.add_argument("--dev", action="store_true", help="ROUGE on the zh_reviews and FewSum dev sets, then stop")
     ap.add_argument("--dev-sets", default="zh,fewsum", help="with --dev: zh, fewsum or both")
     ap.add_argument("--set", action="append", default=[], help="with --dev: a Params field, e.g. units=sentence")
+    ap.add_argument("--no-ratings", action="store_true", help="summarise without the labels (text sentiment)")
     ap.add_argument("--sentiment", action="store_true", help="accuracy of the text sentiment on labelled reviews")
     ap.add_argument("--_speed", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -300,7 +302,7 @@ def main() -> int:
     if args.speed:
         speed(console, args.speed_sentences)
     categories(console, [c for c in args.categories.split(",") if c], args.budget, args.threads, args.show,
-               [c for c in args.compare.split(",") if c])
+               [c for c in args.compare.split(",") if c], ratings=not args.no_ratings)
     return 0
 
 

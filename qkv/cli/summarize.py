@@ -49,6 +49,13 @@ def _show(summary, product_id: str, many: bool) -> None:
                   f"{summary.n_reviews} reviews, {summary.n_sentences} sentences", highlight=False)
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if summary.points is not None:
+        for side, title in (("praise", "praise"), ("complaints", "complaints")):
+            console.print(f"[bold]{title}[/] (what several reviews say)", highlight=False)
+            if not summary.points[side]:
+                console.print("  (none made by two or more reviews)", highlight=False)
+            for pt in summary.points[side]:
+                console.print(f"  {pt.label} · {pt.count} reviews · “{pt.example}”", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -73,6 +80,8 @@ def register(app: typer.Typer) -> None:
         encoding: Annotated[str, typer.Option(help="Text encoding of FILE.")] = "utf-8",
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
+        points: Annotated[bool, typer.Option("--points", help="Also list what several reviewers say, with how "
+                                             "many reviews say it (praise and complaints).")] = False,
     ):
         """Pick the review sentences that best represent what reviewers say, within a hard token budget."""
         from qkv.errors import InputError
@@ -96,7 +105,7 @@ def register(app: typer.Typer) -> None:
         for p in products:
             with _progress({"encode": f"embedding sentences of {p.id}"}) as progress:
                 doc = prepare(list(p.reviews), encoder=enc, params=params, progress=progress)
-            results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut)))
+            results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut, points=points)))
         if as_json:
             print_json({"model": enc.name, "file": str(file),
                         "summaries": [{"product": p.id, **s.to_dict()} for p, s in results]})

@@ -43,7 +43,8 @@ def _summary(st, reviews, ratings, budget: int, tokenizer: str, order: str) -> d
     """Runs in the summary pool (perhaps in a child process, with its own copy of the model)."""
     import qkv.summarize as mod
 
-    summary = mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder, ratings=ratings, order=order)
+    summary = mod.summarize(reviews, budget=budget, tokenizer=tokenizer, encoder=st.encoder, ratings=ratings, order=order,
+                            points=True)  # what several reviewers say, counted: {"praise": [...], "complaints": [...]}
     out = jsonable(summary.to_dict())
     out["tokens_saved"] = summary.tokens_before - summary.tokens_after
     return out
