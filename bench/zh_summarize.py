@@ -194,6 +194,22 @@ def _params(sets: list[str]):
     return p
 
 
+def english_sentiment(console) -> None:
+    """VADER against FewSum train+val ratings (4-5 positive, 1-2 negative; 3 left out)."""
+    from qkv.summarize.evaluate import load_products
+    from qkv.summarize.sentiment import positive_probability
+
+    rows = [(r.text, r.rating) for p in load_products(DEV_FEWSUM) for r in p.reviews
+            if r.rating is not None and (r.rating >= 4 or r.rating <= 2)]
+    c0 = time.process_time()
+    probs = positive_probability([t for t, _ in rows])
+    cpu = (time.process_time() - c0) / len(rows)
+    acc = sum((p >= 0.5) == (y >= 4) for p, (_, y) in zip(probs, rows)) / len(rows)
+    major = max(sum(y >= 4 for _, y in rows), sum(y <= 2 for _, y in rows)) / len(rows)
+    console.print(f"VADER on the {len(rows)} FewSum train+val reviews rated 4-5 or 1-2: accuracy {acc:.3f} "
+                  f"(majority side {major:.3f}); {cpu * 1e3:.2f} ms CPU per review")
+
+
 def dev(console, sets: list[str], threads: int, which: str = "zh,fewsum") -> None:
     """ROUGE on the two development sets, every system in one table per set."""
     from dataclasses import replace
@@ -235,10 +251,15 @@ def dev(console, sets: list[str], threads: int, which: str = "zh,fewsum") -> Non
         w0 = time.perf_counter()
         enc = qkv.load(threads=threads)
         prods = load_products(DEV_FEWSUM)
+        plain = [replace(p, reviews=tuple(Review(r.text) for r in p.reviews), scale=None) for p in prods]
+        unrated = evaluate(plain, (75,), systems=("qkv",), encoder=enc, params=params,
+                           docs=prepare_all(plain, enc, params)).rows
         docs = prepare_all(prods, enc, params)
         r = evaluate(prods, (75,), systems=("qkv", "lead", "oracle"), encoder=enc, params=params, docs=docs)
         table(f"FewSum train+val · {len(prods)} products · 75 cl100k · ROUGE F1 (stemmed) · {enc.name} · {changed} · "
-              f"{time.perf_counter() - w0:.0f} s · {_load()}", [(x["system"], x) for x in r.rows])
+              f"{time.perf_counter() - w0:.0f} s · {_load()}",
+              [("qkv, no ratings", unrated[0])] + [("qkv, ratings" if x["system"] == "qkv" else x["system"], x)
+                                                   for x in r.rows])
 
 
 def sentiment(console, n: int = 2000) -> None:
@@ -292,6 +313,7 @@ def main() -> int:
         return 0
     if args.sentiment:
         sentiment(console)
+        english_sentiment(console)
         return 0
     if args.dev:
         dev(console, args.set, args.threads, args.dev_sets)
