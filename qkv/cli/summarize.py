@@ -129,7 +129,8 @@ def register(app: typer.Typer) -> None:
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
-        """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle) per budget."""
+        """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle,
+        oracle-clause) per budget."""
         from rich.table import Table
 
         from qkv.errors import InputError
@@ -171,6 +172,6 @@ def register(app: typer.Typer) -> None:
                 row = next(r for r in result.rows if r["system"] == s and r["budget"] == b)
                 cells += [f"{row['rouge1']:.2f}", f"{row['rouge2']:.2f}", f"{row['rougeL']:.2f}"]
             label = {"random": f"random ({seeds} seeds)", "centroid": "TF-IDF centroid",
-                     "oracle": "oracle (reads refs)"}.get(s, s)
+                     "oracle": "oracle (reads refs)", "oracle-clause": "oracle, clauses (reads refs)"}.get(s, s)
             table.add_row(label, *cells, style="bold" if s == "qkv" else None)
         console.print(table)
