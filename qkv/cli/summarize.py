@@ -50,6 +50,13 @@ def _show(summary, product_id: str, many: bool, model: str) -> None:
                   f"{summary.n_reviews} reviews, {summary.n_sentences} sentences · {model}", highlight=False)
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if summary.points is not None:
+        for side, title in (("praise", "praise"), ("complaints", "complaints")):
+            console.print(f"[bold]{title}[/] (what several reviews say)", highlight=False)
+            if not summary.points[side]:
+                console.print("  (none made by two or more reviews)", highlight=False)
+            for pt in summary.points[side]:
+                console.print(f"  {pt.label} · {pt.count} reviews · “{pt.example}”", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -74,6 +81,8 @@ def register(app: typer.Typer) -> None:
         encoding: Annotated[str, typer.Option(help="Text encoding of FILE.")] = "utf-8",
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
+        points: Annotated[bool, typer.Option("--points", help="Also list what several reviewers say, with how "
+                                             "many reviews say it (praise and complaints).")] = False,
     ):
         """Pick the review sentences that best represent what reviewers say, within a hard token budget."""
         from qkv.errors import InputError
@@ -97,7 +106,7 @@ def register(app: typer.Typer) -> None:
         for p in products:
             with _progress({"encode": f"embedding sentences of {p.id}"}) as progress:
                 doc = prepare(list(p.reviews), encoder=enc, params=params, progress=progress)
-            results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut)))
+            results.append((p, select(doc, budget, counter, params, order=order, allow_cut=allow_cut, points=points)))
         if as_json:
             print_json({"model": enc.name, "file": str(file),
                         "summaries": [{"product": p.id, **s.to_dict()} for p, s in results]})
@@ -121,7 +130,8 @@ def register(app: typer.Typer) -> None:
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
     ):
-        """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle) per budget."""
+        """ROUGE-1/2/L F1 of qkv and baselines (lead, random, LexRank, TextRank, TF-IDF centroid, oracle,
+        oracle-clause) per budget."""
         from rich.table import Table
 
         from qkv.errors import InputError
@@ -163,6 +173,6 @@ def register(app: typer.Typer) -> None:
                 row = next(r for r in result.rows if r["system"] == s and r["budget"] == b)
                 cells += [f"{row['rouge1']:.2f}", f"{row['rouge2']:.2f}", f"{row['rougeL']:.2f}"]
             label = {"random": f"random ({seeds} seeds)", "centroid": "TF-IDF centroid",
-                     "oracle": "oracle (reads refs)"}.get(s, s)
+                     "oracle": "oracle (reads refs)", "oracle-clause": "oracle, clauses (reads refs)"}.get(s, s)
             table.add_row(label, *cells, style="bold" if s == "qkv" else None)
         console.print(table)

@@ -36,6 +36,14 @@ CONNECTIVES = ("但是", "但", "可是", "不过", "然而", "而且", "并且"
 # also begin plain clauses ("又快又好", "还有一点").
 _LEADING = re.compile(r"^(?:" + "|".join(sorted(map(re.escape, CONNECTIVES), key=len, reverse=True))
                       + r")[，,\s]*")
+# Dependent clauses: they open with a subordinating word, or end as a condition or time ("…的话",
+# "…的时候"), and only say something with the clause after them ("如果你是学生，就把它当工具书"). Such a
+# clause is kept with the next one as one unit. The list is the closed class of Chinese
+# subordinators, not drawn from any data.
+SUBORDINATORS = ("如果", "要是", "假如", "假设", "即使", "即便", "哪怕", "除了", "对于", "关于", "虽然", "虽说",
+                 "尽管", "只要", "只有", "无论", "不管", "不论", "因为", "由于", "为了", "自从", "一旦", "既然")
+_DEPENDENT = re.compile(r"^(?:但是?|可是|不过|而且|所以|并且|而)?(?:" + "|".join(SUBORDINATORS) + r")|(?:的话|的时候|之后|以后|之前|以前)[，,；;\s]*$")
+_ENUMERATOR = re.compile(r"^\s*(?:\d{1,2}|[一二三四五六七八九十])\s*[、.．)）]\s*")
 _OPEN_END = "，,；;、：:"
 _CLOSED_END = "。！？!?…」』”）)》】~～"
 
@@ -54,10 +62,14 @@ def _clauses(text: str, sent: Span, min_words: float) -> list[Span]:
         start = m.end()
     parts.append((start, sent.end))
     merged: list[list[int]] = []
+    last = ""  # the last clause added, which alone decides whether the next one joins it
     for s, e in parts:
         if e <= s or not text[s:e].strip(" ，,；;"):
             continue
-        if merged and (_weight(text[s:e]) < min_words or _weight(text[merged[-1][0]:merged[-1][1]]) < min_words):
+        prev = text[merged[-1][0]:merged[-1][1]].strip() if merged else ""
+        dependent = bool(_DEPENDENT.search(last.strip()))
+        last = text[s:e]
+        if merged and (_weight(text[s:e]) < min_words or _weight(prev) < min_words or dependent):
             merged[-1][1] = e
         else:
             merged.append([s, e])
@@ -113,7 +125,7 @@ def compose(pieces: list[tuple[str, int, int]]) -> list[str]:
         joined_after = nxt is not None and nxt[1] == review and nxt[2] == pos + 1
         t = text
         if not joined_before and is_chinese(t):
-            t = strip_connective(t)
+            t = strip_connective(_ENUMERATOR.sub("", t, count=1))
         if not joined_after:
             t = close(t)
         elif is_chinese(t) and t[-1:] not in _OPEN_END + _CLOSED_END:

@@ -42,8 +42,11 @@ def test_a_complaint_is_kept_at_every_budget(e5):
 
 
 def test_text_sentiment_reads_praise_and_complaints():
-    p = positive_probability(["质量很好，非常满意，推荐购买。", "太差了，漏水，要求退货。", "Great kettle."])
-    assert p[0] > 0.6 and p[1] < 0.4 and p[2] == 0.5  # no English classifier: unknown
+    p = positive_probability(["质量很好，非常满意，推荐购买。", "太差了，漏水，要求退货。", "Great kettle, I love it.",
+                              "Terrible. It leaked and broke after a week.", "12345", "太差了，漏水。"], fast=False)
+    assert p[0] > 0.6 and p[1] < 0.4 and p[2] > 0.6 and p[3] < 0.4 and p[4] == 0.5  # digits: unknown
+    fast = positive_probability(["质量很好，非常满意，推荐购买。", "太差了，漏水，要求退货。"], fast=True)
+    assert fast[0] > 0.6 and fast[1] < 0.4
     assert text_polarity(["质量很好，非常满意。", "太差了，退货。"]).tolist() == [1, -1]
 
 

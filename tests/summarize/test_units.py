@@ -44,3 +44,12 @@ def test_fast_oracle_fits_the_budget_and_prefers_the_reference_words():
     chosen = B.oracle(units, ["屏幕清楚但电池不耐用"], 12, counter, _joiner, "unicode")
     assert set(chosen) <= {0, 2} and chosen
     assert counter.count(_joiner([units[i] for i in chosen])) <= 12
+
+
+def test_dependent_clauses_stay_with_their_main_clause_and_enumerators_go():
+    text = "如果你是学生或正在学习英语，请把它当一本工具书，印刷也很精美，纸张很好。"
+    assert [u.text for u in split_units(text)] == ["如果你是学生或正在学习英语，请把它当一本工具书，", "印刷也很精美，",
+                                                   "纸张很好。"]
+    assert [u.text for u in split_units("再看视频的话，大黑边有点尴尬。")] == ["再看视频的话，大黑边有点尴尬。"]
+    assert len(split_units("但如果你是学生或正在学习英语，请您把它当一本工具书。")) == 1
+    assert compose([("1、待机时间太短，", 0, 0), ("2.屏幕不清楚。", 1, 3)]) == ["待机时间太短。", "屏幕不清楚。"]

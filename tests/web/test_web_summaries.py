@@ -181,3 +181,19 @@ def test_the_csv_sniffer_reads_at_most_a_bounded_first_line(monkeypatch):
     (p,) = parse_table(header + "\n" + "good shoe" + "," * 2000 + "\n")
     assert p.texts == ["good shoe"]
     assert sniffed and max(sniffed) <= SNIFF_CHARS + 1
+
+
+def test_summary_response_counts_what_several_reviewers_say(client, encoder):
+    from qkv.summarize import summarize
+
+    reviews = ["Very comfortable shoes.", "Very comfortable shoes.", "Comfortable shoes, very light.",
+               "The sole came off after a week.", "Nice colour."]
+    ratings = [5, 5, 5, 1, 4]
+    r = client.post("/api/summarize", json={"reviews": reviews, "ratings": ratings, "budget": 30})
+    assert r.status_code == 200, r.text
+    points = r.json()["points"]
+    want = summarize(reviews, budget=30, encoder=encoder, ratings=ratings, points=True)
+    assert points == {side: [p.to_dict() for p in ps] for side, ps in want.points.items()}
+    assert set(points) == {"praise", "complaints"} and points["complaints"] == []  # one review only
+    top = points["praise"][0]
+    assert top["count"] == len(top["reviews"]) >= 2 and {0, 1} <= set(top["reviews"])
