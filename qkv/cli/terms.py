@@ -123,6 +123,9 @@ def register(app: typer.Typer) -> None:
         qrels: Annotated[Optional[Path], typer.Option(help="... and qrels .tsv (queries judged ≥ 2.5 of 3 count).")] = None,
         half: Annotated[str, typer.Option(help=HALF_HELP)] = "all",
         ridge: Annotated[float, typer.Option(help="L2 penalty of the ridge fit.")] = 1.0,
+        title_features: Annotated[bool, typer.Option("--title-features/--no-title-features", help="Also give the head "
+                                                     "each word's place in the title and whether it is a number, unit "
+                                                     "or stop word.")] = True,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
     ):
@@ -156,7 +159,7 @@ def register(app: typer.Typer) -> None:
             source = f"{qrels} (half {half})"
         enc = load_encoder(model, threads)
         with progress_bars({"titles": "encoding titles", "fit": "fitting the head"}) as progress:
-            head = train(enc, examples, ridge=ridge, progress=progress, source=source)
+            head = train(enc, examples, ridge=ridge, title_features=title_features, progress=progress, source=source)
         path = head.save(out)
         i = head.info
         console.print(f"trained on {i['titles']:,} titles ({i['words']:,} words, mean target {i['mean_target']:.3f}) "

@@ -10,6 +10,10 @@ map, one weight vector over the last layer's vectors of a word (its pieces avera
     target(w) = Σ_q c_q·[q contains w] / Σ_q c_q          (c_q: clicks/orders, or 1 per judged query)
     ŷ(w)      = θ·x_w + b,   θ, b = argmin Σ (ŷ − target)² + λ‖θ‖²   (ridge: solved in closed form)
 
+By default four title features join x_w (``TITLE_FEATURES``: the word's place, whether it comes
+before " in/with/for", holds a digit or unit, or is a stop word — the "title" method's evidence),
+so the seller's data also sets how much those count.
+
 "Contains" is the selling-points measure's matching (``title_terms``: folded words, plural and
 hyphen parts). The closed form needs one pass over the titles' token vectors, so training is
 the time of encoding the titles. The head is a small file of the seller's own (``save``): nothing
@@ -34,6 +38,17 @@ from qkv.explain.title_terms import STOP, fold, parts, query_terms
 FORMAT = "qkv-term-head/1"
 RIDGE = 1.0
 BATCH = 256
+TITLE_FEATURES = ("pos", "head", "spec", "stop")  # read from the title alone (points.py), appended to x_w
+
+
+def _inputs(text: str, words, vectors: np.ndarray, title_features: bool) -> np.ndarray:
+    """The head's input per word: its vector, then (optionally) the title features of points.py."""
+    if not title_features or not len(words):
+        return vectors.astype(np.float64)
+    from qkv.explain.points import features
+
+    f = features(text, words)
+    return np.hstack([vectors.astype(np.float64), np.stack([f[k] for k in TITLE_FEATURES], axis=1)])
 
 
 def _content_words(seq) -> list:
@@ -70,11 +85,15 @@ def targets(title_words: Sequence[str], queries: Iterable[tuple[str, float]]) ->
 
 @dataclass
 class TermHead:
-    theta: np.ndarray  # [hidden]
+    theta: np.ndarray  # [hidden] (+ the title features when ``title_features``)
     bias: float
     model: str
     fingerprint: str
     info: dict
+
+    @property
+    def title_features(self) -> bool:
+        return bool(self.info.get("title_features", False))
 
     def word_scores(self, enc, text: str, words) -> np.ndarray:
         """ŷ for ``words`` (objects with .start/.end, e.g. ``AttentionMaps.words``) of ``text``."""
@@ -82,22 +101,22 @@ class TermHead:
         seq, vec = enc.token_vectors([text], truncate=True)[0]
         mine = seq.words(segment=True)
         by_span = {(w.start, w.end): w for w in mine}
-        out = np.zeros(len(words))
+        x = np.zeros((len(words), vec.shape[1]), dtype=np.float32)
         for i, w in enumerate(words):
             ww = by_span.get((w.start, w.end))
             toks = list(ww.tokens) if ww is not None else \
                 [t for t, (a, b) in enumerate(seq.offsets) if a < w.end and b > w.start and not seq.special[t]]
             if toks:
-                out[i] = float(vec[toks].mean(axis=0) @ self.theta + self.bias)
-        return out
+                x[i] = vec[toks].mean(axis=0)
+        return _inputs(text, words, x, self.title_features) @ self.theta + self.bias if len(words) else np.zeros(0)
 
     def title_scores(self, enc, titles: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
         """Each title's content words and their ŷ."""
         self.check(enc)
         out = []
-        for seq, vec in enc.token_vectors(list(titles), truncate=True):
+        for t, (seq, vec) in zip(titles, enc.token_vectors(list(titles), truncate=True)):
             words = _content_words(seq)
-            x = word_vectors(seq, vec, words)
+            x = _inputs(t, words, word_vectors(seq, vec, words), self.title_features)
             out.append(([w.text for w in words], x @ self.theta + self.bias if len(words) else np.zeros(0)))
         return out
 
@@ -136,13 +155,16 @@ class TermHead:
         return head
 
 
-def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, progress=None, source: str = "") -> TermHead:
-    """Fit the head on ``examples`` (see the module doc). ``progress``: stage "titles" counts the
-    titles encoded, then "fit" once."""
+def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, title_features: bool = True,
+          progress=None, source: str = "") -> TermHead:
+    """Fit the head on ``examples`` (see the module doc). ``title_features``: the word's place in
+    the title, whether it comes before " in/with/for", holds a digit or unit, or is a stop word
+    join its vector as inputs (the "title" method's evidence, weighted by the seller's data).
+    ``progress``: stage "titles" counts the titles encoded, then "fit" once."""
     examples = [e for e in examples if e.queries]
     if not examples:
         raise InputError("no training example: every product needs at least one search term with clicks/orders > 0")
-    d = enc.dim
+    d = enc.dim + (len(TITLE_FEATURES) if title_features else 0)
     xtx = np.zeros((d + 1, d + 1))
     xty = np.zeros(d + 1)
     n_words = 0
@@ -153,7 +175,8 @@ def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, progress=No
             words = _content_words(seq)
             if not words:
                 continue
-            x = np.hstack([word_vectors(seq, vec, words).astype(np.float64), np.ones((len(words), 1))])
+            x = np.hstack([_inputs(ex.title, words, word_vectors(seq, vec, words), title_features),
+                           np.ones((len(words), 1))])
             y = targets([w.text for w in words], ex.queries)
             xtx += x.T @ x
             xty += x.T @ y
@@ -167,7 +190,7 @@ def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, progress=No
     if progress is not None:
         progress("fit", 1, 1)
     info = {"titles": len(examples), "words": n_words, "mean_target": positives / max(n_words, 1),
-            "ridge": ridge, "source": source}
+            "ridge": ridge, "title_features": title_features, "source": source}
     return TermHead(sol[:d].astype(np.float32), float(sol[d]), enc.name, enc.fingerprint(), info)
 
 

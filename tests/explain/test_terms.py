@@ -28,7 +28,7 @@ def test_targets_are_weighted_query_term_recall():
 
 
 def test_train_fits_the_closed_form_and_round_trips(encoder, tmp_path):
-    head = T.train(encoder, EXAMPLES, ridge=0.5)
+    head = T.train(encoder, EXAMPLES, ridge=0.5, title_features=False)
     # the closed form by hand: stack every word's vector with a 1, solve (XᵀX + λI')θ = Xᵀy
     xs, ys = [], []
     for ex, (seq, vec) in zip(EXAMPLES, encoder.token_vectors([e.title for e in EXAMPLES])):
@@ -50,6 +50,12 @@ def test_train_fits_the_closed_form_and_round_trips(encoder, tmp_path):
     m = attention_maps(encoder, "Delta Chrome Shower Faucet")
     sp = selling_points(m, head=back)
     assert sp.method == "learned" and sp.ranked()[0][0] == "Faucet"
+    # with the title features the input has four more columns, and they are read the same way on scoring
+    both = T.train(encoder, EXAMPLES, ridge=0.5)
+    assert both.theta.shape == (encoder.dim + 4,) and both.title_features
+    back = T.TermHead.load(both.save(tmp_path / "both.npz"), encoder)
+    np.testing.assert_allclose(back.title_scores(encoder, [EXAMPLES[0].title])[0][1],
+                               both.title_scores(encoder, [EXAMPLES[0].title])[0][1], rtol=1e-5)
 
 
 def test_bad_head_files(encoder, e5, tmp_path):
