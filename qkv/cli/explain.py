@@ -48,7 +48,7 @@ def _print_explanation(ex, hide_special: bool, level: str) -> None:
     top = max([float(sc.max()) - lo if len(sc) else 0.0, 1e-12])
     for r, i in enumerate(np.argsort(-sc, kind="stable")[:TOP], 1):
         s = float(sc[i])
-        t.add_row(str(r), Text(sp.words[i]), f"{s:.3f}", "█" * max(1, round(20 * (s - lo) / top)),
+        t.add_row(str(r), Text(sp.words[i]), f"{s:.3f}", "█" * max(1, round(12 * (s - lo) / top)),
                   f"{float(sp.salience[i]):.3f}",
                   "—" if occ is None else f"{occ[sp.starts[i]]:.4f}", "—" if vz is None else f"{vz[sp.starts[i]]:.4f}")
     from qkv.explain.salience import METHODS

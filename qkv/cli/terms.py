@@ -1,5 +1,6 @@
-"""``qkv eval selling-points``: do a title's selling points match what shoppers search (faces over
-``qkv.explain.evaluate_points``)."""
+"""``qkv eval selling-points`` (do a title's selling points match what shoppers search) and
+``qkv terms train`` / ``qkv terms advise`` (a term-weight head learned from the seller's own search
+terms, and the words a title lacks): faces over ``qkv.explain.evaluate_points`` and ``qkv.explain.terms``."""
 
 from __future__ import annotations
 
@@ -15,11 +16,23 @@ MODEL_OPT = typer.Option("--model", "-m", help="Short name (minilm, multilingual
 THREADS_OPT = typer.Option(help="Encoder threads (default QKV_THREADS or 1).")
 
 
-def _judged(corpus: Path, queries: Path, qrels: Path):
-    from qkv.explain.evaluate_points import judged_titles, load_corpus_titles
-    from qkv.search.evaluate import load_qrels, load_queries
+HALF_HELP = ("all, a or b: use the queries of one half (split by query id, as `qkv eval search --half`): "
+             "train a head on a, evaluate on b")
 
-    return judged_titles(load_corpus_titles(corpus), load_queries(queries), load_qrels(qrels))
+
+def _judged(corpus: Path, queries: Path, qrels: Path, half: str):
+    from qkv.explain.evaluate_points import judged_titles, load_corpus_titles
+    from qkv.search.evaluate import in_half, load_qrels, load_queries
+
+    q = {k: v for k, v in load_queries(queries).items() if in_half(k, half)}
+    return judged_titles(load_corpus_titles(corpus), q, load_qrels(qrels))
+
+
+def _check_half(half: str) -> None:
+    from qkv.errors import InputError
+
+    if half not in ("all", "a", "b"):
+        raise InputError(f"--half {half!r} is not available; use all, a or b")
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +49,9 @@ def register(app: typer.Typer) -> None:
             "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, "
                              "learned (needs --head), rollout. Default: catalog, title and rollout.")] = None,
         random_seeds: Annotated[int, typer.Option(help="Random orders averaged for the random baseline.")] = 10,
+        terms: Annotated[Optional[Path], typer.Option(help="A term-weight head (`qkv terms train`): also score "
+                                                      "the learned method.")] = None,
+        half: Annotated[str, typer.Option(help=HALF_HELP)] = "all",
         as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
@@ -50,29 +66,139 @@ def register(app: typer.Typer) -> None:
 
         if random_seeds < 1:
             raise InputError("--random-seeds must be at least 1")
-        methods = method or ["catalog", "title", "rollout"]
+        _check_half(half)
+        methods = method or (["learned"] if terms else []) + ["catalog", "title", "rollout"]
         for m in methods:
             if m not in METHODS:
                 raise InputError(f"--method {m!r} is not available; use one of {', '.join(METHODS)}")
-        judged = _judged(corpus, queries, qrels)
+        if "learned" in methods and terms is None:
+            raise InputError("--method learned needs --terms HEAD.npz (train one with `qkv terms train`)")
+        judged = _judged(corpus, queries, qrels, half)
         enc = load_encoder(model, threads)
+        head = None
+        if terms is not None:
+            from qkv.explain.terms import TermHead
+
+            head = TermHead.load(terms, enc)
         with progress_bars({"titles": "scoring titles", "encode": "embedding the catalog"}) as progress:
             cat = None
             if "catalog" in methods:
                 from qkv.explain.points import load_catalog
 
                 cat = load_catalog(corpus, enc, progress=progress)
-            rankers = {f"qkv selling points ({m}), {enc.name}": points_ranker(enc, m, catalog=cat) for m in methods}
+            rankers = {f"qkv selling points ({m}), {enc.name}": points_ranker(enc, m, catalog=cat, head=head)
+                       for m in methods}
             res = evaluate(judged, rankers, n=sample, seed=seed, random_seeds=random_seeds, progress=progress)
         if as_json:
             print_json(res.to_json())
             return
         t = Table(title=f"Selling points vs shopper words · {res.titles:,} of {res.eligible:,} judged titles"
-                  + (f" (random sample, seed {seed})" if res.titles < res.eligible else ""), title_justify="left")
+                  + (f" (random sample, seed {seed})" if res.titles < res.eligible else "")
+                  + ("" if half == "all" else f" · queries of half {half}"), title_justify="left")
         t.add_column("ranking")
         t.add_column("AP", justify="right")
         for name, ap in res.rows:
             t.add_row(name, f"{ap:.4f}")
         t.caption = (f"random: {res.random_range[0]:.4f}–{res.random_range[1]:.4f} over {res.random_seeds} seeds; "
                      "skipped: " + (", ".join(f"{v:,} {k}" for k, v in res.skipped.items()) or "none"))
+        console.print(t)
+
+    terms_app = typer.Typer(help="Term weights learned from your search terms: which title words shoppers search.",
+                            no_args_is_help=True)
+    app.add_typer(terms_app, name="terms")
+
+    @terms_app.command("train")
+    def terms_train(
+        out: Annotated[Path, typer.Option("--out", "-o", help="Where to save the head (.npz): the file is yours.")],
+        report: Annotated[Optional[Path], typer.Option(help="Search-term report (CSV/TSV with a header): query, "
+                                                       "product title or id, clicks or orders.")] = None,
+        catalog: Annotated[Optional[Path], typer.Option(help="Catalog (as `qkv index` reads it) to look the report's "
+                                                        "product ids up in (leave out when the column holds titles).")] = None,
+        query_column: Annotated[Optional[str], typer.Option(help="The report's query column (default: guessed).")] = None,
+        product_column: Annotated[Optional[str], typer.Option(help="The report's product column (default: guessed).")] = None,
+        weight_column: Annotated[Optional[str], typer.Option(help="The report's clicks/orders column (default: "
+                                                             "guessed; none: every row counts 1).")] = None,
+        corpus: Annotated[Optional[Path], typer.Option(help="Or BEIR: corpus.jsonl ...")] = None,
+        queries: Annotated[Optional[Path], typer.Option(help="... queries.jsonl ...")] = None,
+        qrels: Annotated[Optional[Path], typer.Option(help="... and qrels .tsv (queries judged ≥ 2.5 of 3 count).")] = None,
+        half: Annotated[str, typer.Option(help=HALF_HELP)] = "all",
+        ridge: Annotated[float, typer.Option(help="L2 penalty of the ridge fit.")] = 1.0,
+        title_features: Annotated[bool, typer.Option("--title-features/--no-title-features", help="Also give the head "
+                                                     "each word's place in the title and whether it is a number, unit "
+                                                     "or stop word.")] = True,
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        threads: Annotated[Optional[int], THREADS_OPT] = None,
+    ):
+        """Fit a term-weight head (DeepCT) on the encoder's token vectors: how likely each title word is searched."""
+        from qkv.errors import InputError
+        from qkv.explain.terms import examples_from_qrels, examples_from_report, train
+
+        _check_half(half)
+        beir = (corpus, queries, qrels)
+        if (report is None) == all(x is None for x in beir):
+            raise InputError("give --report (a search-term report) or --corpus, --queries and --qrels (BEIR), not both")
+        if report is None and any(x is None for x in beir):
+            raise InputError("BEIR training needs all three of --corpus, --queries and --qrels")
+        if ridge < 0:
+            raise InputError("--ridge must be 0 or more")
+        if report is not None:
+            titles = None
+            if catalog is not None:
+                from qkv.search.catalog import read_catalog
+
+                titles = {r["id"]: r["title"] for r in read_catalog(catalog).rows}
+            examples = examples_from_report(report, titles=titles, query_column=query_column,
+                                            product_column=product_column, weight_column=weight_column)
+            source = str(report)
+        else:
+            from qkv.explain.evaluate_points import load_corpus_titles
+            from qkv.search.evaluate import in_half, load_qrels, load_queries
+
+            examples = examples_from_qrels(load_corpus_titles(corpus), load_queries(queries), load_qrels(qrels),
+                                           keep_query=lambda q: in_half(q, half))
+            source = f"{qrels} (half {half})"
+        enc = load_encoder(model, threads)
+        with progress_bars({"titles": "encoding titles", "fit": "fitting the head"}) as progress:
+            head = train(enc, examples, ridge=ridge, title_features=title_features, progress=progress, source=source)
+        path = head.save(out)
+        i = head.info
+        console.print(f"trained on {i['titles']:,} titles ({i['words']:,} words, mean target {i['mean_target']:.3f}) "
+                      f"with {enc.name}; saved {path}")
+
+    @terms_app.command("advise")
+    def terms_advise(
+        title: Annotated[str, typer.Argument(help="The product title to advise on.")],
+        terms: Annotated[Path, typer.Option(help="The term-weight head (`qkv terms train`).")],
+        catalog: Annotated[Path, typer.Option(help="Your catalog (as `qkv index` reads it): the nearest titles come from it.")],
+        k: Annotated[int, typer.Option(help="Nearest catalog titles to read.")] = 20,
+        top: Annotated[int, typer.Option(help="Words to suggest.")] = 10,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the advice as JSON.")] = False,
+        model: Annotated[Optional[str], MODEL_OPT] = None,
+        threads: Annotated[Optional[int], THREADS_OPT] = None,
+    ):
+        """Words shoppers use for the title's nearest catalog products that the title lacks, by learned weight."""
+        from rich.table import Table
+        from rich.text import Text
+
+        from qkv.errors import InputError
+        from qkv.explain.points import load_catalog
+        from qkv.explain.terms import TermHead, advise
+
+        if k < 1 or top < 1:
+            raise InputError("--k and --top must be at least 1")
+        enc = load_encoder(model, threads)
+        head = TermHead.load(terms, enc)
+        with progress_bars({"encode": "embedding the catalog"}, transient=True) as progress:
+            cat = load_catalog(catalog, enc, progress=progress)
+        adv = advise(head, enc, title, cat, k=k, top=top)
+        if as_json:
+            print_json({"title": title, "advice": [a.to_dict() for a in adv]})
+            return
+        t = Table(title=f"Words its {k} nearest products are searched by that “{title}” lacks", title_justify="left")
+        t.add_column("word")
+        t.add_column("weight", justify="right")
+        t.add_column(f"in nearest {k}", justify="right")
+        for a in adv:
+            t.add_row(Text(a.word), f"{a.weight:.3f}", str(a.neighbours))
+        t.caption = "weight: learned search likelihood of the word in the neighbours' titles, summed, over k"
         console.print(t)

@@ -107,7 +107,7 @@ def selling_points(maps, source: str = "rollout", *, method: str | None = None, 
         raise InputError(f"selling-points method {method!r} is not available; use one of {', '.join(METHODS)}")
     if method == "catalog" and catalog is None:
         raise InputError("the 'catalog' method needs a catalog (PointsCatalog.build(titles, encoder))")
-    if method == "catalog" and catalog.model != maps._enc.name:
+    if method == "catalog" and catalog.model != maps._enc.name:  # vectors of two models are not comparable
         raise InputError(f"the catalog was embedded by {catalog.model}, the title by {maps._enc.name}: use one model")
     if method == "learned" and head is None:
         raise InputError("the 'learned' method needs a term-weight head (qkv terms train)")
@@ -134,8 +134,9 @@ def selling_points(maps, source: str = "rollout", *, method: str | None = None, 
     if method in ("title", "catalog"):
         from qkv.explain.points import features, score
 
-        vec = maps._enc.encode([maps.text], truncate=True)[0] if catalog is not None else None
-        scores = score(features(maps.text, cw, catalog, vec)) + 1e-3 * cs
+        cat = catalog if method == "catalog" else None  # "title" reads the title alone, even with a catalog at hand
+        vec = maps._enc.encode([maps.text], truncate=True)[0] if cat is not None else None
+        scores = score(features(maps.text, cw, cat, vec)) + 1e-3 * cs
     elif method == "learned":
         scores = head.word_scores(maps._enc, maps.text, cw) + 1e-3 * cs
     return SellingPoints(maps.text, tuple(w.text for w in cw), tuple(w.start for w in cw),

@@ -52,6 +52,9 @@ def test_catalog_method_prefers_words_neighbours_share(encoder, tmp_path):
     m = attention_maps(encoder, BRACKET)
     sp = selling_points(m, catalog=cat)
     assert sp.method == "catalog"
+    # the title method reads the title alone even when a catalog is at hand
+    np.testing.assert_allclose(selling_points(m, method="title", catalog=cat).score, selling_points(m).score)
+    assert not np.allclose(sp.score, selling_points(m).score)
     f = features(BRACKET, [w for w in m.words if not w.special and w.text not in ("-", ".")], cat,
                  encoder.encode([BRACKET])[0], k=4)
     words = [w.text for w in m.words if not w.special and w.text not in ("-", ".")]
