@@ -11,7 +11,9 @@ over the products:
 
 * both@k — the top k hold at least one listing of the product in each language;
 * other@k — the share of the product's listings in the *other* language the top k hold (mean);
-* own@k — the same for the query's own language (what must not get worse).
+* own@k — the same for the query's own language (what must not get worse);
+* stray@k — other-language listings of *other* products in the top k (mean count: the price of
+  reaching across; the catalog's language is read from its ``language`` column).
 
 Printed twice: English queries searched as typed (``qkv.search.plan.ENGLISH_TO_CHINESE = False``,
 the search before this measure), then as shipped (their phrases' Chinese words searched too).
@@ -79,6 +81,7 @@ def products(catalog: Path) -> list[dict]:
 
     with open(catalog, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
+    lang_of = {r["id"]: r.get("language", "") for r in rows}
     out = []
     for brands, templates in CATEGORIES.values():
         for en_t, zh_t, _, _ in templates:
@@ -96,12 +99,12 @@ def products(catalog: Path) -> list[dict]:
                     elif r["title"].startswith(zh_t.format(brand=b)):
                         ids["zh"].add(r["id"])
             if ids["en"] and ids["zh"]:
-                out.append({"en": QUERIES[key][0], "zh": QUERIES[key][1], "ids": ids})
+                out.append({"en": QUERIES[key][0], "zh": QUERIES[key][1], "ids": ids, "lang": lang_of})
     return out
 
 
 def measure(idx, prods: list[dict], ks: list[int]) -> dict:
-    """{(query language, k): (both@k, other@k, own@k)} and the per-query top ids."""
+    """{(query language, k): (both@k, other@k, own@k, stray@k)} and the per-query top ids."""
     out, tops = {}, {}
     kmax = max(ks)
     for lang in ("en", "zh"):
@@ -113,7 +116,9 @@ def measure(idx, prods: list[dict], ks: list[int]) -> dict:
                        for t, p in zip(top, prods)) / len(prods)
             oth = sum(len(set(t[:k]) & p["ids"][other]) / len(p["ids"][other]) for t, p in zip(top, prods)) / len(prods)
             own = sum(len(set(t[:k]) & p["ids"][lang]) / len(p["ids"][lang]) for t, p in zip(top, prods)) / len(prods)
-            out[(lang, k)] = (both, oth, own)
+            stray = sum(sum(1 for i in t[:k] if p["lang"].get(i) == other and i not in p["ids"][other])
+                        for t, p in zip(top, prods)) / len(prods)
+            out[(lang, k)] = (both, oth, own, stray)
     return out, tops
 
 
@@ -123,6 +128,8 @@ def main() -> None:
     ap.add_argument("--k", default="5,10", help="cut-offs, comma-separated")
     ap.add_argument("--cache", default=None, help="index directory to build once and reuse")
     ap.add_argument("--catalog", default=str(SAMPLE))
+    ap.add_argument("--no-language-scale", action="store_true",
+                    help="calibrate alternatives only (qkv.search.crosslingual.LANGUAGE_SCALE = False)")
     ap.add_argument("--verbose", action="store_true", help="print each query's rank of the first other-language listing")
     a = ap.parse_args()
     import qkv
@@ -130,6 +137,10 @@ def main() -> None:
     from qkv.search import plan as planmod
 
     ks = [int(x) for x in a.k.split(",")]
+    if a.no_language_scale:
+        from qkv.search import crosslingual
+
+        crosslingual.LANGUAGE_SCALE = False
     enc = qkv.load(a.model) if a.model else qkv.load()
     path = Path(a.cache) if a.cache else Path(tempfile.mkdtemp(prefix="qkv-mixed-")) / "idx"
     if not (path / "manifest.json").exists():
@@ -146,12 +157,12 @@ def main() -> None:
                 first = next((i for i, x in enumerate(t, 1) if x in p["ids"]["zh"]), None)
                 print(f"  {label[:6]} {p['en']!r}: first Chinese listing at {first}")
     planmod.ENGLISH_TO_CHINESE = True
-    head = "| run | query | " + " | ".join(f"both@{k} | other@{k} | own@{k}" for k in ks) + " |"
+    head = "| run | query | " + " | ".join(f"both@{k} | other@{k} | own@{k} | stray@{k}" for k in ks) + " |"
     print(head)
-    print("|" + "---|" * (2 + 3 * len(ks)))
+    print("|" + "---|" * (2 + 4 * len(ks)))
     for label, res in rows:
         for lang in ("en", "zh"):
-            cells = " | ".join(f"{res[(lang, k)][0]:.2f} | {res[(lang, k)][1]:.2f} | {res[(lang, k)][2]:.2f}" for k in ks)
+            cells = " | ".join(" | ".join(f"{x:.2f}" for x in res[(lang, k)]) for k in ks)
             print(f"| {label} | {'English' if lang == 'en' else 'Chinese'} | {cells} |")
 
 

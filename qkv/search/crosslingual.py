@@ -46,6 +46,7 @@ import numpy as np
 
 from qkv.search import fusion
 from qkv.text import keywords as textmod
+from qkv.text import zh
 
 # Translated queries: weight of the original's vector in the dense query, the rest the English
 # translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,
@@ -231,8 +232,30 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None,
         if total > 0:
             raw[h.id] = total
             weighted[h.id] = total * max(1, matched) ** fusion.COVERAGE_POWER
+    if calibrate and LANGUAGE_SCALE:
+        _by_language(raw, weighted, parts)
     ranking = sorted(raw.items(), key=lambda kv: -kv[1])  # ties keep the store's order
     return ranking, weighted
+
+
+# An English query over a bilingual catalog: each language's listings scaled so that the best of
+# them scores what the best of the other does (``_by_language``); False: alternatives calibrated only.
+LANGUAGE_SCALE = True
+
+
+def _by_language(raw: dict[str, float], weighted: dict[str, float], parts: dict) -> None:
+    """Puts the listings that matched Chinese terms on the scale of the others, in place: their
+    best (weighted) score becomes the others' best. The query's words that have no Chinese (in
+    "backpacking tent", backpacking) cannot be matched by a Chinese title, so its coverage and BM25
+    stay below an English title's however right it is; each language's best is its own match."""
+    han = {i for i in raw if any(zh.has_han(t) for t, _ in parts.get(i, ()))}
+    top_zh = max((weighted[i] for i in han), default=0.0)
+    top_en = max((weighted[i] for i in raw if i not in han), default=0.0)
+    if top_zh > 0 and top_en > 0:
+        f = top_en / top_zh
+        for i in han:
+            raw[i] *= f
+            weighted[i] *= f
 
 
 def _calibration(groups: list[Group], parts: dict) -> list[list[float]]:

@@ -154,6 +154,15 @@ class FtsVocabulary:
             self._han = row is not None
         return self._han
 
+    def han_terms(self) -> list[str]:
+        """The catalog's keyword terms that are Chinese words (two Han characters or more), read
+        from the FTS5 table's vocabulary (what ``Translator.chinese_for`` reads dictionaries for)."""
+        vocab = f"qkv_terms_{self._table.replace('.', '_')}"
+        with self._lock:
+            self._con.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {self._table}, 'row')")
+            rows = self._con.execute(f"SELECT term FROM temp.{vocab} WHERE term >= ?", ("\u3400",)).fetchall()
+        return [t for (t,) in rows if len(t) > 1 and zh.HAN_RUN.fullmatch(t)]
+
     def count(self, terms: Sequence[str]) -> int:
         key = tuple(sorted(set(terms)))
         if not key:
@@ -256,7 +265,6 @@ def parse_cedict(text: str) -> dict[str, list[str]]:
     return {w: gl for w, gl in common.items() if gl}
 
 
-_reverse: dict[str, list[str]] | None = None
 MAX_PHRASE = 4  # longest English phrase looked up in the reversed dictionaries (words)
 
 
@@ -269,33 +277,6 @@ def english_key(words) -> str:
     number."""
     return " ".join(IRREGULAR_PLURALS.get(w) or (w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
                     for w in words)
-
-
-def read_backwards(dictionary: dict[str, list[str]]) -> dict[str, list[str]]:
-    """A Chinese → English dictionary read backwards: an English gloss's ``english_key`` → the
-    Chinese words (two characters or more: a lone character has dozens of senses) glossed exactly
-    so, in dictionary order."""
-    out: dict[str, list[str]] = {}
-    for word, glosses in dictionary.items():
-        if len(word) < 2 or not zh.HAN_RUN.fullmatch(word):
-            continue
-        for g in glosses:
-            key = english_key(textmod.terms(g))
-            if key and key.count(" ") < MAX_PHRASE:
-                out.setdefault(key, []).append(word)
-    return out
-
-
-def reverse_cedict() -> dict[str, list[str]]:
-    """CC-CEDICT read backwards (``read_backwards``), built once (~3 s), on the first English query
-    against a catalog that holds Chinese."""
-    global _reverse
-    if _reverse is None:
-        d = cedict()
-        with _dict_lock:
-            if _reverse is None:
-                _reverse = read_backwards(d)
-    return _reverse
 
 
 def read_glossary(path) -> dict[str, str]:
@@ -475,28 +456,45 @@ class Translator:
                     break
         return found
 
+    def _read_backwards(self) -> tuple[dict[str, list[str]], ...]:
+        """(seller's glossary, trade glossary, dictionaries) read backwards: an English phrase's
+        ``english_key`` → the Chinese words glossed so. The trade glossary and the dictionaries
+        (CC-CEDICT, and ECDICT's renderings when installed) are read for the Chinese words the
+        catalog holds only (``Vocabulary.han_terms``): a few hundred lookups on a small catalog,
+        and no reversed copy of a 120,000-word dictionary in memory."""
+        def add(into: dict[str, list[str]], english: str, cn: str) -> None:
+            key = english_key(textmod.terms(english))
+            if key and key.count(" ") < MAX_PHRASE and cn not in into.setdefault(key, []):
+                into[key].append(cn)
+
+        sellers: dict[str, list[str]] = {}
+        for cn, en in self.glossary.items():
+            add(sellers, en, cn)
+        trade: dict[str, list[str]] = {}
+        general: dict[str, list[str]] = {}
+        for cn in self.vocab.han_terms():
+            for en in self.trade.get(cn, ()):
+                add(trade, en, cn)
+            for en in (self.dictionary.get(cn) or []) + list(self.reverse.get(cn) or []):
+                add(general, en, cn)
+        return sellers, trade, general
+
     def chinese_for(self, query: str, limit: int = 2) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         """For an English ``query`` against a catalog that also holds Chinese titles: per phrase of
         the query that a dictionary read backwards knows, (its keyword terms, the Chinese words
         for it the catalog holds, most held first, at most ``limit``), in query order; longest
-        phrase first. Sources, best first: the seller's glossary, the trade glossary, the dictionary
-        (CC-CEDICT, ``reverse_cedict``). [] for a catalog without Chinese (``Vocabulary.holds_han``), so an
-        English catalog is searched exactly as before. ("running shoes" → 跑鞋, "breathable" → 透气)"""
+        phrase first. Sources, best first: the seller's glossary, the trade glossary, the
+        dictionaries (CC-CEDICT, ECDICT), each read backwards (``_read_backwards``). [] for a
+        catalog without Chinese (``Vocabulary.holds_han``), so an English catalog is searched
+        exactly as before. ("running shoes" → 跑鞋, "breathable" → 透气)"""
         holds = getattr(self.vocab, "holds_han", None)
         if holds is None or not holds() or zh.has_han(query):
             return []
         words = textmod.terms(query)
         if not words:
             return []
-        if self._backwards is None:  # the glossaries read backwards, once
-            sellers: dict[str, list[str]] = {}
-            for cn, en in self.glossary.items():
-                sellers.setdefault(english_key(textmod.terms(en)), []).append(cn)
-            trade: dict[str, list[str]] = {}
-            for cn, ens in self.trade.items():
-                for en in ens:
-                    trade.setdefault(english_key(textmod.terms(en)), []).append(cn)
-            self._backwards = (sellers, trade, reverse_cedict() if self._dict is None else read_backwards(self._dict))
+        if self._backwards is None:  # read backwards once, over the catalog's own Chinese words
+            self._backwards = self._read_backwards()
         out: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         i = 0
         while i < len(words):

@@ -76,3 +76,16 @@ def test_a_size_is_a_size(sample):
     assert "weight" not in res.searched_as and res.searched_as.endswith("37 size")
     assert res.searched_as.startswith("女款 ")
     assert "weight" not in res.plan.keyword and "size" not in res.plan.keyword.split()
+
+
+def test_words_with_no_chinese_do_not_sink_the_chinese_listing(sample, monkeypatch):
+    """"backpacking" has no Chinese in the catalog, so a Chinese tent can match "tent" only: scaled
+    by language (crosslingual.LANGUAGE_SCALE) its best match stands beside the English ones'."""
+    from qkv.search import crosslingual
+
+    def chinese_tents(res):
+        return [r.rank for r in res if "帐篷" in r.title]
+
+    assert chinese_tents(sample.search("backpacking tent", k=10))
+    monkeypatch.setattr(crosslingual, "LANGUAGE_SCALE", False)
+    assert chinese_tents(sample.search("backpacking tent", k=10)) == []
