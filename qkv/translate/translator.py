@@ -53,7 +53,6 @@ from qkv.errors import InputError
 from qkv.text import keywords as textmod
 from qkv.text import zh
 
-_HAN_GLOB = "\u4e00-\u9fff"  # (the common CJK block: enough to tell a catalog holds Chinese)
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars './'"  # as the search index's FTS5 table
 MAX_GLOSSES = 4  # candidate glosses kept per word (those the catalog holds most often)
 MAX_GLOSSES_CHAR = 3  # … per single character (dozens of senses, most of them far from products)
@@ -136,31 +135,37 @@ class FtsVocabulary:
     """``Vocabulary`` over an SQLite FTS5 table whose text was written by ``qkv.text.keywords.normalize``
     (the search index's ``fts`` table). Counts are memoised."""
 
-    def __init__(self, con: sqlite3.Connection, table: str = "fts", column: str = "ktext"):
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", table) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", column):
-            raise ValueError(f"not a table and column name: {table!r}, {column!r}")
-        self._column = column
+    def __init__(self, con: sqlite3.Connection, table: str = "fts"):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", table):
+            raise ValueError(f"not a table name: {table!r}")
         self._con, self._table, self._memo = con, table, {}
         self._lock = threading.Lock()
         self._han: bool | None = None
 
     def holds_han(self) -> bool:
         """Whether any title holds Chinese (a bilingual catalog): English queries then also search
-        the Chinese words for their English (``Translator.chinese_for``). One scan, memoised."""
+        the Chinese words for their English (``Translator.chinese_for``). A range lookup in the
+        table's term vocabulary (CJK terms sort together), memoised."""
         if self._han is None:
             with self._lock:
-                row = self._con.execute(f"SELECT 1 FROM {self._table} WHERE {self._column} GLOB ? LIMIT 1",
-                                        (f"*[{_HAN_GLOB}]*",)).fetchone()
+                row = self._con.execute(f"SELECT term FROM temp.{self._vocab()} WHERE term >= ? AND term < ? LIMIT 1",
+                                        ("\u3400", "\ua000")).fetchone()
             self._han = row is not None
         return self._han
+
+    def _vocab(self) -> str:
+        """The name of a temporary fts5vocab table over this FTS5 table (made on first use; the
+        caller holds the lock)."""
+        vocab = f"qkv_terms_{self._table.replace('.', '_')}"
+        self._con.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {self._table}, 'row')")
+        return vocab
 
     def han_terms(self) -> list[str]:
         """The catalog's keyword terms that are Chinese words (two Han characters or more), read
         from the FTS5 table's vocabulary (what ``Translator.chinese_for`` reads dictionaries for)."""
-        vocab = f"qkv_terms_{self._table.replace('.', '_')}"
         with self._lock:
-            self._con.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {self._table}, 'row')")
-            rows = self._con.execute(f"SELECT term FROM temp.{vocab} WHERE term >= ?", ("\u3400",)).fetchall()
+            rows = self._con.execute(f"SELECT term FROM temp.{self._vocab()} WHERE term >= ? AND term < ?",
+                                     ("\u3400", "\ua000")).fetchall()
         return [t for (t,) in rows if len(t) > 1 and zh.HAN_RUN.fullmatch(t)]
 
     def count(self, terms: Sequence[str]) -> int:
