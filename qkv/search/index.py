@@ -20,7 +20,10 @@ own vocabulary): the keyword side searches the original and its English together
 English alternatives as one synonym group; the dense side searches normalize(w·v(original) +
 (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by w·cos(original) + (1 − w)·cos(English),
 then again with the top results' vectors fed back (``qkv.search.crosslingual``).
-``translate=False`` searches the query as typed.
+``translate=False`` searches the query as typed. An English query against a catalog that also
+holds Chinese titles is searched, in hybrid mode, with its phrases' Chinese words as synonyms
+(``Translator.chinese_for``, ``crosslingual.english_groups``), so it reaches both languages'
+listings of a product (docs/search.md, "English queries in a bilingual catalog").
 
 (Over 500 lines on purpose: this one class is what every face calls; what it coordinates — stores,
 fusion, translation, explanations — lives in modules of its own.)

@@ -26,8 +26,9 @@ class QueryPlan:
 
     * ``keyword``: the text the keyword side searches — the query itself; for a translated query
       every term of ``groups`` (the original's terms, then each word's English and alternatives);
-      for an English query with a seller's glossary, the query and the glossary's Chinese terms for
-      its words (a bilingual catalog's Chinese titles).
+      for an English query against a catalog holding Chinese, every term of its ``groups`` (its
+      phrases and their Chinese words); else, with a seller's glossary, the query and the
+      glossary's Chinese terms for its words.
     * ``groups``: a translated query's structured keyword query (``crosslingual.keyword_groups``:
       one synonym group per source word, weighted by trust), or an English query's against a
       bilingual catalog (``crosslingual.english_groups``: a phrase and its Chinese words); () for a
