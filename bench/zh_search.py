@@ -133,7 +133,7 @@ def main() -> None:
     cache = VectorCache(idx, a.cache)
     v_en = cache.get([r["en"] for r in recs])
     v_zh = cache.get([r["text"] for r in recs])
-    v_tr = cache.get([t.text or r["text"] for r, t in zip(recs, trans)])
+    v_tr = cache.get([t.english or r["text"] for r, t in zip(recs, trans)])
     depth = max(100, CANDIDATES)
     offset = 1.0
     halves = ["a" if in_half(r["_id"], "a") else "b" for r in recs]
@@ -185,7 +185,7 @@ def main() -> None:
         for r, t, vec, h in zip(recs, trans, vecs, halves):
             if h not in parts and "all" not in parts:
                 continue
-            groups = crosslingual.keyword_groups(r["text"], t, gamma, trust=trust) if t.text else None
+            groups = crosslingual.keyword_groups(r["text"], t, gamma, trust=trust) if t.english else None
             for mode in out:
                 if groups is None:  # nothing translated: searched as typed
                     hits = (store.dense_search(vec, depth), store.keyword_search(r["text"], depth))

@@ -46,6 +46,7 @@ import numpy as np
 
 from qkv.search import fusion
 from qkv.text import keywords as textmod
+from qkv.text import zh
 
 # Translated queries: weight of the original's vector in the dense query, the rest the English
 # translation's. Swept on half a of the Chinese Home Depot dev queries (bench/zh_search.py,
@@ -104,8 +105,9 @@ def piece_trust(piece, source_trust: Mapping[str, float] | None = None,
 def translated(piece) -> bool:
     """Whether ``piece`` was translated (its English searched as a group of its own, weighted by
     ``piece_trust``); a token typed as is, or a word nothing was found for, is searched as typed,
-    and a function word's English (带 "with") is read by the dense side only."""
-    return bool(piece.en) and piece.source not in ("as typed", "untranslated", "function word")
+    and a function word's English (带 "with") and a size word's (37码 "size") are read by the dense
+    side only."""
+    return bool(piece.en) and piece.source not in ("as typed", "untranslated", "function word", "size word")
 
 
 def translation_rows(translation, max_alternatives: int = MAX_ALTERNATIVES) -> list[dict]:
@@ -153,6 +155,35 @@ def keyword_groups(query: str, translation, alternative_weight: float | None = N
     return groups
 
 
+# Weight of a phrase's Chinese words against its English in an English query's group (a bilingual
+# catalog, ``english_groups``): 1, so a Chinese listing holding 跑鞋 scores as an English one holding
+# "running shoes" — a listing is not ranked down for the language it is written in.
+CHINESE_WEIGHT = 1.0
+
+
+def english_groups(query: str, found, weight: float | None = None) -> list[Group]:
+    """The structured keyword query of an English ``query`` against a catalog that also holds
+    Chinese titles: ``found`` is ``Translator.chinese_for(query)`` (per phrase, its terms and its
+    Chinese words). Each phrase is one group — its English terms, and each Chinese word as an
+    alternative at ``weight`` (default ``CHINESE_WEIGHT``) — and every other term of the query its
+    own group, as ``keyword_groups`` groups a Chinese query's words and their English."""
+    w = CHINESE_WEIGHT if weight is None else weight
+    phrases = {en[0]: (en, cn) for en, cn in found}
+    words = textmod.terms(query)
+    groups: list[Group] = []
+    i = 0
+    while i < len(words):
+        hit = phrases.get(words[i])
+        if hit and tuple(words[i:i + len(hit[0])]) == hit[0]:
+            en, cn = hit
+            groups.append([(1.0, en)] + [(w, tuple(textmod.terms(c))) for c in cn])
+            i += len(en)
+        else:
+            groups.append([(1.0, (words[i],))])
+            i += 1
+    return groups
+
+
 def flat_query(groups: list[Group]) -> str:
     """Every term of every group, for the keyword pool (OR-BM25) and for ``keyword_terms``."""
     out: list[str] = []
@@ -163,11 +194,17 @@ def flat_query(groups: list[Group]) -> str:
 
 
 def structured_keyword(store, groups: list[Group], depth: int, flt=None,
-                       coverage: str | None = None) -> tuple[list[tuple[str, float]], dict[str, float]]:
+                       coverage: str | None = None,
+                       calibrate: bool = False) -> tuple[list[tuple[str, float]], dict[str, float]]:
     """(ranking by the structured BM25, best first; id → that BM25 × matched^p for score fusion)
     over the OR-BM25 top ``depth`` of ``flat_query(groups)``; matched counted by ``coverage``
     (default ``COVERAGE``): "words", each group as the share of its best alternative's terms held,
-    or "terms", that alternative's matched terms."""
+    or "terms", that alternative's matched terms. ``calibrate`` (an English query's groups over a
+    bilingual catalog): each alternative's BM25 is scaled so that its best holder in the pool
+    scores what the group's best alternative's best holder does — a Chinese title is longer in
+    keyword terms (its words and their overlapping parts) and its word rarer, so its BM25 for 跑鞋
+    is not on the scale of an English title's for "running shoes"; calibrated, the language a
+    listing is written in does not rank it down."""
     how = COVERAGE if coverage is None else coverage
     if how not in ("words", "terms"):
         raise ValueError(f"coverage must be 'words' or 'terms', not {how!r}")
@@ -177,15 +214,16 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None,
     if not hits:
         return [], {}
     parts = store.keyword_terms(flat, [h.id for h in hits])
+    scale = _calibration(groups, parts) if calibrate else None
     raw: dict[str, float] = {}
     weighted: dict[str, float] = {}
     for h in hits:
         shares = dict(parts.get(h.id, ()))
         total, matched = 0.0, 0.0
-        for group in groups:
+        for gi, group in enumerate(groups):
             best, n = 0.0, 0.0
-            for w, terms in group:
-                s = w * sum(shares.get(t, 0.0) for t in terms)
+            for ai, (w, terms) in enumerate(group):
+                s = w * sum(shares.get(t, 0.0) for t in terms) * (scale[gi][ai] if scale else 1.0)
                 if s > best:
                     held = sum(1 for t in terms if t in shares)
                     best, n = s, (held / len(terms) if by_word else held)
@@ -194,8 +232,42 @@ def structured_keyword(store, groups: list[Group], depth: int, flt=None,
         if total > 0:
             raw[h.id] = total
             weighted[h.id] = total * max(1, matched) ** fusion.COVERAGE_POWER
+    if calibrate and LANGUAGE_SCALE:
+        _by_language(raw, weighted, parts)
     ranking = sorted(raw.items(), key=lambda kv: -kv[1])  # ties keep the store's order
     return ranking, weighted
+
+
+# An English query over a bilingual catalog: each language's listings scaled so that the best of
+# them scores what the best of the other does (``_by_language``); False: alternatives calibrated only.
+LANGUAGE_SCALE = True
+
+
+def _by_language(raw: dict[str, float], weighted: dict[str, float], parts: dict) -> None:
+    """Puts the listings that matched Chinese terms on the scale of the others, in place: their
+    best (weighted) score becomes the others' best. The query's words that have no Chinese (in
+    "backpacking tent", backpacking) cannot be matched by a Chinese title, so its coverage and BM25
+    stay below an English title's however right it is; each language's best is its own match."""
+    han = {i for i in raw if any(zh.has_han(t) for t, _ in parts.get(i, ()))}
+    top_zh = max((weighted[i] for i in han), default=0.0)
+    top_en = max((weighted[i] for i in raw if i not in han), default=0.0)
+    if top_zh > 0 and top_en > 0:
+        f = top_en / top_zh
+        for i in han:
+            raw[i] *= f
+            weighted[i] *= f
+
+
+def _calibration(groups: list[Group], parts: dict) -> list[list[float]]:
+    """Per group and alternative, the factor that puts the alternative's best BM25 in the pool
+    (``parts``: id → [(term, share)…]) on its group's best alternative's (``structured_keyword``)."""
+    tops = [[0.0] * len(g) for g in groups]
+    for terms_shares in parts.values():
+        shares = dict(terms_shares)
+        for gi, group in enumerate(groups):
+            for ai, (_, terms) in enumerate(group):
+                tops[gi][ai] = max(tops[gi][ai], sum(shares.get(t, 0.0) for t in terms))
+    return [[(max(top) / t if t > 0 else 1.0) for t in top] for top in tops]
 
 
 def mix_vectors(original: np.ndarray, translated: np.ndarray, weight: float | None = None) -> np.ndarray:
@@ -218,15 +290,15 @@ def feedback_vector(vector: np.ndarray, feedback: np.ndarray, weight: float = FE
 
 def retrieve(st, groups: list[Group], vector: np.ndarray | None, k: int, mode: str, flt, fusion_: str,
              alpha: float, depth: int, feedback_docs: int | None = None,
-             feedback_weight: float | None = None,
-             coverage: str | None = None) -> tuple[list[tuple[str, float, dict]], np.ndarray | None]:
+             feedback_weight: float | None = None, coverage: str | None = None,
+             calibrate: bool = False) -> tuple[list[tuple[str, float, dict]], np.ndarray | None]:
     """Ranked (id, score, details) for a translated query, as ``Index._ranked`` ranks an English
     one, with the structured keyword side and dense feedback (module docstring); and the dense
-    vector finally searched. ``depth``: each side's candidates (at least ``k``); ``coverage``: as
-    for ``structured_keyword``."""
+    vector finally searched. ``depth``: each side's candidates (at least ``k``); ``coverage`` and
+    ``calibrate``: as for ``structured_keyword``."""
     fb_docs = FEEDBACK_DOCS if feedback_docs is None else feedback_docs
     fb_w = FEEDBACK_WEIGHT if feedback_weight is None else feedback_weight
-    kw_rank, kw_weighted = structured_keyword(st, groups, depth, flt, coverage) if mode != "dense" else ([], {})
+    kw_rank, kw_weighted = structured_keyword(st, groups, depth, flt, coverage, calibrate) if mode != "dense" else ([], {})
     if mode == "keyword":
         ranked = kw_rank[:k]
         dense_hits: list = []

@@ -20,7 +20,10 @@ own vocabulary): the keyword side searches the original and its English together
 English alternatives as one synonym group; the dense side searches normalize(w·v(original) +
 (1 − w)·v(English)), w = ``ORIGINAL_WEIGHT``, which ranks by w·cos(original) + (1 − w)·cos(English),
 then again with the top results' vectors fed back (``qkv.search.crosslingual``).
-``translate=False`` searches the query as typed.
+``translate=False`` searches the query as typed. An English query against a catalog that also
+holds Chinese titles is searched, in hybrid mode, with its phrases' Chinese words as synonyms
+(``Translator.chinese_for``, ``crosslingual.english_groups``), so it reaches both languages'
+listings of a product (docs/search.md, "English queries in a bilingual catalog").
 
 (Over 500 lines on purpose: this one class is what every face calls; what it coordinates — stores,
 fusion, translation, explanations — lives in modules of its own.)
@@ -347,7 +350,13 @@ class Index:
                   exact, t: dict[str, float]) -> list[tuple[str, float, dict]]:
         """Retrieval and fusion of a planned query; seconds per stage go into ``t``."""
         t.update({"encode": 0.0, "ann": 0.0, "keyword": 0.0, "fuse": 0.0, "fetch": 0.0})
-        if plan.translated:  # structured keyword query and dense feedback (crosslingual)
+        # An English query's groups over a bilingual catalog (crosslingual.english_groups) change the
+        # hybrid ranking only (fused with the plain query's cosines, no feedback): keyword and dense
+        # modes search it as typed, as they rank by one side's own score.
+        english = plan.translation is None
+        if english and plan.groups and mode != "hybrid":
+            plan = QueryPlan(plan.query, plan.query, plan.dense, plan.query_prefix)
+        if plan.translated and (not english or mode == "hybrid"):  # structured keyword query (crosslingual)
             from qkv.search import crosslingual
 
             t0 = time.perf_counter()
@@ -355,7 +364,8 @@ class Index:
                 vector = self.dense_vector(plan, exact, st)
             t1 = time.perf_counter()
             out, _ = crosslingual.retrieve(st, list(plan.groups), vector, k, mode, flt, fusion_,
-                                           alpha, k if mode == "dense" else max(k, candidates))
+                                           alpha, k if mode == "dense" else max(k, candidates),
+                                           feedback_docs=0 if english else None, calibrate=english)
             t["encode"], t["translated search"] = t1 - t0, time.perf_counter() - t1
             return out
         return self._ranked(st, plan, k, mode, flt, fusion_, alpha, candidates, vector, exact, t)

@@ -13,6 +13,10 @@ from typing import Callable
 
 from qkv.text import zh
 
+# English queries against a catalog that also holds Chinese titles search the Chinese words for
+# their phrases too (``Translator.chinese_for``); False: as typed (bench/mixed_catalog.py compares)
+ENGLISH_TO_CHINESE = True
+
 Groups = tuple  # crosslingual.Group rows, as tuples: ((weight, (term, …)), …) per source word
 
 
@@ -22,10 +26,13 @@ class QueryPlan:
 
     * ``keyword``: the text the keyword side searches — the query itself; for a translated query
       every term of ``groups`` (the original's terms, then each word's English and alternatives);
-      for an English query with a seller's glossary, the query and the glossary's Chinese terms for
-      its words (a bilingual catalog's Chinese titles).
+      for an English query against a catalog holding Chinese, every term of its ``groups`` (its
+      phrases and their Chinese words); else, with a seller's glossary, the query and the
+      glossary's Chinese terms for its words.
     * ``groups``: a translated query's structured keyword query (``crosslingual.keyword_groups``:
-      one synonym group per source word, weighted by trust); () for a query searched as typed.
+      one synonym group per source word, weighted by trust), or an English query's against a
+      bilingual catalog (``crosslingual.english_groups``: a phrase and its Chinese words); () for a
+      query searched as typed.
     * ``dense``: the texts whose vectors make the dense query — (query,), or (query, its English),
       mixed by ``crosslingual.mix_vectors``; each embedded after ``query_prefix`` (the index's model's
       query prefix, E5 "query: ").
@@ -56,19 +63,25 @@ def plan_query(query: str, translator: Callable[[], object] | None = None, *, gl
     the catalog's vocabulary (called only for a query that needs it: it is built on first use), or
     None to search the query as typed; ``glossary``: whether a seller's glossary is in use (its
     Chinese terms then join an English query's keyword side)."""
-    from qkv.search.crosslingual import flat_query, keyword_groups
+    from qkv.search.crosslingual import english_groups, flat_query, keyword_groups
 
     query = query.strip()
     as_typed = QueryPlan(query, query, (query,), query_prefix)
     if translator is None:
         return as_typed
     if not zh.has_han(query):
+        # a bilingual catalog: the query's phrases and their Chinese words as synonym groups, so the
+        # keyword side finds the Chinese listings of the same product (crosslingual.english_groups)
+        found = translator().chinese_for(query) if ENGLISH_TO_CHINESE else []
+        if found:
+            groups = tuple(tuple(g) for g in english_groups(query, found))
+            return QueryPlan(query, flat_query(groups), (query,), query_prefix, None, groups)
         # a seller's glossary works both ways: its Chinese terms for the query's English words
         # let the keyword side find a bilingual catalog's Chinese titles
         cn = translator().glossary_terms_in(query) if glossary else []
         return QueryPlan(query, f"{query} {' '.join(cn)}" if cn else query, (query,), query_prefix)
     tr = translator().translate(query)
-    if not tr.text:
+    if not tr.english:  # (nothing translated: 安踏 alone is searched as typed)
         return QueryPlan(query, query, (query,), query_prefix, tr)
     groups = tuple(tuple(g) for g in keyword_groups(query, tr))
-    return QueryPlan(query, flat_query(groups), (query, tr.text), query_prefix, tr, groups)
+    return QueryPlan(query, flat_query(groups), (query, tr.english), query_prefix, tr, groups)

@@ -72,6 +72,12 @@ UNITS = {"英寸": "in", "寸": "in", "英尺": "ft", "尺": "ft", "毫米": "mm
 # screen door (CC-CEDICT's first senses of 带 are "band", "belt"; the catalog reads "bear"), 的 is
 # "of". The dense side reads their English; the keyword side does not search them
 # (``crosslingual.translated``). Only lone characters: 带子 is still "band".
+# Size words: after a number or a letter size (37码, 42号, XL码) 码 and 号 say "size", not
+# CC-CEDICT's first senses ("weight", "roar"). The dense side reads "size"; the keyword side does
+# not search it (every title has a size; "one size" titles would match) — ``crosslingual.translated``.
+SIZE_WORDS = {"码": "size", "号": "size"}
+SIZE_TOKEN = re.compile(r"^(\d+(\.\d+)?|x{0,3}[sml]|\d?x{1,3}l)$", re.I)
+
 FUNCTION_WORDS = {"带": "with", "含": "with", "附": "with", "配": "with", "的": "of", "和": "and", "与": "and",
                   "及": "and", "或": "or", "用": "for"}
 
@@ -95,19 +101,25 @@ TRADE_FINAL = True  # a trade word is not re-composed from its parts' glosses (a
 class Piece(NamedTuple):
     zh: str  # the Chinese word, or the token typed as is
     en: str  # its English ("" when nothing was found)
-    source: str  # "glossary", "units", "function word", "trade glossary", "dictionary", "ECDICT", "sub-words",
-    # "as typed" or "untranslated"
+    source: str  # "glossary", "units", "function word", "size word", "trade glossary", "dictionary", "ECDICT",
+    # "sub-words", "as typed" or "untranslated" (en "": a word with no translation, searched as typed)
 
 
 @dataclass(frozen=True)
 class Translation:
     query: str  # as typed
-    text: str  # the English searched for
+    text: str  # the English searched for (a word with no translation stays in it as typed: 安踏 running shoes)
     pieces: tuple[Piece, ...] = field(default_factory=tuple)
     # per piece, the word's other English the catalog holds (the candidates not chosen, best first;
     # () for typed tokens): searched as weaker synonyms of the chosen one (qkv.search.crosslingual)
     alternatives: tuple[tuple[str, ...], ...] = field(default_factory=tuple)
     untranslated: int = 0  # Chinese characters past MAX_HAN_CHARS: searched as typed only
+
+    @property
+    def english(self) -> str:
+        """The English alone (``text`` without the words that have none): what the dense side
+        embeds beside the original, whose own vector carries the untranslated words."""
+        return " ".join(p.en for p in self.pieces if p.en) if self.pieces else self.text
 
     def to_json(self) -> dict:
         return {"query": self.query, "text": self.text, "pieces": [p._asdict() for p in self.pieces],
@@ -128,6 +140,33 @@ class FtsVocabulary:
             raise ValueError(f"not a table name: {table!r}")
         self._con, self._table, self._memo = con, table, {}
         self._lock = threading.Lock()
+        self._han: bool | None = None
+
+    def holds_han(self) -> bool:
+        """Whether any title holds Chinese (a bilingual catalog): English queries then also search
+        the Chinese words for their English (``Translator.chinese_for``). A range lookup in the
+        table's term vocabulary (CJK terms sort together), memoised."""
+        if self._han is None:
+            with self._lock:
+                row = self._con.execute(f"SELECT term FROM temp.{self._vocab()} WHERE term >= ? AND term < ? LIMIT 1",
+                                        ("\u3400", "\ua000")).fetchone()
+            self._han = row is not None
+        return self._han
+
+    def _vocab(self) -> str:
+        """The name of a temporary fts5vocab table over this FTS5 table (made on first use; the
+        caller holds the lock)."""
+        vocab = f"qkv_terms_{self._table.replace('.', '_')}"
+        self._con.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {self._table}, 'row')")
+        return vocab
+
+    def han_terms(self) -> list[str]:
+        """The catalog's keyword terms that are Chinese words (two Han characters or more), read
+        from the FTS5 table's vocabulary (what ``Translator.chinese_for`` reads dictionaries for)."""
+        with self._lock:
+            rows = self._con.execute(f"SELECT term FROM temp.{self._vocab()} WHERE term >= ? AND term < ?",
+                                     ("\u3400", "\ua000")).fetchall()
+        return [t for (t,) in rows if len(t) > 1 and zh.HAN_RUN.fullmatch(t)]
 
     def count(self, terms: Sequence[str]) -> int:
         key = tuple(sorted(set(terms)))
@@ -149,6 +188,9 @@ class UniformVocabulary:
 
     def count(self, terms: Sequence[str]) -> int:
         return 1 if terms else 0
+
+    def holds_han(self) -> bool:
+        return False  # (it cannot tell: English queries are searched as typed)
 
 
 class TitleVocabulary(FtsVocabulary):
@@ -226,6 +268,20 @@ def parse_cedict(text: str) -> dict[str, list[str]]:
     for w, gl in names.items():
         common.setdefault(w, []).extend(g for g in gl if g not in common[w])
     return {w: gl for w, gl in common.items() if gl}
+
+
+MAX_PHRASE = 4  # longest English phrase looked up in the reversed dictionaries (words)
+
+
+IRREGULAR_PLURALS = {"men": "man", "women": "woman", "children": "child", "feet": "foot", "knives": "knife"}
+
+
+def english_key(words) -> str:
+    """A phrase's lookup key for reading dictionaries backwards: its keyword terms, a plural's
+    final s dropped (shoes / shoe, boots / boot; men / man), so a query and a gloss meet in either
+    number."""
+    return " ".join(IRREGULAR_PLURALS.get(w) or (w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+                    for w in words)
 
 
 def read_glossary(path) -> dict[str, str]:
@@ -324,6 +380,7 @@ class Translator:
             reverse = ecdict.load() if dictionary is None else None
         self.reverse = reverse if reverse is not None else {}
         self._glosses: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
+        self._backwards: tuple[dict[str, list[str]], ...] | None = None  # (seller's, trade, CC-CEDICT) English → Chinese
 
     @property
     def dictionary(self) -> dict[str, list[str]]:
@@ -403,6 +460,64 @@ class Translator:
                         found.append(cn)
                     break
         return found
+
+    def _read_backwards(self) -> tuple[dict[str, list[str]], ...]:
+        """(seller's glossary, trade glossary, dictionaries) read backwards: an English phrase's
+        ``english_key`` → the Chinese words glossed so. The trade glossary and the dictionaries
+        (CC-CEDICT, and ECDICT's renderings when installed) are read for the Chinese words the
+        catalog holds only (``Vocabulary.han_terms``): a few hundred lookups on a small catalog,
+        and no reversed copy of a 120,000-word dictionary in memory."""
+        def add(into: dict[str, list[str]], english: str, cn: str) -> None:
+            key = english_key(textmod.terms(english))
+            if key and key.count(" ") < MAX_PHRASE and cn not in into.setdefault(key, []):
+                into[key].append(cn)
+
+        sellers: dict[str, list[str]] = {}
+        for cn, en in self.glossary.items():
+            add(sellers, en, cn)
+        trade: dict[str, list[str]] = {}
+        general: dict[str, list[str]] = {}
+        for cn in self.vocab.han_terms():
+            for en in self.trade.get(cn, ()):
+                add(trade, en, cn)
+            for en in (self.dictionary.get(cn) or []) + list(self.reverse.get(cn) or []):
+                add(general, en, cn)
+        return sellers, trade, general
+
+    def chinese_for(self, query: str, limit: int = 2) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """For an English ``query`` against a catalog that also holds Chinese titles: per phrase of
+        the query that a dictionary read backwards knows, (its keyword terms, the Chinese words
+        for it the catalog holds, most held first, at most ``limit``), in query order; longest
+        phrase first. Sources, best first: the seller's glossary, the trade glossary, the
+        dictionaries (CC-CEDICT, ECDICT), each read backwards (``_read_backwards``). [] for a
+        catalog without Chinese (``Vocabulary.holds_han``), so an English catalog is searched
+        exactly as before. ("running shoes" → 跑鞋, "breathable" → 透气)"""
+        holds = getattr(self.vocab, "holds_han", None)
+        if holds is None or not holds() or zh.has_han(query):
+            return []
+        words = textmod.terms(query)
+        if not words:
+            return []
+        if self._backwards is None:  # read backwards once, over the catalog's own Chinese words
+            self._backwards = self._read_backwards()
+        out: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        i = 0
+        while i < len(words):
+            for n in range(min(MAX_PHRASE, len(words) - i), 0, -1):
+                key = english_key(words[i:i + n])
+                found: list[str] = []
+                for source in self._backwards:
+                    held = [(self.vocab.count(textmod.terms(cn)), cn) for cn in source.get(key, []) if cn not in found]
+                    found += [cn for c, cn in sorted(held, key=lambda x: -x[0]) if c > 0]
+                    if found:  # a better source's words stand alone
+                        break
+                if found:
+                    out.append((tuple(words[i:i + n]), tuple(found[:limit])))
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
 
     # -- segmentation
     def _longest(self, run: str, backward: bool, longest: int = MAX_WORD) -> list[str]:
@@ -529,7 +644,7 @@ class Translator:
     def translate(self, query: str) -> Translation:
         """The English for ``query``; Latin and digits pass through as typed, Han words translated."""
         q = zh.fold(unicodedata.normalize("NFKC", query))
-        parts: list[tuple[str, object]] = []  # ("typed", token) or ("han", (word, candidates))
+        parts: list[tuple[str, object]] = []  # ("typed", token), ("size", 码) or ("han", (word, candidates))
         at = 0
         budget, untranslated = MAX_HAN_CHARS, 0  # Chinese characters still to translate; past it
         for m in zh.HAN_RUN.finditer(q):
@@ -538,6 +653,10 @@ class Translator:
             run = m.group(0)[:budget]
             untranslated += len(m.group(0)) - len(run)
             budget -= len(run)
+            prev = parts[-1][1] if parts and parts[-1][0] == "typed" else ""
+            if run[:1] in SIZE_WORDS and SIZE_TOKEN.match(prev.strip(",，、;；")):  # 37码: a size, not "37 weight"
+                parts.append(("size", run[0]))  # (outside the co-occurrence choice: it is no product word)
+                run = run[1:]
             if not run:
                 continue
             best = None  # this run's segmentation: the one whose own glosses cohere best
@@ -553,6 +672,10 @@ class Translator:
         out: list[Piece] = []
         alts: list[tuple[str, ...]] = []
         for kind, v in parts:
+            if kind == "size":
+                out.append(Piece(v, SIZE_WORDS[v], "size word"))
+                alts.append(())
+                continue
             if kind == "typed":
                 tok = v.strip(",，、;；")
                 if tok:
@@ -563,5 +686,6 @@ class Translator:
             p = next(pick)
             out.append(Piece(word, opts[p][0], opts[p][2]) if opts else Piece(word, "", "untranslated"))
             alts.append(tuple(o[0] for i, o in enumerate(opts) if i != p and o[0] != opts[p][0]))
-        text = " ".join(p.en for p in out if p.en)
+        # a word with no translation (a brand, 安踏; 女款) is kept as typed, never dropped
+        text = " ".join(p.en or p.zh for p in out)
         return Translation(query, text, tuple(out), tuple(alts), untranslated)

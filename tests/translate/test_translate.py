@@ -100,10 +100,12 @@ def test_function_words_read_as_titles_use_them_and_are_not_keyword_terms():
                                                    "weight": None, "alternatives": []}  # not searched as a keyword
 
 
-def test_words_without_any_translation_are_kept_visible_but_not_searched(tr):
+def test_words_without_any_translation_are_kept_as_typed(tr):
+    """A word with no translation (a brand, 安踏; 女款) is never dropped: it stays in the text the
+    query was searched as, as typed, marked untranslated; the dense side's English is the rest."""
     t = tr.translate("橡木 柜")
     assert t.pieces[0] == Piece("橡木", "", "untranslated")
-    assert t.text == "cabinet"
+    assert t.text == "橡木 cabinet" and t.english == "cabinet"
     assert t.to_json()["pieces"][0] == {"zh": "橡木", "en": "", "source": "untranslated"}
 
 
@@ -326,3 +328,50 @@ def test_the_greedy_choice_scores_as_the_full_score_does():
         for g in range(len(c)):
             trial = chosen[:i] + [c[g][1]] + chosen[i + 1:]
             assert t._score(trial) <= best + 1e-9
+
+
+# ------------------------------------------------------------------ a seller's words (issue 30, item 3)
+SHOE_DICT = {"登山": ["mountaineering", "hiking"], "鞋": ["shoe"], "码": ["weight", "number", "code"],
+             "号": ["roar", "size"], "跑鞋": ["running shoes", "sneakers"], "透气": ["breathable"],
+             "煎锅": ["frying pan"], "羽绒服": ["down jacket"]}
+SHOE_TITLES = ["Velora Women's Hiking Shoe, Size 37", "Northpeak Hiking Boots", "Weight Bench, 50 kg",
+               "Stridewell Breathable Running Shoes", "Copperleaf Frying Pan"]
+
+
+def test_a_size_after_a_number_is_a_size_not_a_weight():
+    tr = Translator(TitleVocabulary(SHOE_TITLES), dictionary=SHOE_DICT)
+    t = tr.translate("女款登山鞋 37码")
+    assert "weight" not in t.text and t.text == "女款 hiking shoe 37 size", t
+    assert t.pieces[-1] == Piece("码", "size", "size word") and t.pieces[-2] == Piece("37", "37", "as typed")
+    assert tr.translate("42号").pieces[-1] == Piece("号", "size", "size word")
+    assert tr.translate("XL码").pieces[-1] == Piece("码", "size", "size word")
+    # 码 with no size before it keeps its dictionary sense (and is no size word)
+    assert tr.translate("码").pieces[0].source == "dictionary"
+
+
+def test_a_brand_with_no_translation_is_kept_and_marked():
+    tr = Translator(TitleVocabulary(SHOE_TITLES), dictionary=SHOE_DICT)
+    t = tr.translate("安踏跑鞋")
+    assert t.pieces[0] == Piece("安踏", "", "untranslated")
+    assert t.text == "安踏 running shoes" and t.english == "running shoes"
+
+
+# ------------------------------------------------------------------ English → Chinese (issue 30, item 4)
+def test_english_phrases_get_the_chinese_words_a_bilingual_catalog_holds():
+    bilingual = SHOE_TITLES + ["Velora 男士透气网面跑鞋 轻便运动鞋", "Copperleaf 不粘煎锅"]
+    tr = Translator(TitleVocabulary(bilingual), dictionary=SHOE_DICT, trade=None, reverse=None)
+    assert tr.chinese_for("breathable running shoe") == [(("breathable",), ("透气",)),
+                                                         (("running", "shoe"), ("跑鞋",))]  # either number
+    assert tr.chinese_for("frying pans") == [(("frying", "pans"), ("煎锅",))]
+    assert tr.chinese_for("down jacket") == []  # the catalog holds no 羽绒服
+    assert tr.chinese_for("跑鞋") == []  # a Chinese query is translated the other way
+    # a seller's glossary comes first
+    g = Translator(TitleVocabulary(bilingual), glossary={"运动鞋": "running shoes"}, dictionary=SHOE_DICT,
+                   trade=None, reverse=None)
+    assert g.chinese_for("running shoes") == [(("running", "shoes"), ("运动鞋",))]
+
+
+def test_an_english_catalog_gets_no_chinese_words():
+    tr = Translator(TitleVocabulary(SHOE_TITLES), dictionary=SHOE_DICT, trade=None, reverse=None)
+    assert not tr.vocab.holds_han() and tr.chinese_for("running shoes") == []
+    assert TitleVocabulary(SHOE_TITLES + ["跑鞋"]).holds_han()

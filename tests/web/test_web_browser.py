@@ -572,3 +572,22 @@ def test_summary_of_chinese_reviews(page_zh, screenshot):
     assert text and text[-1] in "。！？!?" and "，。" not in text and not text.endswith("，"), text
     screenshot(pg, "summaries-zh")
     assert pg.console_errors == []
+
+
+def test_a_word_with_no_translation_shows_as_an_untranslated_chip(page, screenshot):
+    """Issue 30, item 3: 安踏 has no translation; it is searched as typed and shown as such (the
+    "no translation found" / "未找到翻译" chip), beside 跑鞋 → running shoes."""
+    pg = page
+    pg.goto(pg.base_url + "/#search")
+    pg.wait_for_selector("#search-results li", timeout=180_000)
+    pg.fill("#search-q", "安踏跑鞋")
+    pg.press("#search-q", "Enter")
+    pg.wait_for_selector("#search-words:not([hidden]) li.untranslated", timeout=180_000)
+    assert pg.locator("#search-as q").inner_text() == "安踏 running shoes"
+    chip = pg.locator("#search-words li.untranslated")
+    assert chip.count() == 1 and chip.inner_text() == "安踏 → no translation found"
+    assert pg.locator("#search-words li:not(.untranslated)").first.inner_text().startswith("跑鞋 → running shoes")
+    pg.click("#lang")
+    pg.wait_for_function("document.querySelector('#search-words li.untranslated').textContent.includes('未找到翻译')")
+    screenshot(pg, "search-untranslated-chip")
+    assert pg.console_errors == []

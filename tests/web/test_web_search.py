@@ -287,3 +287,28 @@ def test_nothing_close_is_marked_weak(client, query):
     if query == "headphones":
         close = client.post("/api/search", json={"query": query, "k": 5}).json()
         assert "Headphones" in close["results"][0]["title"] and not close["results"][0]["weak"]
+
+
+def test_a_sellers_words_come_back_marked_not_dropped(client):
+    """Issue 30, item 3: a brand with no translation (安踏) and 女款 are kept in what the query was
+    searched as and come back as rows marked untranslated (the page's "未找到翻译" chip); 码 after
+    a size is "size", never "weight"."""
+    body = client.post("/api/search", json={"query": "安踏跑鞋", "k": 5}).json()
+    assert body["searched_as"] == "安踏 running shoes"
+    rows = {r["zh"]: r for r in body["translation"]}
+    assert rows["安踏"]["source"] == "untranslated" and rows["安踏"]["en"] == "" and rows["安踏"]["weight"] is None
+    assert rows["跑鞋"]["en"] == "running shoes"
+    body = client.post("/api/search", json={"query": "女款登山鞋 37码", "k": 5}).json()
+    assert "weight" not in body["searched_as"] and body["searched_as"].startswith("女款 ")
+    rows = body["translation"]
+    assert rows[0] == {"zh": "女款", "en": "", "source": "untranslated", "weight": None, "alternatives": []}
+    assert rows[-1]["zh"] == "码" and rows[-1]["en"] == "size" and rows[-1]["source"] == "size word"
+
+
+def test_an_english_query_finds_the_chinese_listings_too(client):
+    """Issue 30, item 4: in the sample's mixed catalog "running shoes" reaches the Chinese running
+    shoes (男士透气网面跑鞋) in the top five, the English ones still first."""
+    body = client.post("/api/search", json={"query": "running shoes", "k": 10}).json()
+    titles = [x["title"] for x in body["results"]]
+    assert any("男士透气网面跑鞋" in t for t in titles[:5]), titles
+    assert all("Running Shoes" in t for t in titles[:3]) and body["searched_as"] is None

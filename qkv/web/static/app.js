@@ -599,10 +599,14 @@ function matchGrid(box, x) {
 let lastTranslation = [];
 function drawTranslation() {
   const box = $("search-words");
-  const rows = lastTranslation.filter((w) => w.weight != null);
+  // translated words, and words with no translation (a brand, 安踏): searched as typed, marked so
+  const rows = lastTranslation.filter((w) => w.weight != null || w.source === "untranslated");
   box.hidden = !rows.length;
   box.setAttribute("aria-label", t("search.words"));
   box.replaceChildren(...rows.map((w) => {
+    if (w.weight == null)
+      return el("li", { class: "word untranslated", "data-source": w.source, title: `${w.zh} · ${t("src.untranslated")}` },
+        el("span", { class: "zh" }, w.zh), " → ", el("i", {}, t("src.untranslated")));
     const tip = `${w.zh} → ${w.en} · ${t("search.source")}: ${t("src." + w.source)} · ${t("search.weight")} ${w.weight}` +
       (w.weight < 1 ? ` (${t("search.weight.hint")})` : "");
     return el("li", { class: "word" + (w.weight < 1 ? " weak" : ""), title: tip, "data-source": w.source, "data-weight": w.weight },
