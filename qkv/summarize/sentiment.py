@@ -39,13 +39,15 @@ def available() -> bool:
 
 def positive_probability(texts: list[str]) -> np.ndarray:
     """P(positive) of each text; 0.5 for text in a language without a classifier (or without SnowNLP)."""
-    cls = _snownlp()
     out = np.full(len(texts), 0.5)
+    chinese = [i for i, t in enumerate(texts) if t.strip() and is_chinese(t)]
+    # imported only for Chinese text: importing SnowNLP loads all its models (~420 MB of Python
+    # objects), which an English summary never uses
+    cls = _snownlp() if chinese else None
     if cls is None:
         return out
-    for i, t in enumerate(texts):
-        if t.strip() and is_chinese(t):
-            out[i] = float(cls(t).sentiments)
+    for i in chinese:
+        out[i] = float(cls(texts[i]).sentiments)
     return out
 
 

@@ -40,6 +40,7 @@ class ServeConfig:
     glossary: str | None = None
     trade_glossary: str = "home-improvement"
     hosts: list[str] | None = None  # Host names answered (loopback binds: qkv.web.guard.hosts_for_bind)
+    heavy_workers: int | None = None  # child processes per worker for the heavy kinds (qkv.web.pools.heavy_processes)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -57,7 +58,8 @@ class ServeConfig:
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
                           api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer,
-                          trade_glossary=self.trade_glossary, allowed_hosts=self.hosts)
+                          trade_glossary=self.trade_glossary, allowed_hosts=self.hosts,
+                          heavy_workers=self.heavy_workers)
 
 
 def configure_access_log(enabled: bool) -> None:
@@ -101,6 +103,8 @@ def _worker(cfg_json: str, host: str, port: int, metrics_dir: str, slot: int = 0
 
     from qkv.web.balance import Balancer
 
+    for s in (signal.SIGINT, signal.SIGTERM):  # forked: not the parent's handlers (uvicorn sets its own)
+        signal.signal(s, signal.SIG_DFL)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     cfg = ServeConfig(**json.loads(cfg_json))
     configure_access_log(cfg.access_log)
@@ -121,7 +125,20 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
     probe = _listening_socket(host, port, reuse_port=False)
     probe.close()
     metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
-    ctx = mp.get_context("spawn")  # a fresh interpreter each: no threads or BLAS state inherited
+    # The model is loaded here, once, and the workers are forked from this process (one thread, no
+    # BLAS work done yet): they and their heavy-work children share its pages copy-on-write
+    # instead of loading a copy each (the tokenizer alone is ~280 MB; the weights are mapped from
+    # their file). gc.freeze() keeps the collector from writing to every loaded object's header,
+    # which would copy the pages holding them into each process.
+    import gc
+
+    from qkv.model import shared_encoder
+    from qkv.web.state import served_model
+
+    shared_encoder(served_model(cfg.model, cfg.index_dir), threads=cfg.threads)
+    gc.collect()
+    gc.freeze()
+    ctx = mp.get_context("fork")
     shared = ctx.RawArray("d", 2 * workers)  # per worker: search wait, heartbeat (qkv.web.balance)
     args = (cfg.to_env(), host, port, metrics_dir)
     procs = [ctx.Process(target=_worker, args=(*args, i, shared), daemon=False) for i in range(workers)]

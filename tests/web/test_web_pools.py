@@ -113,7 +113,9 @@ def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
     from qkv.web.pools import ChildCrashed
 
     spec = PoolSpec(threads=1, queue=4, deadline=120.0, process=True)
-    pool = Pool("summary", spec, _BlasGate(lambda: 1), state=LightState(), child={})
+    from qkv.web.pools import Children
+
+    pool = Pool("summary", spec, _BlasGate(lambda: 1), state=LightState(), children=Children(1, LightState, {}, 0))
     meter = Metrics()
     pool.on_restart = meter.pool_restarted
     gate = tmp_path / "die-now"
@@ -134,3 +136,4 @@ def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
         assert 'qkv_pool_restarts_total{kind="summary"} 1.0' in meter.exposition().decode()
     finally:
         pool.shutdown()
+        pool._children.shutdown()
