@@ -31,33 +31,17 @@ TABS: list[tuple[str, str, dict]] = [
     ("attributes", "/api/attributes", {"titles": ["Velora men's running shoes black US 9", "Northpeak 防水登山靴 黑色 42码"]}),
     ("summary", "/api/summarize", {"reviews": [f"Review {i}: comfortable and warm, but the zipper broke after a month. "
                                                "Runs small; order a size up." for i in range(60)], "budget": 60}),
+    ("summary zh", "/api/summarize", {"reviews": [f"评论{i}：穿着很舒服也很暖和，但是拉链一个月就坏了。尺码偏小，建议买大一码。"
+                                                  for i in range(60)], "budget": 60}),
 ]
 
 
-def tree(pid: int) -> list[int]:
-    """``pid`` and every process below it (Linux /proc)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for t in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (t / "children").read_text().split()]
-        except OSError:
-            pass
-    return out
-
-
 def tree_memory(pid: int) -> dict:
-    """Summed PSS (MB) of the tree under ``pid``, with each process's own figures."""
-    from qkv.web.serving import memory
+    """Summed PSS (MB) of the tree under ``pid`` (``qkv.web.serving.server_memory``), by role."""
+    from qkv.web.serving import server_memory
 
-    procs = []
-    for p in tree(pid):
-        m = memory(p)
-        if m:
-            procs.append({"pid": p, **m})
-    return {"pss": round(sum(m["pss"] for m in procs), 1), "processes": len(procs), "each": procs}
+    mem = server_memory(pid)
+    return {"pss": mem["all"][0], "processes": mem["all"][1], "roles": {k: v for k, v in mem.items() if k != "all"}}
 
 
 def _post(base: str, path: str, body: dict, timeout: float = 180) -> tuple[int, dict]:
@@ -77,7 +61,7 @@ def _post(base: str, path: str, body: dict, timeout: float = 180) -> tuple[int, 
 
 def tab_by_tab(base: str, server_pid: int, settle: float = 2.0) -> list[dict]:
     """Use each tab once, in turn (each request twice, so that both workers, which the kernel picks
-    at random, are likely to have served it); the tree's memory after each."""
+    at random, are likely to have served it, and both of their heavy-work children); the tree's memory after each."""
     rows = [{"after": "start", **tree_memory(server_pid)}]
     first = None
     for name, path, body in TABS:
@@ -97,7 +81,7 @@ def tab_by_tab(base: str, server_pid: int, settle: float = 2.0) -> list[dict]:
 def show(rows: list[dict]) -> str:
     lines = []
     for r in rows:
-        each = ", ".join(f"{m['pss']:.0f}" for m in r["each"])
+        each = ", ".join(f"{k} {mb:.0f} ({n})" for k, (mb, n) in r["roles"].items())
         lines.append(f"after {r['after']:<11} {r['pss']:7.0f} MB PSS in {r['processes']} processes"
                      f"{' ' + str(r['codes']) if 'codes' in r else ''}  [{each}]")
     return "\n".join(lines)

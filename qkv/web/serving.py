@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 ENV = "QKV_SERVE_CONFIG"
+SERVER_PID = "QKV_SERVER_PID"  # set in each worker: the `qkv serve` parent's pid
 
 
 @dataclass
@@ -106,6 +107,7 @@ def _worker(cfg_json: str, host: str, port: int, metrics_dir: str, slot: int = 0
     for s in (signal.SIGINT, signal.SIGTERM):  # forked: not the parent's handlers (uvicorn sets its own)
         signal.signal(s, signal.SIG_DFL)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    os.environ[SERVER_PID] = str(os.getppid())  # whose process tree /metrics measures
     cfg = ServeConfig(**json.loads(cfg_json))
     configure_access_log(cfg.access_log)
     sock = _listening_socket(host, port, reuse_port=True)
@@ -136,6 +138,7 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
     from qkv.web.state import served_model
 
     shared_encoder(served_model(cfg.model, cfg.index_dir), threads=cfg.threads)
+    _preload_dictionaries()
     gc.collect()
     gc.freeze()
     ctx = mp.get_context("fork")
@@ -182,6 +185,21 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
+def _preload_dictionaries() -> None:
+    """What every worker's first Chinese query loads (CC-CEDICT parsed, ~100 MB of Python objects
+    each), loaded before the workers are forked so that they share it."""
+    try:
+        from qkv.text.zh import fold, segment
+        from qkv.translate import ecdict
+        from qkv.translate.translator import cedict
+
+        cedict()
+        ecdict.load()
+        segment(fold("热身運動"))  # jieba's dictionary (Rust) and the traditional → simplified table
+    except Exception:  # noqa: BLE001 - a worker loads (and reports) what is missing on first use
+        pass
+
+
 def memory(pid: int | str = "self") -> dict[str, float]:
     """Resident memory of a process in MB (Linux): ``rss`` (all resident pages, shared ones
     included), ``private`` (pages no other process maps: what one more worker costs) and ``pss``
@@ -197,3 +215,46 @@ def memory(pid: int | str = "self") -> dict[str, float]:
         return {}
     return {"rss": round(out.get("Rss", 0), 1), "pss": round(out.get("Pss", 0), 1),
             "private": round(out.get("Private_Clean", 0) + out.get("Private_Dirty", 0), 1)}
+
+
+def process_tree(pid: int) -> list[tuple[int, int]]:
+    """``pid`` and every process below it, with its depth (0 for ``pid``; Linux /proc)."""
+    out, todo = [], [(pid, 0)]
+    while todo:
+        p, depth = todo.pop()
+        out.append((p, depth))
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [(int(c), depth + 1) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _is_tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"resource_tracker" in f.read()
+    except OSError:
+        return False
+
+
+def server_memory(root: int | None = None) -> dict[str, tuple[float, int]]:
+    """PSS in MB and process count by role over the server's process tree: ``root`` (default the
+    ``qkv serve`` parent of this worker, else this process) is "server"; below it, "workers" and
+    their children "heavy" (the heavy kinds' processes) under ``--workers N``, or only "heavy" under one process (multiprocessing's resource tracker
+    counts with "server"); "all" sums them."""
+    if root is None:
+        root = int(os.environ.get(SERVER_PID) or os.getpid())
+    tree = process_tree(root)
+    multi = any(depth >= 2 for _, depth in tree)
+    roles: dict[str, list[float]] = {"server": [], "workers": [], "heavy": []}
+    for pid, depth in tree:
+        m = memory(pid)
+        if m:
+            role = ("server" if depth == 0 or _is_tracker(pid) else "workers" if depth == 1 and multi else "heavy")
+            roles[role].append(m["pss"])
+    out = {k: (round(sum(v), 1), len(v)) for k, v in roles.items()}
+    out["all"] = (round(sum(sum(v) for v in roles.values()), 1), sum(len(v) for v in roles.values()))
+    return out
