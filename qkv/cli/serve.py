@@ -91,6 +91,9 @@ def register(app: typer.Typer) -> None:
                       f"{n} worker{'s' if n > 1 else ''}, {heavy_workers} heavy-work process{'es' if heavy_workers > 1 else ''} "
                       f"each; Ctrl+C stops)")
         if n == 1:
+            from qkv.web.serving import preload_shared
+
+            preload_shared(cfg)  # the heavy-work children forked at start-up share the model
             uvicorn.run(cfg.app(), host=host, port=port, log_level="warning")
             return
         # Several processes, each with its own app and model, on one port (qkv.web.serving)
@@ -102,11 +105,16 @@ def _prepare_sample(model: str, threads: int | None, base: Path, attributes: Opt
     """Build the sample's index and demo attribute model if absent, in a process of its own: its
     encoder and training memory (about 500 MB) leave with it, instead of staying in the parent,
     which only watches the workers. Returns (index directory, attribute model or None)."""
+    return _run_apart(_build_sample, model, threads, base, attributes)
+
+
+def _run_apart(fn, *args):
+    """``fn(*args)`` in a spawned process of its own, its answer returned (tests run it here)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-        return ex.submit(_build_sample, model, threads, base, attributes).result()
+        return ex.submit(fn, *args).result()
 
 
 def _build_sample(model: str, threads: int | None, base: Path, attributes: Optional[Path]):

@@ -5,9 +5,10 @@ Searches and explanations run in threads: their heavy part is the encoder's comp
 (called through ctypes, which releases the GIL), NumPy, faiss and SQLite. The heavy kinds
 (attention views, summaries, attributes) also run long stretches of Python (building the maps'
 JSON, sentence selection), which would hold the GIL against the event loop and the searches of
-the same process; ``qkv serve`` therefore runs each of them in a child process of its own
-(``process=True``: the function and its arguments are sent there; the child loads the model once,
-at start-up). Each pool
+the same process; ``qkv serve`` therefore runs them in child processes that the heavy kinds share
+(``process=True``: the function and its arguments are sent there; ``Children``, sized by
+``heavy_processes``; forked with the model already loaded, or spawned and loading it once). Each
+pool
 
 - runs at most ``threads`` jobs at once, with at most ``queue`` more waiting: one more is answered
   **429** with ``Retry-After`` (an estimate from the pool's recent job times), never queued;

@@ -7,11 +7,11 @@ listening socket, as uvicorn's own ``--workers`` has it, whichever worker wakes 
 whole burst of keep-alive connections: measured here, 50 clients all landed on one of two
 workers.) The kernel places a connection once, at random; ``qkv.web.balance`` moves keep-alive
 connections away from a worker whose searches wait longer than another's. The parent restarts a worker that dies and stops them all on Ctrl+C / SIGTERM.
-Every worker loads the model once and opens the same
-index directory read-only: the vectors and postings are memory-mapped and SQLite is opened
-``immutable``, so the page cache holds one copy of the index for all of them, and each extra
-worker costs about its private memory (the encoder's weights and packed panels, Python, caches;
-``qkv.web.serving.memory()`` reads it and ``bench/web.py`` reports it).
+The parent loads the model (and the Chinese dictionaries) once and forks the workers, so they
+share those pages copy-on-write; every worker opens the same index directory read-only: the
+vectors and postings are memory-mapped and SQLite is opened ``immutable``, so the page cache holds
+one copy of the index for all of them. ``server_memory()`` sums the proportional set size over
+the server's processes (``/metrics`` and ``bench/web.py`` report it).
 """
 
 from __future__ import annotations
@@ -127,21 +127,8 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
     probe = _listening_socket(host, port, reuse_port=False)
     probe.close()
     metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
-    # The model is loaded here, once, and the workers are forked from this process (one thread, no
-    # BLAS work done yet): they and their heavy-work children share its pages copy-on-write
-    # instead of loading a copy each (the tokenizer alone is ~280 MB; the weights are mapped from
-    # their file). gc.freeze() keeps the collector from writing to every loaded object's header,
-    # which would copy the pages holding them into each process.
-    import gc
-
-    from qkv.model import shared_encoder
-    from qkv.web.state import served_model
-
-    shared_encoder(served_model(cfg.model, cfg.index_dir), threads=cfg.threads)
-    _preload_dictionaries()
-    gc.collect()
-    gc.freeze()
-    ctx = mp.get_context("fork")
+    preload_shared(cfg)
+    ctx = mp.get_context("fork")  # the workers share what preload_shared loaded
     shared = ctx.RawArray("d", 2 * workers)  # per worker: search wait, heartbeat (qkv.web.balance)
     args = (cfg.to_env(), host, port, metrics_dir)
     procs = [ctx.Process(target=_worker, args=(*args, i, shared), daemon=False) for i in range(workers)]
@@ -183,6 +170,24 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
         for s, h in old.items():
             signal.signal(s, h)
         shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def preload_shared(cfg: ServeConfig) -> None:
+    """Load the model and the dictionaries in this process before it forks the workers (or, with
+    one worker, its heavy-work children): the workers are forked from it while it has one thread
+    and has done no BLAS work, and they and their children share its pages copy-on-write instead
+    of loading a copy each (the tokenizer alone is ~280 MB; the weights are mapped from their
+    file). gc.freeze() keeps the collector from writing to every loaded object's header, which
+    would copy the pages holding them into each process."""
+    import gc
+
+    from qkv.model import shared_encoder
+    from qkv.web.state import served_model
+
+    shared_encoder(served_model(cfg.model, cfg.index_dir), threads=cfg.threads)
+    _preload_dictionaries()
+    gc.collect()
+    gc.freeze()
 
 
 def _preload_dictionaries() -> None:
