@@ -37,8 +37,8 @@ TABS: list[tuple[str, str, dict]] = [
 
 
 def tree_memory(pid: int) -> dict:
-    """Summed PSS (MB) of the tree under ``pid`` (``qkv.web.serving.server_memory``), by role."""
-    from qkv.web.serving import server_memory
+    """Summed PSS (MB) of the tree under ``pid`` (``qkv.web.memory.server_memory``), by role."""
+    from qkv.web.memory import server_memory
 
     mem = server_memory(pid)
     return {"pss": mem["all"][0], "processes": mem["all"][1], "roles": {k: v for k, v in mem.items() if k != "all"}}

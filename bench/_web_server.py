@@ -116,7 +116,7 @@ def _children(pid: int) -> list[int]:
 def worker_memory(server_pid: int) -> list[dict]:
     """Per worker: its RSS / PSS / private MB, and the private MB of its child processes (the
     heavy kinds' pools, each with its own model)."""
-    from qkv.web.serving import memory
+    from qkv.web.memory import memory
 
     out = []
     for w in _children(server_pid) or [server_pid]:

@@ -97,13 +97,13 @@ class _Registered:
 class ServerMemory:
     """A Prometheus collector of the whole server's memory, read when scraped: the proportional
     set size summed over its processes (the ``qkv serve`` parent, its workers, their heavy-work
-    children; ``qkv.web.serving.server_memory``) and their count. PSS divides each shared page
+    children; ``qkv.web.memory.server_memory``) and their count. PSS divides each shared page
     among the processes that map it, so the sum is what the server costs the machine."""
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        from qkv.web.serving import server_memory
+        from qkv.web.memory import server_memory
 
         mem = server_memory()
         pss = GaugeMetricFamily("qkv_memory_pss_bytes", "Proportional set size of the server, summed over its "

@@ -10,7 +10,7 @@ connections away from a worker whose searches wait longer than another's. The pa
 The parent loads the model (and the Chinese dictionaries) once and forks the workers, so they
 share those pages copy-on-write; every worker opens the same index directory read-only: the
 vectors and postings are memory-mapped and SQLite is opened ``immutable``, so the page cache holds
-one copy of the index for all of them. ``server_memory()`` sums the proportional set size over
+one copy of the index for all of them. ``qkv.web.memory.server_memory`` sums the proportional set size over
 the server's processes (``/metrics`` and ``bench/web.py`` report it).
 """
 
@@ -25,8 +25,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from qkv.web.memory import SERVER_PID
+
 ENV = "QKV_SERVE_CONFIG"
-SERVER_PID = "QKV_SERVER_PID"  # set in each worker: the `qkv serve` parent's pid
 
 
 @dataclass
@@ -203,63 +204,3 @@ def _preload_dictionaries() -> None:
         segment(fold("热身運動"))  # jieba's dictionary (Rust) and the traditional → simplified table
     except Exception:  # noqa: BLE001 - a worker loads (and reports) what is missing on first use
         pass
-
-
-def memory(pid: int | str = "self") -> dict[str, float]:
-    """Resident memory of a process in MB (Linux): ``rss`` (all resident pages, shared ones
-    included), ``private`` (pages no other process maps: what one more worker costs) and ``pss``
-    (shared pages divided among their users)."""
-    out: dict[str, float] = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
-                    out[key] = int(rest.split()[0]) / 1024
-    except OSError:
-        return {}
-    return {"rss": round(out.get("Rss", 0), 1), "pss": round(out.get("Pss", 0), 1),
-            "private": round(out.get("Private_Clean", 0) + out.get("Private_Dirty", 0), 1)}
-
-
-def process_tree(pid: int) -> list[tuple[int, int]]:
-    """``pid`` and every process below it, with its depth (0 for ``pid``; Linux /proc)."""
-    out, todo = [], [(pid, 0)]
-    while todo:
-        p, depth = todo.pop()
-        out.append((p, depth))
-        try:
-            for t in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo += [(int(c), depth + 1) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _is_tracker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"resource_tracker" in f.read()
-    except OSError:
-        return False
-
-
-def server_memory(root: int | None = None) -> dict[str, tuple[float, int]]:
-    """PSS in MB and process count by role over the server's process tree: ``root`` (default the
-    ``qkv serve`` parent of this worker, else this process) is "server"; below it, "workers" and
-    their children "heavy" (the heavy kinds' processes) under ``--workers N``, or only "heavy" under one process (multiprocessing's resource tracker
-    counts with "server"); "all" sums them."""
-    if root is None:
-        root = int(os.environ.get(SERVER_PID) or os.getpid())
-    tree = process_tree(root)
-    multi = any(depth >= 2 for _, depth in tree)
-    roles: dict[str, list[float]] = {"server": [], "workers": [], "heavy": []}
-    for pid, depth in tree:
-        m = memory(pid)
-        if m:
-            role = ("server" if depth == 0 or _is_tracker(pid) else "workers" if depth == 1 and multi else "heavy")
-            roles[role].append(m["pss"])
-    out = {k: (round(sum(v), 1), len(v)) for k, v in roles.items()}
-    out["all"] = (round(sum(sum(v) for v in roles.values()), 1), sum(len(v) for v in roles.values()))
-    return out

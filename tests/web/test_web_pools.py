@@ -174,7 +174,7 @@ def test_metrics_report_the_servers_memory():
     import re
 
     from qkv.web.observe import Metrics
-    from qkv.web.serving import memory
+    from qkv.web.memory import memory
 
     text = Metrics().exposition().decode()
     got = {m[0]: float(m[1]) for m in re.findall(r'qkv_memory_pss_bytes\{role="(\w+)"\} (\S+)', text)}
