@@ -25,8 +25,7 @@ def test_water_heater_names_a_complaint_and_leaves_out_the_deferral(e5):
     s = summarize(WATER_HEATER, budget=120, encoder=e5)
     assert s.tokens_after <= 120
     assert "还没有装" not in s.text and "再来评价" not in s.text
-    # a complaint is named: the noise (噪音, 吵) or the leak (漏水, 地上全是水)
-    assert any(w in s.text for w in ("噪音", "吵", "漏水", "地上全是水")), s.text
+    assert any(w in s.text for w in ("噪音", "漏水")), s.text
     complaints = {6, 7, 8, 9}
     chosen = [x.review for x in s.sentences]
     # complaints take about their share (4 of 10 reviews): at least one unit in three, at most two in three
@@ -59,25 +58,3 @@ def test_uninformative_units():
 def test_only_uninformative_units_still_give_a_summary(e5):
     s = summarize(["还没有装，用了再来评价。"], budget=40, encoder=e5)
     assert s.text and any("says nothing" in n for n in s.notes)
-
-
-def test_text_sentiment_reads_snownlps_model_without_loading_snownlp():
-    """SnowNLP's import loads all its models (~420 MB a process); its classifier's file is read
-    alone, and agrees with SnowNLP's own sentiment on clear praise and complaints."""
-    import subprocess
-    import sys
-
-    code = ("import sys; from qkv.summarize.sentiment import positive_probability as p; "
-            "v = p(['质量很好，非常满意，推荐购买。', '太差了，漏水，要求退货。']); "
-            "print(v[0] > 0.9, v[1] < 0.1, 'snownlp' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["True", "True", "False"]
-    import pytest
-
-    pytest.importorskip("snownlp")
-    from snownlp import SnowNLP
-
-    texts = ["穿着很舒服也很暖和，非常满意", "质量太差了，一个月就坏了，不推荐", "物流很快，包装完好，好评", "做工粗糙，退货了"]
-    ours = positive_probability(texts)
-    theirs = [SnowNLP(t).sentiments for t in texts]
-    assert [x > 0.5 for x in ours] == [x > 0.5 for x in theirs] == [True, False, True, False]
