@@ -204,3 +204,8 @@ def _preload_dictionaries() -> None:
         segment(fold("热身運動"))  # jieba's dictionary (Rust) and the traditional → simplified table
     except Exception:  # noqa: BLE001 - a worker loads (and reports) what is missing on first use
         pass
+    try:  # the summaries' Chinese sentiment imports SnowNLP, which loads all its models (~420 MB of
+        # Python objects): once here, shared, rather than once in every heavy-work child
+        import snownlp  # noqa: F401
+    except ImportError:
+        pass
