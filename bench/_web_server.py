@@ -104,9 +104,9 @@ def wait_settled(server_pid: int, limit: float = 180, idle: float = 0.15) -> flo
 
 def _children(pid: int) -> list[int]:
     kids = []
-    for p in _direct_children(pid):  # processes started by multiprocessing (spawn), not its resource tracker
+    for p in _direct_children(pid):  # processes started by multiprocessing (forked or spawned), not its resource tracker
         try:
-            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
+            if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes():
                 kids.append(p)
         except OSError:
             pass
