@@ -104,9 +104,9 @@ def wait_settled(server_pid: int, limit: float = 180, idle: float = 0.15) -> flo
 
 def _children(pid: int) -> list[int]:
     kids = []
-    for p in _direct_children(pid):  # processes started by multiprocessing (spawn), not its resource tracker
+    for p in _direct_children(pid):  # processes started by multiprocessing (forked or spawned), not its resource tracker
         try:
-            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
+            if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes():
                 kids.append(p)
         except OSError:
             pass
@@ -116,7 +116,7 @@ def _children(pid: int) -> list[int]:
 def worker_memory(server_pid: int) -> list[dict]:
     """Per worker: its RSS / PSS / private MB, and the private MB of its child processes (the
     heavy kinds' pools, each with its own model)."""
-    from qkv.web.serving import memory
+    from qkv.web.memory import memory
 
     out = []
     for w in _children(server_pid) or [server_pid]:

@@ -30,8 +30,10 @@ on a free 127.0.0.1 port, and compares, in the same run:
    generation's publish (manifest.json replaced) to the sending of the first search that finds a
    new product (a probe every 50 ms; its answer waits its turn behind the load).
 
-Also: resident memory of each worker (RSS; private = what one more worker costs) and the load
-average before and after. Every request has a timeout (``--timeout``); every run stops at its
+Also: memory after each of the page's tabs is used once (``bench/_web_memory.py``: the proportional
+set size summed over the server's processes, target ≤ 1.2 GiB; ``--memory-only`` runs just that),
+resident memory of each worker (RSS; private = what one more worker costs) and the load average
+before and after. Every request has a timeout (``--timeout``); every run stops at its
 deadline. Prints the table with the command that made it. Needs no data from ../shared.
 """
 
@@ -53,8 +55,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))  # bench/_web_server.py, run by path too
+from _web_memory import show as show_tabs  # noqa: E402
+from _web_memory import tab_by_tab  # noqa: E402
 from _web_server import (Conn, free_port, loadavg, start_server, wait_ready, wait_settled,  # noqa: E402
                          worker_memory)
+
+MEMORY_TARGET_MB = 1.2 * 1024  # issue 30: ≤ 1.2 GiB summed PSS after every tab
 
 QUERIES = ["waterproof hiking boots", "running shoes for men", "wool sweater", "non-stick frying pan",
            "wireless headphones", "kids sneakers", "down jacket hooded", "silk scarf", "chef knife",
@@ -337,6 +343,8 @@ def main(argv=None) -> int:
     ap.add_argument("--long-clients", type=int, default=6, help="clients of 500-character Chinese queries (0: skip)")
     ap.add_argument("--ordinary-clients", type=int, default=40, help="ordinary search clients beside them")
     ap.add_argument("--long-only", action="store_true", help="only the long Chinese queries scenario")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the memory pass: each tab once, summed PSS after each (no load scenarios)")
     ap.add_argument("--no-full-detail", action="store_true",
                     help="skip the extra row: the first 3 results explained in full detail (the API's default)")
     args = ap.parse_args(argv)
@@ -377,7 +385,7 @@ def main(argv=None) -> int:
     served = work / "index"
     shutil.copytree(sample, served, ignore=shutil.ignore_patterns(".lock"))
 
-    if not args.long_only:
+    if not args.long_only and not args.memory_only:
         console.print(f"reference: Index.search in {workers} process(es), {args.reference_seconds:g} s ...")
         ref = reference_rate(served, model, glossary, workers, args.reference_seconds)
 
@@ -395,6 +403,11 @@ def main(argv=None) -> int:
         # may still run in the heavy-pool processes: idle again before the first timed scenario
         settled += wait_settled(proc.pid)
         mem = worker_memory(proc.pid)
+        console.print("memory: each tab's request in turn, summed PSS of the server's processes after each ...")
+        tabs = tab_by_tab(base, proc.pid)
+        _memory_report(console, tabs, command)
+        if args.memory_only:
+            return 0
         if args.long_clients:
             console.print(f"long Chinese queries: {args.ordinary_clients} ordinary clients alone, then beside "
                           f"{args.long_clients} long-query clients, {args.seconds:g} s each ...")
@@ -499,6 +512,14 @@ def main(argv=None) -> int:
         f"processes private {w['children_private']}" for w in mem))
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _memory_report(console, tabs: list[dict], command: str) -> None:
+    last = tabs[-1]
+    met = last["pss"] <= MEMORY_TARGET_MB
+    console.print(f"$ {command}\n" + show_tabs(tabs), markup=False, highlight=False)
+    console.print(f"after every tab: {last['pss']:.0f} MB summed PSS in {last['processes']} processes; target "
+                  f"≤ {MEMORY_TARGET_MB:.0f} MB (1.2 GiB): {'met' if met else '[red]not met[/]'}")
 
 
 def _long_rows(table, runs, args, ok, errs) -> None:

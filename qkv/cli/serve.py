@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         insecure: Annotated[bool, typer.Option("--insecure", help="Bind beyond loopback without an API key (anyone who can reach the port may use it).")] = False,
         access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One JSON line per request on stderr.")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary when Chinese queries are translated (--sample: the sample's own glossary).")] = None,
+        heavy_workers: Annotated[Optional[int], typer.Option("--heavy-workers", min=1, help="Child processes per worker that the heavy views (attention, summaries, attributes) share, each holding the model (default: by cores and available memory; 1 on a 2-core machine).")] = None,
         trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
     ):
         """Serve the web page and its JSON API (OpenAPI at /docs, metrics at /metrics)."""
@@ -55,27 +56,13 @@ def register(app: typer.Typer) -> None:
         from qkv.translate import trade_glossary as load_trade
 
         load_trade(trade_glossary)  # an unknown name too
-        encoder = None
         if sample:
-            from qkv.cli._common import load_encoder
-            from qkv.web.sample import (SAMPLE_GLOSSARY, SAMPLE_MODEL, default_cache_dir, ensure_sample_attribute_model,
-                                        ensure_sample_index)
+            from qkv.web.sample import SAMPLE_GLOSSARY, SAMPLE_MODEL, default_cache_dir
 
             model = model or SAMPLE_MODEL  # a bilingual catalog: the multilingual encoder unless told otherwise
             glossary = glossary or SAMPLE_GLOSSARY
-            encoder = load_encoder(model, threads)
             base = cache_dir.expanduser() if cache_dir else default_cache_dir()
-            index = ensure_sample_index(base / "sample-index", encoder=encoder, console=console)
-            if attributes is None:
-                try:
-                    attributes = ensure_sample_attribute_model(base / "sample-attributes", encoder=encoder,
-                                                               console=console)
-                except ImportError:
-                    attributes = None
-                except Exception as e:  # noqa: BLE001 - the other views still serve; said, not hidden
-                    attributes = None
-                    console.print(f"[yellow]note:[/] the demo attribute model could not be trained with {encoder.name} "
-                                  f"({type(e).__name__}: {e}); the attributes view is off (`--model minilm` has it)")
+            index, attributes = _prepare_sample(model, threads, base, attributes)
         from qkv.web.guard import hosts_for_bind
         from qkv.web.observe import LOOPBACK
         from qkv.web.serving import ServeConfig, configure_access_log
@@ -90,22 +77,62 @@ def register(app: typer.Typer) -> None:
         if api_key is not None and len(api_key) < 16:
             raise InputError("the API key is too short: use at least 16 characters (e.g. `openssl rand -hex 16`)")
         n = workers or _cores()
+        if heavy_workers is None:
+            from qkv.web.pools import heavy_processes
+
+            heavy_workers = heavy_processes(workers=n)
         cfg = ServeConfig(index_dir=str(index) if index else None, attributes_model=str(attributes) if attributes else None,
                           model=model, threads=threads, cors_origins=list(cors or []), api_key=api_key,
                           access_log=access_log, glossary=str(glossary) if glossary else None,
-                          trade_glossary=trade_glossary, hosts=hosts_for_bind(host))
+                          trade_glossary=trade_glossary, hosts=hosts_for_bind(host), heavy_workers=heavy_workers)
         configure_access_log(access_log)
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
         console.print(f"qkv web app: open [bold]http://{shown}:{port}/[/]  (API docs: /docs; metrics: /metrics; "
-                      f"{n} worker{'s' if n > 1 else ''}; Ctrl+C stops)")
+                      f"{n} worker{'s' if n > 1 else ''}, {heavy_workers} heavy-work process{'es' if heavy_workers > 1 else ''} "
+                      f"each; Ctrl+C stops)")
         if n == 1:
-            uvicorn.run(cfg.app(encoder=encoder), host=host, port=port, log_level="warning")
+            from qkv.web.serving import preload_shared
+
+            preload_shared(cfg)  # the heavy-work children forked at start-up share the model
+            uvicorn.run(cfg.app(), host=host, port=port, log_level="warning")
             return
         # Several processes, each with its own app and model, on one port (qkv.web.serving)
         from qkv.web.serving import run_workers
-
-        del encoder
         run_workers(cfg, host, port, n)
+
+
+def _prepare_sample(model: str, threads: int | None, base: Path, attributes: Optional[Path]):
+    """Build the sample's index and demo attribute model if absent, in a process of its own: its
+    encoder and training memory (about 500 MB) leave with it, instead of staying in the parent,
+    which only watches the workers. Returns (index directory, attribute model or None)."""
+    return _run_apart(_build_sample, model, threads, base, attributes)
+
+
+def _run_apart(fn, *args):
+    """``fn(*args)`` in a spawned process of its own, its answer returned (tests run it here)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        return ex.submit(fn, *args).result()
+
+
+def _build_sample(model: str, threads: int | None, base: Path, attributes: Optional[Path]):
+    from qkv.cli._common import load_encoder
+    from qkv.web.sample import ensure_sample_attribute_model, ensure_sample_index
+
+    encoder = load_encoder(model, threads)
+    index = ensure_sample_index(base / "sample-index", encoder=encoder, console=console)
+    if attributes is None:
+        try:
+            attributes = ensure_sample_attribute_model(base / "sample-attributes", encoder=encoder, console=console)
+        except ImportError:
+            attributes = None
+        except Exception as e:  # noqa: BLE001 - the other views still serve; said, not hidden
+            attributes = None
+            console.print(f"[yellow]note:[/] the demo attribute model could not be trained with {encoder.name} "
+                          f"({type(e).__name__}: {e}); the attributes view is off (`--model minilm` has it)")
+    return index, attributes
 
 
 def _cores() -> int:

@@ -43,7 +43,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
                api_key: str | None = None, metrics: bool = True,
                generation_poll: float | None = GENERATION_POLL, child_processes: bool = False,
                glossary: str | Path | None = None, balancer=None, trade_glossary: str = "home-improvement",
-               allowed_hosts: list[str] | None = None) -> FastAPI:
+               allowed_hosts: list[str] | None = None, heavy_workers: int | None = None) -> FastAPI:
     """Build the app. ``index_dir``: the search index this server answers from, and
     ``attributes_model``: the attribute model file (both fixed for the process; no request names a
     path). ``encoder``: an already loaded encoder to share (tests); otherwise ``model`` is
@@ -52,7 +52,8 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     ``PoolSpec`` or the fields to change (``qkv.web.pools``). ``api_key``: required on every API
     call when given. ``generation_poll``: seconds between looks for a newly published index
     generation (None: never). ``child_processes``: run the heavy kinds (attention, summaries,
-    attributes) in child processes of their own (``qkv serve`` does; tests run them in threads).
+    attributes) in child processes (``qkv serve`` does; tests run them in threads); ``heavy_workers``: how many
+    such processes the heavy kinds share (default: sized by cores and memory, ``qkv.web.pools.heavy_processes``).
     ``glossary``: a seller's CSV (Chinese term, English term) that overrides the dictionary when
     Chinese queries are translated (``qkv.translate.translator``); ``trade_glossary``: the built-in trade
     glossary below it ("none": the dictionary alone). ``balancer``: this worker's
@@ -63,7 +64,7 @@ def create_app(*, index_dir: str | Path | None = None, attributes_model: str | P
     and every answer carries nosniff, a CSP and frame-ancestors 'none' (``qkv.web.guard``)."""
     state = AppState(model=model, encoder=encoder, index_dir=index_dir, attributes_model=attributes_model,
                      limits=limits, threads=threads, pools=pools, child_processes=child_processes, glossary=glossary,
-                     trade_glossary=trade_glossary)
+                     trade_glossary=trade_glossary, heavy_workers=heavy_workers)
     meter = Metrics() if metrics else None
     if meter is not None:
         state.pools.observe(meter.pool_changed)

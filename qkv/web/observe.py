@@ -77,8 +77,43 @@ class Metrics:
 
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
-            return generate_latest(registry)
-        return generate_latest(self.registry)
+        else:
+            registry = CollectorRegistry()
+            registry.register(_Registered(self.registry))
+        registry.register(ServerMemory())
+        return generate_latest(registry)
+
+
+class _Registered:
+    """The metrics of another registry, collected into a fresh one."""
+
+    def __init__(self, registry):
+        self._registry = registry
+
+    def collect(self):
+        return self._registry.collect()
+
+
+class ServerMemory:
+    """A Prometheus collector of the whole server's memory, read when scraped: the proportional
+    set size summed over its processes (the ``qkv serve`` parent, its workers, their heavy-work
+    children; ``qkv.web.memory.server_memory``) and their count. PSS divides each shared page
+    among the processes that map it, so the sum is what the server costs the machine."""
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        from qkv.web.memory import server_memory
+
+        mem = server_memory()
+        pss = GaugeMetricFamily("qkv_memory_pss_bytes", "Proportional set size of the server, summed over its "
+                                "processes (shared pages divided among the processes mapping them)", labels=["role"])
+        count = GaugeMetricFamily("qkv_memory_processes", "Processes of the server, by role", labels=["role"])
+        for role, (mb, n) in mem.items():
+            pss.add_metric([role], mb * 1024 * 1024)
+            count.add_metric([role], n)
+        yield pss
+        yield count
 
 
 class AccessLog:

@@ -5,9 +5,10 @@ Searches and explanations run in threads: their heavy part is the encoder's comp
 (called through ctypes, which releases the GIL), NumPy, faiss and SQLite. The heavy kinds
 (attention views, summaries, attributes) also run long stretches of Python (building the maps'
 JSON, sentence selection), which would hold the GIL against the event loop and the searches of
-the same process; ``qkv serve`` therefore runs each of them in a child process of its own
-(``process=True``: the function and its arguments are sent there; the child loads the model once,
-at start-up). Each pool
+the same process; ``qkv serve`` therefore runs them in child processes that the heavy kinds share
+(``process=True``: the function and its arguments are sent there; ``Children``, sized by
+``heavy_processes``; forked with the model already loaded, or spawned and loading it once). Each
+pool
 
 - runs at most ``threads`` jobs at once, with at most ``queue`` more waiting: one more is answered
   **429** with ``Retry-After`` (an estimate from the pool's recent job times), never queued;
@@ -152,8 +153,106 @@ def _child_ready() -> bool:
     return _CHILD_STATE is not None
 
 
+class Children:
+    """The child processes that every heavy kind of one server process shares (``processes`` of
+    them; one model each, loaded at start-up). A kind's own limits (queue, deadline, running jobs)
+    stay the kind's; only the processes are shared. One process per kind held three copies of the
+    model per worker (six heavy children of 340-800 MB on a 2-core machine): sizing them by cores
+    and memory (``heavy_processes``) is what keeps ``qkv serve`` small."""
+
+    def __init__(self, processes: int, state_class: type, config: dict, nice: int):
+        self.processes = max(1, int(processes))
+        self._args = (state_class, config, nice)
+        self._lock = threading.Lock()
+        self.executor = None  # made by start(), or by the first job
+
+    def _new(self) -> ProcessPoolExecutor:
+        """Forked while this process has one thread (``qkv serve``'s worker before it serves): the
+        children then share the model already loaded here (the tokenizer alone is ~280 MB) page by
+        page, copy-on-write, instead of loading a copy each. Otherwise (a replacement started while
+        serving, tests in threads) spawned: forking a process with threads can inherit a lock held
+        by another thread."""
+        import multiprocessing as mp
+
+        state_class, config, nice = self._args
+        method = "fork" if _single_threaded() else "spawn"
+        return ProcessPoolExecutor(self.processes, mp_context=mp.get_context(method), initializer=_child_init,
+                                   initargs=(state_class, config, nice, os.getpid()))
+
+    def submit(self, *args):
+        with self._lock:
+            if self.executor is None:
+                self.executor = self._new()
+            executor = self.executor
+        return executor, executor.submit(*args)
+
+    def replace(self, broken) -> bool:
+        """A child died and ``broken`` (the executor it was in) fails every job it holds, and would
+        refuse every later one: swap in a new one (once, whichever job notices first). Returns
+        whether this call replaced it."""
+        with self._lock:
+            if self.executor is not broken:
+                return False
+            self.executor = self._new()
+        broken.shutdown(wait=False, cancel_futures=True)
+        self.start()
+        return True
+
+    def start(self) -> None:
+        """Start the child processes now (their models load before the first request needs them)."""
+        for _ in range(self.processes):
+            self.submit(_child_ready)
+
+    def shutdown(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one thread only (Linux counts native ones too: BLAS, Rust pools)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+# What one heavy child holds, measured (bench/_web_memory.py, multilingual-e5-small): about 340 MB
+# loaded and idle, up to 800 MB while it summarises 80 reviews.
+CHILD_MB = 600
+
+
+def available_mb() -> float | None:
+    """MemAvailable of /proc/meminfo in MB (Linux), else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def heavy_processes(workers: int = 1, cores: int | None = None, memory_mb: float | None = None) -> int:
+    """Heavy-kind child processes per server process: the heavy kinds are CPU-bound, so more
+    processes than the cores left to each worker only add copies of the model; at most one per
+    heavy kind; and all of them together take at most half of ``memory_mb`` (default: the
+    memory available now). At least one."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+    kinds = sum(1 for s in DEFAULT_POOLS.values() if s.process)
+    n = min(kinds, max(1, cores // max(1, workers)))
+    memory_mb = available_mb() if memory_mb is None else memory_mb
+    if memory_mb is not None:
+        n = min(n, int(memory_mb / 2 / CHILD_MB / max(1, workers)))
+    return max(1, n)
+
+
 class Pool:
-    def __init__(self, kind: str, spec: PoolSpec, gate: _BlasGate, state=None, child: dict | None = None):
+    def __init__(self, kind: str, spec: PoolSpec, gate: _BlasGate, state=None, children: Children | None = None):
         self.kind = kind
         self.spec = spec
         self._gate = gate
@@ -161,12 +260,10 @@ class Pool:
         self.on_change: Callable[[str, int, int], None] | None = None  # (kind, waiting, running): metrics
         self.on_restart: Callable[[str], None] | None = None  # (kind): a dead child replaced (metrics)
         self.restarts = 0
-        self._child = child
-        self.in_process = bool(spec.process and child is not None and state is not None)
-        if self.in_process:
-            self._executor = self._new_child()
-        else:
-            self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
+        self._children = children
+        self.in_process = bool(spec.process and children is not None and state is not None)
+        if not self.in_process:
+            self._threads = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"qkv-{kind}", initializer=self._init)
         self._lock = threading.Lock()
         self.pending = 0  # submitted and not finished (running + waiting)
         self.running = 0
@@ -176,24 +273,13 @@ class Pool:
         self._since: dict[object, float] = {}  # unfinished job → when it was submitted
         self._last_done: float | None = None
 
-    def _new_child(self) -> ProcessPoolExecutor:
-        import multiprocessing as mp
-
-        return ProcessPoolExecutor(self.spec.threads, mp_context=mp.get_context("spawn"), initializer=_child_init,
-                                   initargs=(type(self._state), self._child, self.spec.nice, os.getpid()))
-
     def _replace(self, broken) -> None:
-        """A child died and ``broken`` (the executor it was in) fails every job it holds, and would
-        refuse every later one: swap in a new one (once, whichever of its jobs notices first)."""
-        with self._lock:
-            if self._executor is not broken:
-                return
-            self._executor = self._new_child()
-            self.restarts += 1
-        broken.shutdown(wait=False, cancel_futures=True)
-        if self.on_restart is not None:
-            self.on_restart(self.kind)
-        self.start()  # the new child loads its model now, not on the next request
+        """A child died: the shared children are replaced (by whichever kind notices first)."""
+        if self._children.replace(broken):
+            with self._lock:
+                self.restarts += 1
+            if self.on_restart is not None:
+                self.on_restart(self.kind)
 
     def _init(self) -> None:
         if self.spec.nice:
@@ -258,11 +344,6 @@ class Pool:
             self._notify()
         return done
 
-    def start(self) -> None:
-        """Start a child process now (its model loads before the first request needs it)."""
-        if self.in_process:
-            self._executor.submit(_child_ready)
-
     def _done_in_child(self, submitted: float, ahead: int):
         def done(future) -> None:
             dt = (self._clock() - submitted) / (ahead + 1)  # its share of the time it waited
@@ -293,16 +374,14 @@ class Pool:
                     ahead = self.pending - 1
                     self.running = min(self.pending, spec.threads)
                 job = functools.partial(fn, **kwargs) if kwargs else fn
-                executor = self._executor
                 try:
-                    future = executor.submit(_child_job, job, args)
+                    executor, future = self._children.submit(_child_job, job, args)
                 except BrokenProcessPool:  # its child died since the last job: this one goes to a new child
-                    self._replace(executor)
-                    executor = self._executor
-                    future = executor.submit(_child_job, job, args)
+                    self._replace(self._children.executor)
+                    executor, future = self._children.submit(_child_job, job, args)
                 future.add_done_callback(self._done_in_child(self._clock(), ahead))
             else:
-                future = self._executor.submit(self._job, fn, (self._state, *args), kwargs)
+                future = self._threads.submit(self._job, fn, (self._state, *args), kwargs)
         except RuntimeError:  # shut down
             with self._lock:
                 self.pending -= 1
@@ -324,27 +403,36 @@ class Pool:
                           f"deadline (the server is busy); retry in {self.retry_after()} s", self.retry_after()) from None
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if not self.in_process:  # the shared children are shut down by their Pools
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 class Pools:
     """One ``Pool`` per kind, sharing one BLAS gate. ``child``: the settings a child process builds
-    its own state from (``AppState.child_config``); without it every kind runs in threads."""
+    its own state from (``AppState.child_config``); without it every kind runs in threads. The
+    heavy kinds share ``heavy_workers`` child processes (default ``heavy_processes()``)."""
 
     def __init__(self, specs: dict[str, PoolSpec] | None = None, blas: Callable[[], int] = lambda: 1,
-                 state=None, child: dict | None = None):
+                 state=None, child: dict | None = None, heavy_workers: int | None = None):
         merged = dict(DEFAULT_POOLS)
         for kind, spec in (specs or {}).items():
             if kind not in KINDS:
                 raise ValueError(f"unknown kind of work {kind!r}; kinds: {', '.join(KINDS)}")
             merged[kind] = spec if isinstance(spec, PoolSpec) else replace(DEFAULT_POOLS[kind], **spec)
+        if heavy_workers is not None and heavy_workers < 1:
+            raise ValueError(f"heavy_workers must be at least 1 (got {heavy_workers})")
         gate = _BlasGate(blas)
-        self.pools = {kind: Pool(kind, spec, gate, state, child) for kind, spec in merged.items()}
+        self.children = None
+        heavy = [s for s in merged.values() if s.process]
+        if child is not None and state is not None and heavy:
+            self.children = Children(heavy_workers or heavy_processes(), type(state), child,
+                                     max(s.nice for s in heavy))
+        self.pools = {kind: Pool(kind, spec, gate, state, self.children) for kind, spec in merged.items()}
         self._observers: list[Callable[[str, int, int], None]] = []
 
     def start(self) -> None:
-        for p in self.pools.values():
-            p.start()
+        if self.children is not None:
+            self.children.start()
 
     def __getitem__(self, kind: str) -> Pool:
         return self.pools[kind]
@@ -370,3 +458,5 @@ class Pools:
     def shutdown(self) -> None:
         for p in self.pools.values():
             p.shutdown()
+        if self.children is not None:
+            self.children.shutdown()

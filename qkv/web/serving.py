@@ -7,11 +7,11 @@ listening socket, as uvicorn's own ``--workers`` has it, whichever worker wakes 
 whole burst of keep-alive connections: measured here, 50 clients all landed on one of two
 workers.) The kernel places a connection once, at random; ``qkv.web.balance`` moves keep-alive
 connections away from a worker whose searches wait longer than another's. The parent restarts a worker that dies and stops them all on Ctrl+C / SIGTERM.
-Every worker loads the model once and opens the same
-index directory read-only: the vectors and postings are memory-mapped and SQLite is opened
-``immutable``, so the page cache holds one copy of the index for all of them, and each extra
-worker costs about its private memory (the encoder's weights and packed panels, Python, caches;
-``qkv.web.serving.memory()`` reads it and ``bench/web.py`` reports it).
+The parent loads the model (and the Chinese dictionaries) once and forks the workers, so they
+share those pages copy-on-write; every worker opens the same index directory read-only: the
+vectors and postings are memory-mapped and SQLite is opened ``immutable``, so the page cache holds
+one copy of the index for all of them. ``qkv.web.memory.server_memory`` sums the proportional set size over
+the server's processes (``/metrics`` and ``bench/web.py`` report it).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+
+from qkv.web.memory import SERVER_PID
 
 ENV = "QKV_SERVE_CONFIG"
 
@@ -40,6 +42,7 @@ class ServeConfig:
     glossary: str | None = None
     trade_glossary: str = "home-improvement"
     hosts: list[str] | None = None  # Host names answered (loopback binds: qkv.web.guard.hosts_for_bind)
+    heavy_workers: int | None = None  # child processes per worker for the heavy kinds (qkv.web.pools.heavy_processes)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -57,7 +60,8 @@ class ServeConfig:
         return create_app(index_dir=self.index_dir, attributes_model=self.attributes_model, model=self.model,
                           encoder=encoder, cors_origins=self.cors_origins or None, threads=self.threads,
                           api_key=self.api_key, child_processes=True, glossary=self.glossary, balancer=balancer,
-                          trade_glossary=self.trade_glossary, allowed_hosts=self.hosts)
+                          trade_glossary=self.trade_glossary, allowed_hosts=self.hosts,
+                          heavy_workers=self.heavy_workers)
 
 
 def configure_access_log(enabled: bool) -> None:
@@ -101,7 +105,10 @@ def _worker(cfg_json: str, host: str, port: int, metrics_dir: str, slot: int = 0
 
     from qkv.web.balance import Balancer
 
+    for s in (signal.SIGINT, signal.SIGTERM):  # forked: not the parent's handlers (uvicorn sets its own)
+        signal.signal(s, signal.SIG_DFL)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    os.environ[SERVER_PID] = str(os.getppid())  # whose process tree /metrics measures
     cfg = ServeConfig(**json.loads(cfg_json))
     configure_access_log(cfg.access_log)
     sock = _listening_socket(host, port, reuse_port=True)
@@ -121,7 +128,8 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
     probe = _listening_socket(host, port, reuse_port=False)
     probe.close()
     metrics_dir = tempfile.mkdtemp(prefix="qkv-metrics-")
-    ctx = mp.get_context("spawn")  # a fresh interpreter each: no threads or BLAS state inherited
+    preload_shared(cfg)
+    ctx = mp.get_context("fork")  # the workers share what preload_shared loaded
     shared = ctx.RawArray("d", 2 * workers)  # per worker: search wait, heartbeat (qkv.web.balance)
     args = (cfg.to_env(), host, port, metrics_dir)
     procs = [ctx.Process(target=_worker, args=(*args, i, shared), daemon=False) for i in range(workers)]
@@ -165,18 +173,39 @@ def run_workers(cfg: ServeConfig, host: str, port: int, workers: int, on_ready=N
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def memory(pid: int | str = "self") -> dict[str, float]:
-    """Resident memory of a process in MB (Linux): ``rss`` (all resident pages, shared ones
-    included), ``private`` (pages no other process maps: what one more worker costs) and ``pss``
-    (shared pages divided among their users)."""
-    out: dict[str, float] = {}
+def preload_shared(cfg: ServeConfig) -> None:
+    """Load the model and the dictionaries in this process before it forks the workers (or, with
+    one worker, its heavy-work children): the workers are forked from it while it has one thread
+    and has done no BLAS work, and they and their children share its pages copy-on-write instead
+    of loading a copy each (the tokenizer alone is ~280 MB; the weights are mapped from their
+    file). gc.freeze() keeps the collector from writing to every loaded object's header, which
+    would copy the pages holding them into each process."""
+    import gc
+
+    from qkv.model import shared_encoder
+    from qkv.web.state import served_model
+
+    shared_encoder(served_model(cfg.model, cfg.index_dir), threads=cfg.threads)
+    _preload_dictionaries()
+    gc.collect()
+    gc.freeze()
+
+
+def _preload_dictionaries() -> None:
+    """What every worker's first Chinese query loads (CC-CEDICT parsed, ~100 MB of Python objects
+    each), loaded before the workers are forked so that they share it."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
-                    out[key] = int(rest.split()[0]) / 1024
-    except OSError:
-        return {}
-    return {"rss": round(out.get("Rss", 0), 1), "pss": round(out.get("Pss", 0), 1),
-            "private": round(out.get("Private_Clean", 0) + out.get("Private_Dirty", 0), 1)}
+        from qkv.text.zh import fold, segment
+        from qkv.translate import ecdict
+        from qkv.translate.translator import cedict
+
+        cedict()
+        ecdict.load()
+        segment(fold("热身運動"))  # jieba's dictionary (Rust) and the traditional → simplified table
+    except Exception:  # noqa: BLE001 - a worker loads (and reports) what is missing on first use
+        pass
+    try:  # the summaries' Chinese sentiment imports SnowNLP, which loads all its models (~420 MB of
+        # Python objects): once here, shared, rather than once in every heavy-work child
+        import snownlp  # noqa: F401
+    except ImportError:
+        pass

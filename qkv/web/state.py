@@ -32,7 +32,8 @@ class AppState:
     def __init__(self, *, model: str | None = None, encoder=None, index_dir: Path | None = None,
                  attributes_model: Path | None = None, limits: Limits | None = None, threads: int | None = None,
                  pools: dict[str, PoolSpec | dict] | None = None, child_processes: bool = False,
-                 glossary: str | Path | None = None, trade_glossary: str = "home-improvement"):
+                 glossary: str | Path | None = None, trade_glossary: str = "home-improvement",
+                 heavy_workers: int | None = None):
         self.model_name = model
         self.trade_glossary = trade_glossary
         self.glossary = Path(glossary).expanduser().resolve() if glossary else None
@@ -54,7 +55,7 @@ class AppState:
         self.fields_cache: tuple = (None, None)  # (generation, its filterable fields described)
         self._load_lock = threading.Lock()
         self.pools = Pools(pools, blas=self._blas_threads, state=self,
-                           child=self.child_config() if child_processes else None)
+                           child=self.child_config() if child_processes else None, heavy_workers=heavy_workers)
         self._maps_cache: OrderedDict = OrderedDict()
         self._maps_lock = threading.Lock()
         self._maps_cache_size = 8
@@ -72,15 +73,7 @@ class AppState:
         return self._encoder
 
     def _stored_or_default_model(self) -> str:
-        """No model named: the index's own (it was built with it), else the rule's for text not known
-        yet (``qkv.model.default_model``)."""
-        from qkv.model import default_model
-
-        if self.index_dir is not None and (self.index_dir / "manifest.json").is_file():
-            from qkv.search.store import read_manifest
-
-            return read_manifest(self.index_dir).model
-        return default_model()
+        return served_model(None, self.index_dir)
 
     def fingerprint(self) -> str:
         """The encoder's weight hash, read once (it reads the weights file)."""
@@ -250,6 +243,20 @@ class AppState:
             while len(self._maps_cache) > self._maps_cache_size:
                 self._maps_cache.popitem(last=False)
         return out
+
+
+def served_model(model: str | None, index_dir: str | Path | None) -> str:
+    """The model a server with these settings loads: ``model`` if named, else the index's own (it
+    was built with it), else the rule's for text not known yet (``qkv.model.default_model``)."""
+    if model:
+        return model
+    from qkv.model import default_model
+
+    if index_dir is not None and (Path(index_dir) / "manifest.json").is_file():
+        from qkv.search.store import read_manifest
+
+        return read_manifest(Path(index_dir)).model
+    return default_model()
 
 
 def _generation(index) -> str:

@@ -30,7 +30,10 @@ def test_serve_sample_uses_the_cached_sample_builds(captured, sample_index, samp
     import qkv.web.sample as sample
     from qkv.cli import app
 
+    import qkv.cli.serve as serve
+
     seen = {}
+    monkeypatch.setattr(serve, "_run_apart", lambda fn, *args: fn(*args))  # built here, where the fakes are
     monkeypatch.setattr(sample, "ensure_sample_index", lambda path, **kw: seen.setdefault("index", path) and sample_index)
     monkeypatch.setattr(sample, "ensure_sample_attribute_model",
                         lambda path, **kw: seen.setdefault("attrs", path) and sample_attributes)
@@ -53,6 +56,9 @@ def test_serve_sample_without_an_attribute_model_says_so_and_serves_the_rest(cap
     def refuse(path, **kw):
         raise ValueError("array is not broadcastable to correct shape")
 
+    import qkv.cli.serve as serve
+
+    monkeypatch.setattr(serve, "_run_apart", lambda fn, *args: fn(*args))  # built here, where the fakes are
     monkeypatch.setattr(sample, "ensure_sample_index", lambda path, **kw: sample_index)
     monkeypatch.setattr(sample, "ensure_sample_attribute_model", refuse)
     r = CliRunner().invoke(app, ["serve", "--sample", "--cache-dir", "/tmp/qkv-web-test-cache", "-w", "1"])

@@ -113,7 +113,9 @@ def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
     from qkv.web.pools import ChildCrashed
 
     spec = PoolSpec(threads=1, queue=4, deadline=120.0, process=True)
-    pool = Pool("summary", spec, _BlasGate(lambda: 1), state=LightState(), child={})
+    from qkv.web.pools import Children
+
+    pool = Pool("summary", spec, _BlasGate(lambda: 1), state=LightState(), children=Children(1, LightState, {}, 0))
     meter = Metrics()
     pool.on_restart = meter.pool_restarted
     gate = tmp_path / "die-now"
@@ -134,3 +136,50 @@ def test_a_crashed_child_is_replaced_and_only_its_jobs_fail(tmp_path):
         assert 'qkv_pool_restarts_total{kind="summary"} 1.0' in meter.exposition().decode()
     finally:
         pool.shutdown()
+        pool._children.shutdown()
+
+
+def test_heavy_processes_are_sized_by_cores_and_memory():
+    from qkv.web.pools import CHILD_MB, heavy_processes
+
+    plenty = 64 * 1024
+    assert heavy_processes(workers=2, cores=2, memory_mb=plenty) == 1  # one core per worker: one child each
+    assert heavy_processes(workers=1, cores=2, memory_mb=plenty) == 2
+    assert heavy_processes(workers=2, cores=16, memory_mb=plenty) == 3  # at most one per heavy kind
+    assert heavy_processes(workers=1, cores=16, memory_mb=4 * CHILD_MB) == 2  # half of the memory at most
+    assert heavy_processes(workers=4, cores=16, memory_mb=100) == 1  # never none
+
+
+def test_the_heavy_kinds_share_their_child_processes():
+    from qkv.web.pools import Pools
+
+    pools = Pools(state=LightState(), child={}, heavy_workers=2)
+    try:
+        heavy = [pools[k] for k in ("attention", "summary", "attributes")]
+        assert all(p.in_process for p in heavy) and not pools["search"].in_process
+        assert {id(p._children) for p in heavy} == {id(pools.children)} and pools.children.processes == 2
+
+        async def scenario():
+            return [await pools[k].run(_square, x) for k, x in (("attention", 2), ("summary", 3), ("attributes", 4))]
+
+        assert _run(scenario()) == [4, 9, 16]
+        assert 1 <= len(pools.children.executor._processes) <= 2  # at most heavy_workers, not one per kind
+    finally:
+        pools.shutdown()
+    with pytest.raises(ValueError, match="at least 1"):
+        Pools(state=LightState(), child={}, heavy_workers=0)
+
+
+def test_metrics_report_the_servers_memory():
+    import re
+
+    from qkv.web.observe import Metrics
+    from qkv.web.memory import memory
+
+    text = Metrics().exposition().decode()
+    got = {m[0]: float(m[1]) for m in re.findall(r'qkv_memory_pss_bytes\{role="(\w+)"\} (\S+)', text)}
+    own = memory()["pss"] * 1024 * 1024
+    assert set(got) == {"server", "workers", "heavy", "all"}
+    assert got["all"] == pytest.approx(sum(v for k, v in got.items() if k != "all"))
+    assert 0.5 * own < got["server"] and got["all"] >= got["server"]  # this process, measured as the server
+    assert 'qkv_memory_processes{role="all"}' in text

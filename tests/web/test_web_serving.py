@@ -304,7 +304,7 @@ def test_heavy_kinds_in_child_processes_answer_as_in_threads(encoder, sample_ind
         assert s.status_code == 200 and s.json() == client.post("/api/summarize", json=reviews).json()
         bad = c.post("/api/neuron", json={"text": "short", "query": 40})
         assert bad.status_code == 422 and "out of range" in bad.json()["error"]
-        child_pids = {p.pid for p in pools["attention"]._executor._processes.values()}
+        child_pids = {p.pid for p in pools.children.executor._processes.values()}
         assert child_pids and os.getpid() not in child_pids
         if sample_attributes is not None:
             a = {"titles": ["Northpeak Waterproof Hiking Boots - Black, US 9"]}
