@@ -77,6 +77,8 @@ def _p_pos(text: str, model) -> float:
     return 0.0 if diff > 700 else 1.0 / (1.0 + math.exp(diff))
 
 
+# Up to this many texts SnowNLP's own segmentation (slightly better summaries); above it, rjieba.
+# A server sets it to 0 (qkv.web.serving): importing SnowNLP costs ~420 MB in every process.
 FAST_ABOVE = 500
 
 
@@ -87,15 +89,17 @@ def positive_probability(texts: list[str], fast: bool | None = None) -> np.ndarr
     out = np.full(len(texts), 0.5)
     if fast is None:
         fast = len(texts) > FAST_ABOVE
-    if not fast and model is not None:
-        from snownlp import sentiment
-    vader = None
+    sentiment, vader = None, None
     for i, t in enumerate(texts):
         if not t.strip():
             continue
         if is_chinese(t):
-            if model is not None:
-                out[i] = _p_pos(t, model) if fast else float(sentiment.classify(t))
+            if model is not None and fast:
+                out[i] = _p_pos(t, model)
+            elif model is not None:
+                if sentiment is None:  # imported only when Chinese text is read SnowNLP's own way
+                    from snownlp import sentiment
+                out[i] = float(sentiment.classify(t))
         elif t.isascii() or _LATIN.search(t):
             vader = vader or _vader()
             if vader is not None:

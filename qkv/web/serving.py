@@ -204,8 +204,10 @@ def _preload_dictionaries() -> None:
         segment(fold("热身運動"))  # jieba's dictionary (Rust) and the traditional → simplified table
     except Exception:  # noqa: BLE001 - a worker loads (and reports) what is missing on first use
         pass
-    try:  # the summaries' Chinese sentiment imports SnowNLP, which loads all its models (~420 MB of
-        # Python objects): once here, shared, rather than once in every heavy-work child
-        import snownlp  # noqa: F401
-    except ImportError:
-        pass
+    # The summaries' Chinese sentiment reads SnowNLP's model tables with rjieba (0.831 accuracy
+    # against 0.839 for SnowNLP's own way) rather than importing SnowNLP, which loads all its
+    # models (~420 MB of Python objects in every process that does): 943 MB after every tab
+    # instead of 1,221-1,267 (bench/web.py --memory-only, docs/web.md).
+    from qkv.summarize import sentiment
+
+    sentiment.FAST_ABOVE = 0
