@@ -234,6 +234,10 @@ def register(app: typer.Typer) -> None:
                       if ln.strip()]
             if not titles:
                 raise InputError(f"--file {file} has no titles (one per line expected)")
+        if model is None and terms is not None:  # a stored model wins: the term head's own
+            from qkv.explain.terms import TermHead
+
+            model = TermHead.load(terms).model
         enc = load_encoder(model, threads, [text] if titles is None else [t for _, t in titles])
         points = _points_options(enc, catalog, method, terms)
 

@@ -186,7 +186,8 @@ def register(app: typer.Typer) -> None:
 
         if k < 1 or top < 1:
             raise InputError("--k and --top must be at least 1")
-        enc = load_encoder(model, threads)
+        # a stored model wins: the head's own, unless --model names one (TermHead.load checks it)
+        enc = load_encoder(model or TermHead.load(terms).model, threads)
         head = TermHead.load(terms, enc)
         with progress_bars({"encode": "embedding the catalog"}, transient=True) as progress:
             cat = load_catalog(catalog, enc, progress=progress)
