@@ -205,7 +205,11 @@ class AppState:
 
     def child_config(self) -> dict:
         """What a child process builds its own state from (heavy kinds, ``qkv.web.pools``)."""
-        return {"model": self.model_name, "threads": self.threads, "limits": self.limits,
+        # the model this server runs: named, else the encoder it was given, else the index's own
+        # (a child told nothing would take the rule's default and answer with another model)
+        model = self.model_name or (self._encoder.name if self._encoder is not None
+                                    else served_model(None, self.index_dir))
+        return {"model": model, "threads": self.threads, "limits": self.limits,
                 "attributes_model": self.attributes_path}
 
     async def run(self, kind: str, fn: Callable, *args, **kwargs):

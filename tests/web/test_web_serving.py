@@ -282,7 +282,6 @@ def test_one_access_log_line_per_request(client, caplog):
     assert all(x["ms"] > 0 and x["bytes"] > 0 and x["method"] == "POST" and x["pid"] for x in lines)
 
 
-@pytest.mark.slow
 def test_heavy_kinds_in_child_processes_answer_as_in_threads(encoder, sample_index, sample_attributes, client):
     """`qkv serve` runs attention views, summaries and attributes in child processes (own model,
     lower priority): the answers are those of the in-thread app, errors keep their status."""
@@ -313,7 +312,6 @@ def test_heavy_kinds_in_child_processes_answer_as_in_threads(encoder, sample_ind
             assert r["results"] == want["results"]
 
 
-@pytest.mark.slow
 def test_two_workers_share_the_port_and_the_metrics(sample_index, tmp_path):
     """`qkv serve --workers 2`: connections spread over both processes (SO_REUSEPORT), /metrics
     sums them, and SIGTERM stops everything."""
