@@ -53,7 +53,7 @@ void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* fl
 #include <cpuid.h>
 #include <immintrin.h>
 
-#define INT_VNNI 1 /* AVX-512 F, BW and VNNI, with the OS saving the ZMM state */
+#define INT_VNNI 1 /* AVX-512 F, BW and VNNI (and AVX2), with the OS saving the ZMM state */
 #define INT_AVX2 2 /* AVX2 and FMA, with the OS saving the YMM state */
 
 static uint64_t xcr0(void)
@@ -75,7 +75,8 @@ int64_t qkv_q4_int_cpu(void)
     if (__get_cpuid_max(0, NULL) < 7) return 0;
     __cpuid_count(7, 0, a, b, c, d);
     if (ymm && fma && (b & (1u << 5))) bits |= INT_AVX2;
-    if (zmm && (b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11))) bits |= INT_VNNI;
+    if ((bits & INT_AVX2) && zmm && (b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)))
+        bits |= INT_VNNI; /* x is quantised with AVX2 on either unit */
     return bits;
 }
 
@@ -94,31 +95,45 @@ static uint8_t *grow(uint8_t **buf, size_t *have, size_t need)
     return *buf;
 }
 
+#define T_AVX2 __attribute__((target("avx2,fma")))
+
 /* Rows of x [R, K] per block of 32: xq (int8, [R, K]), d_x (float, [R, nb]) and −8·Σ xq (int32,
- * [R, nb]), the sum VPDPBUSD's unsigned nibbles owe back. Plain C: one pass over x, against the
- * product's N passes. */
-static void quantize_rows(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
+ * [R, nb]), the sum VPDPBUSD's unsigned nibbles owe back. AVX2 (every CPU with either unit has it):
+ * one pass over x, but against only N/64 integer dot products per input for N outputs, so it must
+ * be vector code (scalar, it took as long as the product for N = 384). VCVTPS2DQ rounds to nearest
+ * even (the default MXCSR), as numpy.rint in the tests. */
+T_AVX2 static void quantize_rows(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
 {
     const int64_t nb = K / QBLOCK;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), lim = _mm256_set1_epi32(127);
     for (int64_t r = 0; r < R; r++) {
         for (int64_t b = 0; b < nb; b++) {
             const float *v = x + r * K + b * QBLOCK;
-            int8_t *o = xq + r * K + b * QBLOCK;
-            float amax = 0.0f;
-            for (int k = 0; k < QBLOCK; k++) {
-                const float a = v[k] < 0 ? -v[k] : v[k];
-                amax = a > amax ? a : amax;
+            __m256 a[4], m = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                a[i] = _mm256_loadu_ps(v + 8 * i);
+                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, a[i]));
             }
-            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int32_t s = 0;
-            for (int k = 0; k < QBLOCK; k++) {
-                float t = __builtin_roundevenf(v[k] * inv); /* to nearest; |t| ≤ 127 but for rounding */
-                t = t > 127.0f ? 127.0f : (t < -127.0f ? -127.0f : t);
-                o[k] = (int8_t)t;
-                s += (int32_t)t;
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            const float amax = _mm_cvtss_f32(h);
+            const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            __m256i q[4], sum = _mm256_setzero_si256();
+            for (int i = 0; i < 4; i++) { /* |x·inv| ≤ 127 but for rounding: clamp all the same */
+                q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(a[i], inv));
+                q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], lim), _mm256_sub_epi32(_mm256_setzero_si256(), lim));
+                sum = _mm256_add_epi32(sum, q[i]);
             }
+            /* int32 → int8: the packs work within 128-bit lanes; the permute puts the 4-byte groups back in order */
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(xq + r * K + b * QBLOCK), _mm256_permutevar8x32_epi32(p, order));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
             dx[r * nb + b] = amax / 127.0f;
-            corr[r * nb + b] = -8 * s;
+            corr[r * nb + b] = -8 * _mm_cvtsi128_si32(s4);
         }
     }
 }
@@ -213,7 +228,6 @@ T_VNNI static void vnni_rows(const int8_t *xq, const float *dx, const int32_t *c
 }
 
 /* ------------------------------------------------------- AVX2: 8 outputs a ymm, VPMADDUBSW + VPMADDWD */
-#define T_AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_ROWS 2 /* 2 rows × 4 int32 sums + 4 weights + the broadcast and the ones: 16 ymm */
 
 /* As vnni_tile; VPMADDUBSW sums pairs of u8·s8 into int16 (at most 2·15·127: no saturation),
