@@ -50,50 +50,27 @@
 void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* float32/kernels.c */
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 #define INT_VNNI 1 /* AVX-512 F, BW and VNNI (and AVX2), with the OS saving the ZMM state */
 #define INT_AVX2 2 /* AVX2 and FMA, with the OS saving the YMM state */
 
-static uint64_t xcr0(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((uint64_t)hi << 32) | lo;
-}
-
-/* What this CPU and OS offer the integer products (bits above), from CPUID and XGETBV. */
+/* What this CPU and OS offer the integer products (bits above). GCC's __builtin_cpu_supports reads
+ * CPUID and, for AVX and AVX-512, XGETBV (whether the OS saves the YMM / ZMM state). */
 int64_t qkv_q4_int_cpu(void)
 {
-    unsigned a, b, c, d;
+    __builtin_cpu_init();
     int64_t bits = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* no OSXSAVE: no xgetbv */
-    const int fma = (c >> 12) & 1;
-    const uint64_t x = xcr0();
-    const int ymm = (x & 0x6) == 0x6, zmm = (x & 0xe6) == 0xe6;
-    if (__get_cpuid_max(0, NULL) < 7) return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    if (ymm && fma && (b & (1u << 5))) bits |= INT_AVX2;
-    if ((bits & INT_AVX2) && zmm && (b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11)))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) bits |= INT_AVX2;
+    if ((bits & INT_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vnni"))
         bits |= INT_VNNI; /* x is quantised with AVX2 on either unit */
     return bits;
 }
 
-/* Per-thread scratch kept between calls (as q4/amx.c). */
-static __thread uint8_t *q_buf = NULL, *w_buf = NULL;
+static __thread void *q_buf = NULL, *w_buf = NULL; /* per-thread scratch kept between calls */
 static __thread size_t q_have = 0, w_have = 0;
-
-static uint8_t *grow(uint8_t **buf, size_t *have, size_t need)
-{
-    if (need > *have) {
-        free(*buf);
-        *have = (need + 4095) / 4096 * 4096;
-        *buf = aligned_alloc(64, *have);
-        if (!*buf) *have = 0;
-    }
-    return *buf;
-}
+void *qkv_q4_grow(void **buf, size_t *have, size_t need); /* q4/amx.c */
 
 #define T_AVX2 __attribute__((target("avx2,fma")))
 
@@ -296,8 +273,8 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
     if (R <= 0) return 0;
     const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES;
     const size_t xq_bytes = (size_t)(R * K + 63) / 64 * 64, d_bytes = (size_t)(R * nb) * 4;
-    uint8_t *q = grow(&q_buf, &q_have, xq_bytes + 2 * d_bytes);
-    uint8_t *w = grow(&w_buf, &w_have, (size_t)(nb * WBLOCK));
+    uint8_t *q = qkv_q4_grow(&q_buf, &q_have, xq_bytes + 2 * d_bytes);
+    uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)(nb * WBLOCK));
     if (!q || !w) return -1;
     int8_t *xq = (int8_t *)q;
     float *dx = (float *)(q + xq_bytes);
