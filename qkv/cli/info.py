@@ -40,7 +40,9 @@ def register(app: typer.Typer) -> None:
         console.print(f"library: {d['library']}, built for [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another)")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
-        console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]"
-                      + (" (x in three bfloat16 parts: exact products)" if d["4bit_unit"] == "amx" else ""))
+        how = {"amx": " (x in three bfloat16 parts: exact products)",
+               "vnni": " (x in int8 blocks of 32, AVX-512 VNNI dot products: bound in docs/engine.md)",
+               "avx2": " (x in int8 blocks of 32, AVX2 dot products: bound in docs/engine.md)"}
+        console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]{how.get(d['4bit_unit'], '')}")
         for k, v in d["precision"].items():
             console.print(f"  {k}: {v}")

@@ -20,8 +20,13 @@ The bfloat16 unit is chosen here at import, best first:
 there, and ``offered()`` names nothing above it, so a machine with more features runs (and its
 tests check) the lesser paths as a CPU without them would — ``QKV_ISA=avx512bf16`` on an AMX
 Xeon stands in for AMD Zen 4, ``QKV_ISA=float32`` for a CPU with neither. A unit the CPU lacks
-or the kernel refuses falls to the next, never a crash. 4-bit products run on AMX tiles where the bfloat16 unit is AMX, else the float32
-kernel. ``ISA`` is the unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
+or the kernel refuses falls to the next, never a crash.
+
+4-bit products (``Q4``, ``q4_offered()``) run on AMX tiles where the bfloat16 unit is AMX; else on
+integer dot products over x quantised to int8 blocks (``qkv/kernels/q4/int8.c``): "vnni" (AVX-512
+VNNI, e.g. Zen 4) unless ``QKV_ISA`` (or ``select``'s ``want``) is float32, which stands in for a
+CPU with no AVX-512 unit, then "avx2"; else the float32 kernel. ``select(q4=...)`` forces one
+(tests run each; the parity tests the exact ones). ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
 says all of it in one line (``qkv info``). This module imports nothing from qkv.
 """
 
@@ -74,6 +79,9 @@ _SIGNATURES = {
     # q4/amx.c: the same products on AMX tiles, x split into three bfloat16 parts
     "qkv_q4_amx": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p),
     "qkv_q4_amx_vbmi": (_i64,),
+    # q4/int8.c: the same products with x in int8 blocks, integer dot products (AVX-512 VNNI, AVX2)
+    "qkv_q4_int_cpu": (),
+    "qkv_q4_int": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p, _i64),
     # q4/layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
     "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
@@ -84,6 +92,7 @@ _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64, "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64,
             "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
             "qkv_amx_peak": _i64, "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
+            "qkv_q4_int_cpu": _i64, "qkv_q4_int": _i64,
             "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing
 
 
@@ -242,17 +251,58 @@ def choose(want: str | None = None) -> tuple[str, str]:
     raise AssertionError("unreachable: float32 is always offered")
 
 
-ISA, WHY, STATUS = "float32", "", LOADED
+# ------------------------------------------------------------------------------ the 4-bit unit
+Q4_UNITS = ("amx", "vnni", "avx2", "float32")
+Q4_WORDS = {"amx": "amx (x in three exact bfloat16 parts)", "vnni": "vnni (int8 blocks)",
+            "avx2": "avx2 (int8 blocks)", "float32": "float32"}
+_INT_VNNI, _INT_AVX2 = 1, 2  # bits of qkv_q4_int_cpu()
 
 
-def select(want: str | None = None) -> str:
-    """Choose the unit again (``want`` as ``QKV_ISA``), update ``ISA``, ``WHY`` and ``STATUS``;
-    returns the unit. Packed weights do not depend on it."""
-    global ISA, WHY, STATUS
+def q4_offered(cap: str | None = None) -> list[str]:
+    """The 4-bit units this CPU has up to ``cap`` (a bfloat16 unit's name as ``QKV_ISA``; default
+    the ``QKV_ISA`` ceiling), best first; float32 always. A cap of float32 leaves out VNNI: it
+    stands in for a CPU with no AVX-512 unit (an AVX2 laptop)."""
+    env = ceiling()  # the stricter of the two
+    cap = env if cap is None or (env is not None and ISAS.index(env) > ISAS.index(cap)) else cap
+    ints = int(lib.qkv_q4_int_cpu()) if lib is not None else 0
+    out = ["amx"] if "amx" in offered() and (cap in (None, "amx")) else []
+    if ints & _INT_VNNI and cap != "float32":
+        out.append("vnni")
+    if ints & _INT_AVX2:
+        out.append("avx2")
+    return out + ["float32"]
+
+
+def q4_choose(want: str | None = None, cap: str | None = None) -> str:
+    """The 4-bit unit: ``want`` if this process can run it, else the next one down that it can
+    ("amx" falls to the float32 kernel: both are exact), or, with no ``want``, "amx" where the
+    bfloat16 unit is AMX, else the best integer unit ``q4_offered(cap)`` names, else float32."""
+    if want is not None and want not in Q4_UNITS:
+        raise ValueError(f"4-bit products run on one of {', '.join(Q4_UNITS)}, not {want!r}")
+    if lib is None:
+        return "float32"
+    have = q4_offered(cap)
+    if want is None:
+        return "amx" if ISA == "amx" else next(u for u in have if u != "amx")
+    if want == "amx":
+        return "amx" if "amx" in have and request_amx() else "float32"
+    return next(u for u in Q4_UNITS[Q4_UNITS.index(want):] if u in have)
+
+
+ISA, WHY, STATUS, Q4 = "float32", "", LOADED, "float32"
+
+
+def select(want: str | None = None, q4: str | None = None) -> str:
+    """Choose the unit again (``want`` as ``QKV_ISA``), and the 4-bit unit (``q4`` forces one, see
+    ``q4_choose``); update ``ISA``, ``Q4``, ``WHY`` and ``STATUS``; returns the bfloat16 unit.
+    Packed weights do not depend on either."""
+    global ISA, WHY, STATUS, Q4
     ISA, WHY = choose(want)
+    cap = (want or "").strip().lower() or None
+    Q4 = q4_choose(q4, cap if cap in ISAS else None)
     built = f" (built for {TARGET})" if lib is not None else ""
     STATUS = (f"{LOADED}{built}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
-              + f"; 4-bit products: {'amx (x in three exact bfloat16 parts)' if ISA == 'amx' else 'float32'}")
+              + f"; 4-bit products: {Q4_WORDS[Q4]}")
     return ISA
 
 

@@ -70,9 +70,9 @@ def fused_layer(p, cfg, x: np.ndarray, batch, route: str, ws, scale: float) -> n
     out = ws.get("q4_out", (n, H), np.float32)
     if out.ctypes.data == xp:  # x is the last layer's output: alternate between two buffers
         out = ws.get("q4_out2", (n, H), np.float32)
-    amx = int(q4.unit() == "amx")
+    unit = q4.UNIT_CODE[q4.unit()]
     if lib.qkv_q4_layer(xp, n, H, heads, inter, scale, cfg.layer_norm_eps, *ptrs, out.ctypes.data,
-                        work.ctypes.data, amx) != 0:
+                        work.ctypes.data, unit) != 0:
         return None
     return out
 
@@ -107,8 +107,8 @@ def fused_stack(layers, cfg, x: np.ndarray, batch, route: str, ws, scale: float)
     out = ws.get("q4_out", (n, H), np.float32)
     if out.ctypes.data == x.ctypes.data:
         out = ws.get("q4_out2", (n, H), np.float32)
-    amx = int(q4.unit() == "amx")
+    unit = q4.UNIT_CODE[q4.unit()]
     if lib.qkv_q4_stack(x.ctypes.data, n, len(layers), table.ctypes.data, H, heads, inter, scale,
-                        cfg.layer_norm_eps, out.ctypes.data, work.ctypes.data, amx) != 0:
+                        cfg.layer_norm_eps, out.ctypes.data, work.ctypes.data, unit) != 0:
         return None
     return out

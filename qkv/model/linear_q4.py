@@ -6,8 +6,9 @@ float16 scale; a weight is (q − 8)·d), rearranged once at load into column pa
 (``qkv.kernels.q4.pack_q4``; layout in ``qkv/kernels/q4/kernels.c``) and expanded inside the product: the
 activations stay float32, so the result is x times the dequantized matrix up to float32 rounding.
 Where the AMX tiles are in use (``q4.unit()``) the same panels are multiplied on them, x
-split into three bfloat16 parts (exact products; ``qkv/kernels/q4/amx.c``). 0.625 bytes a weight
-in memory (float32: 4).
+split into three bfloat16 parts (exact products; ``qkv/kernels/q4/amx.c``); without tiles, on
+integer dot products over x in int8 blocks (``qkv/kernels/q4/int8.c``, not exact: its bound is
+stated there). 0.625 bytes a weight in memory (float32: 4).
 """
 
 from __future__ import annotations
@@ -51,12 +52,12 @@ class Q4Panels(Linear):
         b = bias if fused else None
         gelu = act == "gelu"
         threads = 1 if workers is None else workers.threads
-        tiles = q4.unit() == "amx"  # whole 32-row tile blocks per thread; the tiles keep their scratch
-        cuts = row_cuts(x.shape[0], threads, step=32 if tiles else 12)
+        unit = q4.unit()  # tiles: whole 32-row tile blocks per thread; tiles and int8 keep their scratch
+        cuts = row_cuts(x.shape[0], threads, step=32 if unit == "amx" else 12)
 
         def run(g: int) -> None:
             lo, hi = cuts[g], cuts[g + 1]
-            work = self._work() if hi - lo >= q4.EXPAND_FROM and not tiles else None
+            work = self._work() if hi - lo >= q4.EXPAND_FROM and unit == "float32" else None
             q4.q4_matmul(x[lo:hi], self.panels, b, out[lo:hi], gelu=gelu, work=work)
 
         if workers is None or len(cuts) == 2:

@@ -6,6 +6,11 @@ The tile kernel's bound (derived in its C file): products exact (x in three bflo
 sum is x), 96 of them summed per block in float32, one FMA per block into the running sum, so
 |ŷ − y| ≤ γ_(96 + K/32 + 1)·(1 + 2^-7)·Σ|x||w| + γ_1·|b| against float64 over the dequantized W.
 Each unit this CPU offers is run (``isa=``); AMX is skipped, saying why, where it is not.
+
+Without tiles (q4/int8.c: "vnni", "avx2"), x is quantised per block of 32 to int8 (d_x =
+max|x_block|/127), integer sums, one scale multiply a block: against float64 over the dequantized W,
+|ŷ − y| ≤ (1/2 + 2^-15)·Σ_b d_x,b·Σ_{k∈b}|w_k| + γ_(K/32+2)·(Σ|x||w| + that sum + |b|); and against
+float64 over the quantised x̂ (a NumPy model of the quantisation) within float32 rounding alone.
 """
 
 import os
@@ -22,8 +27,10 @@ from qkv.model.weights.e5s1 import dequantize, quantize
 
 needs_lib = pytest.mark.skipif(not cpu.available(), reason=f"compiled kernels: {cpu.STATUS}")
 HAS_AMX = cpu.available() and "amx" in cpu.offered() and cpu.request_amx()
-UNITS = [pytest.param("float32"),
+UNITS = [pytest.param("float32"),  # the exact ones: x times the dequantized W to float32 rounding
          pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {cpu.offered()}"))]
+INT_UNITS = [pytest.param(u, marks=pytest.mark.skipif(u not in cpu.q4_offered(), reason=f"this CPU (up to QKV_ISA) "
+                                                      f"offers {cpu.q4_offered()}")) for u in ("vnni", "avx2")]
 
 
 def _weights(rng, n_out, k_in):
@@ -221,7 +228,7 @@ def test_a_lone_query_schedule_gives_the_bits_of_the_general_one(k_in, n_out, vb
 
 
 @needs_lib
-@pytest.mark.parametrize("isa", UNITS)
+@pytest.mark.parametrize("isa", UNITS + INT_UNITS)
 @pytest.mark.parametrize("rows", [9, 20, 70])
 def test_a_4bit_product_writes_only_its_rows(rows, isa):
     rng = np.random.default_rng(3)
@@ -239,17 +246,42 @@ def restore_unit():
     cpu.select(before)
 
 
+def _int_units() -> set[str]:
+    """The integer 4-bit units this CPU has, whatever QKV_ISA says."""
+    bits = int(cpu.lib.qkv_q4_int_cpu())
+    return {u for u, bit in (("vnni", 1), ("avx2", 2)) if bits & bit}
+
+
 @needs_lib
 @pytest.mark.parametrize("want", ["amx", "avx512bf16", "float32"])
 def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit):
-    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it), the float32 kernel
-    everywhere else (AVX-512 BF16 alone, e.g. Zen 4, runs float32); STATUS names it."""
+    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it); without tiles, int8 blocks
+    on VNNI where the CPU has it (AVX-512 BF16 alone, e.g. Zen 4), on AVX2 where QKV_ISA=float32
+    stands in for a CPU without AVX-512; float32 where neither; STATUS and `qkv info` name it."""
     got = cpu.select(want)
-    assert q4.unit() == ("amx" if got == "amx" else "float32")
-    assert f"4-bit products: {q4.unit()}" in cpu.STATUS
+    ints = _int_units()
+    as_avx2 = "float32" in (cpu.ceiling(), want)  # the stricter of QKV_ISA and the unit asked for
+    if got == "amx":
+        expect = "amx"
+    elif "vnni" in ints and not as_avx2:
+        expect = "vnni"
+    else:
+        expect = "avx2" if "avx2" in ints else "float32"
+    assert q4.unit() == expect
+    assert f"4-bit products: {cpu.Q4_WORDS[expect]}" in cpu.STATUS
     from qkv.cli.info import info_dict
 
     assert info_dict()["4bit_unit"] == q4.unit()
+
+
+@needs_lib
+@pytest.mark.parametrize("unit", ["amx", "vnni", "avx2", "float32"])
+def test_a_4bit_unit_can_be_forced_and_falls_to_the_next_one_down(unit, restore_unit):
+    cpu.select(None, q4=unit)
+    have = cpu.q4_offered()
+    want = unit if unit in have else ("float32" if unit == "amx" else
+                                      next(u for u in cpu.Q4_UNITS[cpu.Q4_UNITS.index(unit):] if u in have))
+    assert q4.unit() == want == q4.unit(unit) and cpu.Q4_WORDS[want] in cpu.STATUS
 
 
 @needs_lib
@@ -258,7 +290,7 @@ def test_a_refused_tile_permission_runs_the_float32_kernel(monkeypatch, restore_
     monkeypatch.setattr(cpu, "request_amx", lambda: False)
     monkeypatch.setattr(cpu, "cpu_bits", lambda: 1 | 2 | 4)  # as if the CPU had AMX
     cpu.select("amx")
-    assert q4.unit() == "float32" and q4.unit("amx") == "float32"
+    assert q4.unit() != "amx" and q4.unit("amx") == "float32"
     rng = np.random.default_rng(4)
     blocks = _weights(rng, 32, 64)
     x = rng.standard_normal((5, 64)).astype(np.float32)
@@ -277,4 +309,99 @@ def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa, monkeypatch):
     out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu, q4; print(q4.unit()); "
                           "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     unit, status = out.splitlines()
-    assert unit == ("amx" if isa == "amx" and tiles else "float32") and f"4-bit products: {unit}" in status
+    if isa == "amx" and tiles:
+        assert unit == "amx"
+    else:  # QKV_ISA=float32: as a CPU without AVX-512 (AVX2 where the CPU has it); amx without tiles: the best
+        ints = _int_units() - ({"vnni"} if isa == "float32" else set())
+        assert unit == next((u for u in ("vnni", "avx2") if u in ints), "float32")
+    assert f"4-bit products: {cpu.Q4_WORDS[unit]}" in status
+
+
+# ------------------------------------------------------------------ without tiles: x in int8 blocks
+def _q8(x: np.ndarray):
+    """The kernel's quantisation of x [R, K] per block of 32, in NumPy: (x̂ = d_x·xq as float64, d_x
+    [R, K/32] float64)."""
+    xb = x.reshape(x.shape[0], -1, 32)
+    amax = np.abs(xb).max(-1, keepdims=True)
+    inv = (np.float32(127) / np.where(amax > 0, amax, 1)).astype(np.float32) * (amax > 0)
+    xq = np.clip(np.rint(xb * inv), -127, 127)
+    dx = (amax / np.float32(127)).astype(np.float32).astype(np.float64)
+    return (xq * dx).reshape(x.shape), dx[..., 0]
+
+
+def _int8_inputs(rng, rows, k_in):
+    """x spread over powers of ten, with an outlier block, an all-zero block and a block of one
+    tiny value among zeros (its scale subnormal-free but small) where K allows."""
+    x = (rng.standard_normal((rows, k_in)) * 10.0 ** rng.integers(-3, 4, (rows, k_in))).astype(np.float32)
+    x[0, rng.integers(0, k_in)] = 3e4  # an outlier: its block's other inputs round to few levels
+    if k_in >= 64:
+        x[:, 32:64] = 0  # a zero block: d_x = 0
+    x[-1, :32] = 0
+    x[-1, 5] = -1e-6
+    return x
+
+
+@needs_lib
+@pytest.mark.parametrize("isa", INT_UNITS)
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 6, 7, 11, 12, 13, 47, 100])
+@pytest.mark.parametrize("k_in, n_out", [(32, 32), (64, 64), (96, 96), (128, 32), (384, 1152), (1536, 384)])
+def test_int8_product_within_its_stated_bound_at_every_block_edge(rows, k_in, n_out, isa):
+    """Rows across the 6-row (VNNI) and 2-row (AVX2) tiles, K from one block up (32, 64, 96, …),
+    N from one panel to 36; with and without bias, then GELU. Two checks: the stated bound against
+    float64 over the dequantized W (q4/int8.c), and float32 rounding alone against float64 over the
+    quantised x̂ — which catches any wrong nibble, byte or scale the loose bound could hide."""
+    rng = np.random.default_rng(rows * 31 + k_in + n_out)
+    blocks = _weights(rng, n_out, k_in)
+    x = _int8_inputs(rng, rows, k_in)
+    b = rng.standard_normal(n_out).astype(np.float32)
+    w = dequantize(blocks, np.float64).T  # [K, N]
+    nb = k_in // 32
+    xhat, dx = _q8(x)
+    wblock = np.abs(w).reshape(nb, 32, n_out).sum(1)  # Σ_{k∈b} |w_k| per output
+    quant = (0.5 + 2 ** -15) * (dx @ wblock)
+    xw = np.abs(x.astype(np.float64)) @ np.abs(w)
+    panels = pack_q4(blocks)
+    for bias in (None, b):
+        exact = x.astype(np.float64) @ w + (0 if bias is None else bias)
+        babs = 0 if bias is None else np.abs(bias)
+        bound = quant + _gamma(nb + 2) * (xw + quant + babs)
+        y = q4_matmul(x, panels, bias, np.full((rows, n_out), np.nan, np.float32), isa=isa)
+        err = np.abs(y - exact)
+        assert np.all(err <= bound), f"max error {err.max():.3g}, {(err / bound).max():.3g}× the bound"
+        model = xhat @ w + (0 if bias is None else bias)
+        rounding = _gamma(nb + 2) * (np.abs(xhat) @ np.abs(w) + babs)
+        assert np.all(np.abs(y - model) <= rounding), f"{(np.abs(y - model) / rounding).max():.3g}× float32 rounding"
+    g = q4_matmul(x, panels, b, np.full((rows, n_out), np.nan, np.float32), gelu=True, isa=isa)
+    exact = x.astype(np.float64) @ w + b
+    gelu = exact * 0.5 * (1 + erf(exact / np.sqrt(2)))
+    bound = quant + _gamma(nb + 2) * (xw + quant + np.abs(b))
+    assert np.all(np.abs(g - gelu) <= 1.13 * bound + 2e-7 * np.abs(gelu) + 1e-7)
+
+
+@needs_lib
+def test_vnni_and_avx2_give_the_same_bits():
+    """The same exact integer sums and the same float32 steps in the same order: bit for bit."""
+    if not {"vnni", "avx2"} <= set(cpu.q4_offered()):
+        pytest.skip(f"needs both; this CPU (up to QKV_ISA) offers {cpu.q4_offered()}")
+    rng = np.random.default_rng(9)
+    panels = pack_q4(_weights(rng, 96, 384))
+    x = _int8_inputs(rng, 13, 384)
+    b = rng.standard_normal(96).astype(np.float32)
+    for gelu in (False, True):
+        a = q4_matmul(x, panels, b, np.empty((13, 96), np.float32), gelu, isa="vnni")
+        c = q4_matmul(x, panels, b, np.empty((13, 96), np.float32), gelu, isa="avx2")
+        np.testing.assert_array_equal(a, c)
+
+
+@needs_lib
+@pytest.mark.parametrize("isa", INT_UNITS)
+def test_int8_product_is_its_own_rows(isa):
+    """Each row is quantised on its own (row-wise scales): a row's result does not depend on the
+    rows beside it, nor on where the row tiles fall."""
+    rng = np.random.default_rng(12)
+    panels = pack_q4(_weights(rng, 64, 96))
+    x = _int8_inputs(rng, 14, 96)
+    whole = q4_matmul(x, panels, None, np.empty((14, 64), np.float32), isa=isa)
+    for r in (0, 5, 13):
+        one = q4_matmul(x[r:r + 1].copy(), panels, None, np.empty((1, 64), np.float32), isa=isa)
+        np.testing.assert_array_equal(one[0], whole[r])

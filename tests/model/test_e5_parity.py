@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from qkv.kernels import cpu, q4
 from qkv.model.weights.e5s1 import E5S1
 
 ZH = ["运动鞋 跑步 轻便 透气", "透气跑鞋", "夏季新款女装连衣裙 雪纺 碎花 长裙", "小米 Redmi Note 13 Pro 5G 手机 8GB+256GB",
@@ -51,6 +52,17 @@ BATCHES = [INPUTS[i:i + 8] for i in range(0, len(INPUTS), 8)]
 # Every batch through the float64 reference takes minutes on a busy machine: the default run keeps
 # a Chinese, a mixed/other-scripts, the empty-string and the long-reviews batches; `-m slow` runs them all.
 DEFAULT_BATCHES = {0, 3, len(BATCHES) - 2, len(BATCHES) - 1}
+
+
+@pytest.fixture(autouse=True)
+def exact_4bit_unit():
+    """These tolerances are the exact kernels' (tiles, else float32): without tiles the default is
+    x in int8 blocks, held to its own bound and cosine (tests/model/test_e5_int8.py)."""
+    before = cpu.ISA
+    cpu.select(before, q4="amx" if before == "amx" else "float32")
+    assert q4.unit() in q4.EXACT
+    yield
+    cpu.select(before)
 
 
 @pytest.fixture(scope="module")

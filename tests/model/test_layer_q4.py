@@ -15,8 +15,10 @@ from qkv.model.workers import Workers
 from qkv.model.workspace import Workspace
 
 HAS_AMX = cpu.available() and "amx" in cpu.offered() and cpu.request_amx()
-UNITS = [pytest.param("float32"),
+UNITS = [pytest.param("float32"),  # the exact units
          pytest.param("amx", marks=pytest.mark.skipif(not HAS_AMX, reason=f"this CPU offers {cpu.offered()}"))]
+INT_UNITS = [pytest.param(u, marks=pytest.mark.skipif(u not in cpu.q4_offered(), reason=f"this CPU (up to QKV_ISA) "
+                                                      f"offers {cpu.q4_offered()}")) for u in ("vnni", "avx2")]
 needs_lib = pytest.mark.skipif(not cpu.available(), reason=cpu.STATUS)
 
 
@@ -43,7 +45,7 @@ def _one_text(n):
 @pytest.mark.parametrize("unit", UNITS)
 @pytest.mark.parametrize("n", [1, 2, 14, 16, 17, 32])
 def test_one_call_equals_the_reference_layer(e5, unit, n, unit_restored):
-    cpu.select(unit)
+    cpu.select(None, q4=unit)
     assert q4.unit() == unit
     cfg = e5.config
     rng = np.random.default_rng(n)
@@ -85,12 +87,12 @@ def test_what_it_leaves_to_the_step_by_step_layer(e5):
 
 
 @needs_lib
-@pytest.mark.parametrize("unit", UNITS)
+@pytest.mark.parametrize("unit", UNITS + INT_UNITS)
 @pytest.mark.parametrize("n", [1, 13, 16, 17, 32])
 def test_the_stack_in_one_call_is_its_layers_one_by_one(e5, unit, n, unit_restored):
     """The same compiled layer, called from C for each layer: the very bits of twelve fused_layer
     calls, and the input left as it was."""
-    cpu.select(unit)
+    cpu.select(None, q4=unit)
     cfg, scale = e5.config, float(e5._scale)
     x = np.random.default_rng(n).standard_normal((n, cfg.hidden_size)).astype(np.float32)
     before = x.copy()
@@ -119,7 +121,7 @@ def test_a_lone_text_through_the_encoder_matches_the_float64_forward(e5, e5_file
     E5's prefix; 33 tokens run layer by layer."""
     from qkv.model import encoder as encoder_module
 
-    cpu.select(unit)
+    cpu.select(None, q4=unit)
     calls = []
     real = encoder_module.fused_stack
     monkeypatch.setattr(encoder_module, "fused_stack", lambda *a: calls.append(real(*a)) or calls[-1])

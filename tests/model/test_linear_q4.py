@@ -3,11 +3,18 @@
 import numpy as np
 import pytest
 
-from qkv.kernels import cpu
+from qkv.kernels import cpu, q4
 from qkv.model.linear import PackedWeights
 from qkv.model.linear_q4 import Q4Panels
 from qkv.model.weights.e5s1 import dequantize, quantize
 from qkv.model.workers import Workers
+
+
+@pytest.fixture
+def unit_restored():
+    before = cpu.ISA
+    yield
+    cpu.select(before)
 
 
 def _blocks(rng, n_out, k_in):
@@ -16,7 +23,11 @@ def _blocks(rng, n_out, k_in):
 
 @pytest.mark.parametrize("rows", [1, 14, 60, 300])
 @pytest.mark.parametrize("act", [None, "gelu", "relu"])
-def test_q4_panels_equal_x_times_the_dequantized_matrix(rows, act):
+def test_q4_panels_equal_x_times_the_dequantized_matrix(rows, act, unit_restored):
+    """On the exact 4-bit unit in use (tiles, else the float32 kernel; int8 blocks are held to their
+    own bound in tests/kernels/test_q4.py)."""
+    cpu.select(cpu.ISA, q4="amx" if cpu.ISA == "amx" else "float32")
+    assert q4.unit() in q4.EXACT
     rng = np.random.default_rng(rows)
     blocks = _blocks(rng, 96, 128)
     lin = Q4Panels(blocks)
@@ -37,7 +48,12 @@ def test_q4_panels_equal_x_times_the_dequantized_matrix(rows, act):
 
 
 @pytest.mark.skipif(not cpu.available(), reason=cpu.STATUS)
-def test_two_threads_give_the_same_floats():
+@pytest.mark.parametrize("unit", cpu.q4_offered())
+def test_two_threads_give_the_same_floats(unit, unit_restored):
+    """Rows split between threads: the same floats on every unit (int8 blocks quantise each row
+    on its own)."""
+    cpu.select(cpu.ISA, q4=unit)
+    assert q4.unit() == unit
     rng = np.random.default_rng(9)
     lin = Q4Panels(_blocks(rng, 64, 96))
     x = rng.standard_normal((400, 96)).astype(np.float32)

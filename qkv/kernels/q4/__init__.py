@@ -12,8 +12,12 @@ Where ``qkv.kernels.bfloat16`` chose AMX tiles (CPUID, XCR0, the arch_prctl perm
 forces a unit), the products run on the tiles instead (``qkv/kernels/q4/amx.c``): x split into
 three bfloat16 parts whose sum is x exactly (Henry, Tang & Heinecke, ARITH 2019), each times the
 exact bfloat16 q − 8 of a block, the block's scale applied in float32: exact products, float32
-sums, an error bound of the float32 kernel's order (stated in the C file). ``unit()`` names the
-one in use; ``QKV_ISA=float32`` (or avx512bf16, or no AMX) runs the float32 kernel.
+sums, an error bound of the float32 kernel's order (stated in the C file). Without tiles, x is
+quantised per block of 32 to int8 with one scale (ggml's Q8_0) and the blocks are multiplied by
+integer dot products, int32 sums, one scale multiply a block (``qkv/kernels/q4/int8.c``): "vnni"
+(AVX-512 VNNI, e.g. Zen 4; ``QKV_ISA=avx512bf16`` on an AMX Xeon) or "avx2" (``QKV_ISA=float32``
+stands in for such a CPU). Not exact: the bound (about d_x/2 per input, d_x = max|x_block|/127)
+is stated in that file and docs/engine.md. ``unit()`` names the one in use.
 
 Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
 kernels are off, and held equal to the compiled one by tests/kernels/test_q4.py.
@@ -76,20 +80,20 @@ def unpack_q4(panels: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(1, 2, 0, 3).reshape(nb * BLOCK, np_ * PANEL))
 
 
-UNITS = ("amx", "float32")
+UNITS = cpu.Q4_UNITS  # ("amx", "vnni", "avx2", "float32")
+UNIT_CODE = {"float32": 0, "amx": 1, "vnni": 2, "avx2": 3}  # as q4/layer.c takes it
+EXACT = ("amx", "float32")  # x times the dequantized W to float32 rounding; vnni and avx2 quantise x
 
 
 def unit(isa: str | None = None) -> str:
     """The unit 4-bit products run on: "amx" (tiles, exact bfloat16 splits of x) where the
-    bfloat16 unit in use (``qkv.cpu.ISA``) is AMX, else "float32". ``isa`` forces one:
-    "amx" runs on the tiles where the CPU has them and Linux grants them, else float32."""
-    if cpu.lib is None:
-        return "float32"
+    bfloat16 unit in use (``qkv.cpu.ISA``) is AMX; else "vnni" or "avx2" (x in int8 blocks,
+    integer dot products: ``q4/int8.c``, within the bound stated there) where the CPU has them
+    (``cpu.Q4``, chosen by ``cpu.select``); else "float32". ``isa`` forces one: it runs where this
+    process can, else the next one down (see ``cpu.q4_choose``; "amx" falls to float32)."""
     if isa is None:
-        return "amx" if cpu.ISA == "amx" else "float32"
-    if isa not in UNITS:
-        raise ValueError(f"4-bit products run on one of {', '.join(UNITS)}, not {isa!r}")
-    return "amx" if isa == "amx" and "amx" in cpu.offered() and cpu.request_amx() else "float32"
+        return cpu.Q4 if cpu.lib is not None else "float32"
+    return cpu.q4_choose(isa)
 
 
 def q4_work(k: int, n: int) -> int:
@@ -100,7 +104,7 @@ def q4_work(k: int, n: int) -> int:
 def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
               gelu: bool = False, work: np.ndarray | None = None, isa: str | None = None) -> np.ndarray:
     """out [R, N] = x [R, K] · W + bias, then BERT's exact GELU if ``gelu``; W as Q4 panels.
-    ``isa``: "amx" or "float32" (default ``unit()``; see there). ``work``: float32 scratch of
+    ``isa``: one of ``UNITS`` (default ``unit()``; see there). ``work``: float32 scratch of
     ``q4_work(K, N)`` elements, 64-byte aligned, for the float32 kernel at R ≥ EXPAND_FROM
     (allocated when missing; the tiles keep their own). One thread. The twin expands W and runs
     the steps in NumPy."""
@@ -114,8 +118,12 @@ def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: n
         if gelu and bias is None:
             bias = np.zeros(N, np.float32)
         lib = cpu.lib
-        if unit(isa) == "amx" and lib.qkv_q4_amx(
+        u = unit(isa)
+        if u == "amx" and lib.qkv_q4_amx(
                 x.ctypes.data, R, K, panels.ctypes.data, N, cpu.ptr(bias), int(gelu), out.ctypes.data) == 0:
+            return out
+        if u in ("vnni", "avx2") and lib.qkv_q4_int(x.ctypes.data, R, K, panels.ctypes.data, N, cpu.ptr(bias),
+                                                    int(gelu), out.ctypes.data, 1 if u == "vnni" else 2) == 0:
             return out
         if R >= EXPAND_FROM:
             if (work is None or work.size < K * N or work.dtype != np.float32 or not work.flags.c_contiguous

@@ -321,10 +321,10 @@ T_AMX static void few_rows(const uint16_t *xs, int64_t plane, int64_t K, const u
 }
 
 /* Per-thread scratch kept between calls (a fresh one costs a page fault per 4 kB each call). */
-static __thread uint16_t *xs_buf = NULL, *w_buf = NULL;
+static __thread void *xs_buf = NULL, *w_buf = NULL;
 static __thread size_t xs_have = 0, w_have = 0;
 
-static uint16_t *grow(uint16_t **buf, size_t *have, size_t need)
+void *qkv_q4_grow(void **buf, size_t *have, size_t need) /* also q4/int8.c's */
 {
     if (need > *have) {
         free(*buf);
@@ -348,11 +348,11 @@ T_AMX int64_t qkv_q4_amx(const float *x, int64_t R, int64_t K, const uint8_t *pa
     if (R <= 0) return 0;
     const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES;
     const int64_t chunk = R < ROW_CHUNK ? (R + 15) / 16 * 16 : ROW_CHUNK;
-    uint16_t *xs = grow(&xs_buf, &xs_have, (size_t)(3 * chunk * K) * sizeof(uint16_t));
+    uint16_t *xs = qkv_q4_grow(&xs_buf, &xs_have, (size_t)(3 * chunk * K) * sizeof(uint16_t));
     if (!xs) return -1;
     const int many = R > ONE_PASS;
     uint16_t *w = NULL;
-    if (R > 16 && !(w = grow(&w_buf, &w_have, (size_t)(many ? K * N : K * PANEL) * sizeof(uint16_t)))) return -1;
+    if (R > 16 && !(w = qkv_q4_grow(&w_buf, &w_have, (size_t)(many ? K * N : K * PANEL) * sizeof(uint16_t)))) return -1;
     float c[16 * PANEL] __attribute__((aligned(64)));
     float acc[16 * PANEL] __attribute__((aligned(64)));
     if (vbmi < 0) qkv_q4_amx_vbmi(-1);
