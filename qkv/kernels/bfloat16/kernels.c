@@ -708,6 +708,109 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     return qkv_attention_bf16_io(qkv, NULL, n, ld, heads, scale, ctx, NULL, ldc, work);
 }
 
+/* ------------------------------------------------------------ attention on AVX-512 BF16
+ * The same attention for CPUs with AVX-512 BF16 but no tiles (AMD Zen 4; QKV_ISA=avx512bf16 on an
+ * AMX Xeon): the head's packing (step 1), the softmax of a row (3) and the store (5) are the tile
+ * path's own functions above; the two products are VDPBF16PS dot products on zmm registers instead
+ * of tiles, reading the same packed Kᵀ and V. Each lane adds two exact bfloat16 products into a
+ * float32 sum, so the roundings are the tile path's (q, k, v and the weights rounded to bfloat16,
+ * float32 sums of at most 32 terms for a score and n for an output) and so is the bound
+ * (tests/kernels/test_bfloat16.py holds both units to it). Queries go by groups of ATT_DP_ROWS rows:
+ * their scores [8][kp] (8 kB at kp = 256), weights and outputs stay in L1 between the steps.
+ * The register blocking is qkv_gemm's and dp_tile's: 8 rows × 32 columns in 16 accumulators, a
+ * pair of the row's values broadcast to every lane, the other operand loaded once for the 8 rows. */
+#define ATT_DP_ROWS 8
+
+/* Step 2: s [rows↑8][kp] = the scores of query rows qb [rows↑8][32] against the kp keys of kb
+ * ([16 pairs of d][kp][2]); rows past the text are qb's zero rows (kp ≥ the block's end). */
+T_BF16 static inline __attribute__((always_inline)) void att_scores_dp(const uint16_t *qb, const uint16_t *kb,
+                                                                       int64_t kp, int rows, float *s)
+{
+    for (int r0 = 0; r0 < rows; r0 += ATT_DP_ROWS)
+        for (int64_t j = 0; j < kp; j += 32) {
+            __m512 acc[ATT_DP_ROWS][2];
+            for (int r = 0; r < ATT_DP_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+            for (int c = 0; c < ATT_D / 2; c++) {
+                const __m512bh k0 = (__m512bh)_mm512_load_si512((const void *)(kb + (c * kp + j) * 2));
+                const __m512bh k1 = (__m512bh)_mm512_load_si512((const void *)(kb + (c * kp + j + 16) * 2));
+                for (int r = 0; r < ATT_DP_ROWS; r++) {
+                    int32_t pair;
+                    memcpy(&pair, qb + (r0 + r) * ATT_D + 2 * c, sizeof pair);
+                    const __m512bh qv = (__m512bh)_mm512_set1_epi32(pair);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], qv, k0);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], qv, k1);
+                }
+            }
+            for (int r = 0; r < ATT_DP_ROWS; r++) {
+                _mm512_store_ps(s + (r0 + r) * kp + j, acc[r][0]);
+                _mm512_store_ps(s + (r0 + r) * kp + j + 16, acc[r][1]);
+            }
+        }
+}
+
+/* Step 4: o [rows↑8][32] = P·V for the weights pb [rows↑8][kp] over the first n keys (the weights
+ * and V are zero past n, so pairs of keys past n are skipped); vb [kp/2 pairs of keys][32][2].
+ * Rows of pb past the text hold whatever was there: row r of o reads row r of pb only. */
+T_BF16 static inline __attribute__((always_inline)) void att_pv_dp(const uint16_t *pb, const uint16_t *vb,
+                                                                   int64_t kp, int64_t n, int rows, float *o)
+{
+    for (int r0 = 0; r0 < rows; r0 += ATT_DP_ROWS) {
+        __m512 acc[ATT_DP_ROWS][2];
+        for (int r = 0; r < ATT_DP_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int64_t jp = 0; jp < (n + 1) / 2; jp++) {
+            const __m512bh v0 = (__m512bh)_mm512_load_si512((const void *)(vb + jp * ATT_D * 2));
+            const __m512bh v1 = (__m512bh)_mm512_load_si512((const void *)(vb + jp * ATT_D * 2 + 32));
+            for (int r = 0; r < ATT_DP_ROWS; r++) {
+                int32_t pair;
+                memcpy(&pair, pb + (r0 + r) * kp + 2 * jp, sizeof pair);
+                const __m512bh pv = (__m512bh)_mm512_set1_epi32(pair);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], pv, v0);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], pv, v1);
+            }
+        }
+        for (int r = 0; r < ATT_DP_ROWS; r++) {
+            _mm512_store_ps(o + (r0 + r) * ATT_D, acc[r][0]);
+            _mm512_store_ps(o + (r0 + r) * ATT_D + 16, acc[r][1]);
+        }
+    }
+}
+
+/* qkv_attention_bf16_io's contract (arguments, work buffer, results) on AVX-512 BF16: per head, pack
+ * (step 1), then per group of 8 query rows their scores (2), softmax (3), P·V (4) and output (5). */
+T_BF16 int64_t qkv_attention_bf16_dp_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld,
+                                        int64_t heads, float scale, float *ctx, uint16_t *ctxb, int64_t ldc,
+                                        void *work)
+{
+    if (n <= 0) return 0;
+    if (n > ATT_MAX) return -1;
+    const int64_t H = heads * ATT_D, kp = (n + 31) / 32 * 32;
+    char *w = (char *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    uint16_t *qb = (uint16_t *)w;              /* [kp][32] */
+    uint16_t *kb = qb + kp * ATT_D;            /* [16 pairs of d][kp keys][2] */
+    uint16_t *vb = kb + kp * ATT_D;            /* [kp/2 pairs of keys][32][2] */
+    float *s = (float *)(vb + kp * ATT_D);     /* [8][kp] of the tile path's [2][32][kp] */
+    uint16_t *pb = (uint16_t *)(s + 64 * kp);  /* [8][kp] of [32][kp] */
+    float *o = (float *)(pb + 32 * kp);        /* [8][32] of [32][32] */
+    const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
+    uint64_t t0 = PROF_T();
+    for (int64_t h = 0; h < heads; h++) {
+        att_pack_head(qkv, qkvb, n, ld, H, h, kp, qb, kb, vb);
+        PROF_ADD(PROF_PACK, t0);
+        for (int64_t i0 = 0; i0 < n; i0 += ATT_DP_ROWS) {
+            const int rows = n - i0 < ATT_DP_ROWS ? (int)(n - i0) : ATT_DP_ROWS;
+            att_scores_dp(qb + i0 * ATT_D, kb, kp, rows, s);
+            PROF_ADD(PROF_SCORES, t0);
+            float l[ATT_DP_ROWS];
+            for (int r = 0; r < rows; r++) l[r] = att_softmax_row(s + r * kp, pb + r * kp, n, kp, cl2);
+            PROF_ADD(PROF_SOFTMAX, t0);
+            att_pv_dp(pb, vb, kp, n, rows, o);
+            att_store(o, l, rows, ctx, ctxb, ldc, i0 * ldc + h * ATT_D);
+            PROF_ADD(PROF_PV, t0);
+        }
+    }
+    return 0;
+}
+
 /* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (float32/kernels.c's qkv_add_layernorm, float32, the
  * residual stream), and the result rounded to bfloat16 into xb [rows][width] for the products
  * that read it, 16 rows at a time while they are in L1. */
@@ -731,6 +834,11 @@ int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int64_t n,
 {
     (void)qkv, (void)qkvb, (void)n, (void)ld, (void)heads, (void)scale, (void)ctx, (void)ctxb, (void)ldc, (void)work;
     return -1;
+}
+int64_t qkv_attention_bf16_dp_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t heads,
+                                 float scale, float *ctx, uint16_t *ctxb, int64_t ldc, void *work)
+{
+    return qkv_attention_bf16_io(qkv, qkvb, n, ld, heads, scale, ctx, ctxb, ldc, work);
 }
 void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,
                             const float *beta, int64_t rows, int64_t width, float eps, uint16_t *xb)
