@@ -250,11 +250,22 @@ def test_attention_in_bfloat16_refuses_what_it_cannot_run(unit):
     assert np.all(ctx == 7.0)
 
 
-def test_qkv_info_says_where_bfloat16_attention_runs():
+@pytest.mark.parametrize("unit", ["avx512bf16", "float32"])
+def test_qkv_info_says_where_bfloat16_attention_runs(unit, monkeypatch):
+    import json
+
     assert bf16.attention_unit("float32") == "float32"
-    for unit in ("amx", "avx512bf16"):
-        assert bf16.attention_unit(unit) == (f"{unit}: {bf16.ATTENTION_HOW[unit]}, head size 32"
-                                             if cpu.available() else "float32")
+    for u in ("amx", "avx512bf16"):
+        assert bf16.attention_unit(u) == (f"{u}: {bf16.ATTENTION_HOW[u]}, head size 32" if cpu.available() else "float32")
+    monkeypatch.delenv("QKV_ISA", raising=False)
+    env = dict(os.environ, QKV_ISA=unit)
+    out = subprocess.run([sys.executable, "-c", "import sys; from qkv.cli import main; sys.argv = ['qkv', 'info', "
+                          "'--json']; main()"], capture_output=True, text=True, env=env, check=True).stdout
+    d = json.loads(out)
+    assert d["bfloat16_attention"] == bf16.attention_unit(d["bfloat16_unit"])
+    if unit in cpu.offered():  # forced to a unit this CPU has: that unit's attention, or float32's
+        assert d["bfloat16_unit"] == unit
+        assert d["bfloat16_attention"] == ("float32" if unit == "float32" else f"{unit}: {bf16.ATTENTION_HOW[unit]}, head size 32")
 
 
 # ---------------------------------------------------------------------------------- dispatch
@@ -364,6 +375,7 @@ def test_qkv_info_names_the_unit_and_each_precision():
                           "'--json']; main()"], capture_output=True, text=True, env=env, check=True).stdout
     d = json.loads(out)
     assert d["bfloat16_unit"] == "float32" and "bfloat16 products: float32" in d["kernels"]
+    assert d["bfloat16_attention"] == "float32"
     # forced to float32, no batch work claims bfloat16
     assert d["precision"]["qkv index (titles)"] == "float32" and d["precision"]["search queries"] == "float16"
 
