@@ -11,7 +11,7 @@ from qkv.cli._common import console, print_json
 
 
 def info_dict() -> dict:
-    from qkv.kernels import cpu, q4
+    from qkv.kernels import bfloat16, cpu, q4
     from qkv.attributes.features import PRECISION as ATTRS
     from qkv.model.linear import effective_precision
     from qkv.search.build import BUILD_PRECISION
@@ -20,7 +20,8 @@ def info_dict() -> dict:
 
     return {"kernels": cpu.STATUS, "library": str(cpu.LIB_PATH), "built_for": cpu.TARGET,
             "bfloat16_unit": cpu.ISA, "passed_over": cpu.WHY,
-            "units_offered": cpu.offered(), "4bit_unit": q4.unit(),
+            "units_offered": cpu.offered(), "bfloat16_attention": bfloat16.attention_unit(),
+            "4bit_unit": q4.unit(),
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),
@@ -40,6 +41,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"library: {d['library']}, built for [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another)")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
+        console.print(f"bfloat16 attention (Q·Kᵀ and P·V): [bold]{d['bfloat16_attention']}[/]")
         how = {"amx": " (x in three bfloat16 parts: exact products)",
                "vnni": " (x in int8 blocks of 32, AVX-512 VNNI dot products: bound in docs/engine.md)",
                "avx2": " (x in int8 blocks of 32, AVX2 dot products: bound in docs/engine.md)"}

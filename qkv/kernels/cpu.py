@@ -66,6 +66,7 @@ _SIGNATURES = {
     "qkv_bf16_rows_padded": (_i64,),
     "qkv_bf16_profile": (_i64, _p),
     "qkv_attention_bf16_io": (_p, _p, _i64, _i64, _i64, _f32, _p, _p, _i64, _p),
+    "qkv_attention_bf16_dp_io": (_p, _p, _i64, _i64, _i64, _f32, _p, _p, _i64, _p),
     "qkv_add_layernorm_bf16": (_p, _p, _p, _p, _p, _i64, _i64, _f32, _p),
     "qkv_attention_bf16_work": (_i64,),
     "qkv_amx_peak": (_i64,),
@@ -90,7 +91,8 @@ _SIGNATURES = {
 _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64,
             "qkv_bf16_panel_width": _i64, "qkv_bf16_depth": _i64, "qkv_gemm_bf16": _i64, "qkv_gemm_bf16_io": _i64,
-            "qkv_attention_bf16_io": _i64, "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
+            "qkv_attention_bf16_io": _i64, "qkv_attention_bf16_dp_io": _i64,
+            "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
             "qkv_amx_peak": _i64, "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
             "qkv_q4_int_cpu": _i64, "qkv_q4_int": _i64,
             "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing

@@ -18,6 +18,9 @@ is traced, ``choose`` picks a fast route from the batch's shape and what the mac
                in use, head size 32, L ≥ TILES_FROM   AMX tiles (bfloat16.attention_text_bf16):
                                                       Q, K, V and the weights rounded to bfloat16,
                                                       scores, softmax and sums in float32
+    dots       precision="bfloat16", the avx512bf16   as tiles, both products as VDPBF16PS dot
+               unit in use (no tiles: AMD Zen 4),     products on zmm registers: the same
+               head size 32, L ≥ TILES_FROM           roundings, held to the same bound
 
 Each route is tested equal to the reference layer (tests/model/test_layer.py).
 """
@@ -32,8 +35,10 @@ from qkv.kernels import bfloat16, cpu, float32
 from qkv.attention import TILED_FROM, scaled_dot_product_attention
 from qkv.model.workers import deal
 
-ROUTES = ("reference", "batched", "per_text", "math", "tiles")
-# From this length the bfloat16 tile route beats the float32 ones (measured: docs/engine.md).
+ROUTES = ("reference", "batched", "per_text", "math", "tiles", "dots")
+# The bfloat16 attention route of each bfloat16 unit (bfloat16.attention_text_bf16 runs either).
+BF16_ROUTES = {"amx": "tiles", "avx512bf16": "dots"}
+# From this length the bfloat16 routes beat the float32 ones (measured: docs/engine.md).
 TILES_FROM = 0
 
 
@@ -81,9 +86,9 @@ def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int
         return "reference"
     if batch.lens is None:
         return "math"
-    if (precision == "bfloat16" and cpu.ISA == "amx" and head_dim == bfloat16.ATTENTION_HEAD
+    if (precision == "bfloat16" and cpu.ISA in BF16_ROUTES and head_dim == bfloat16.ATTENTION_HEAD
             and batch.L >= TILES_FROM):
-        return "tiles"
+        return BF16_ROUTES[cpu.ISA]
     return "batched" if batch.L < TILED_FROM else "per_text"
 
 
@@ -93,8 +98,8 @@ def attend(route: str, qkv: np.ndarray, ctx: np.ndarray, batch: Batch, heads: in
     heads' outputs merged. ``ws``: the call's Workspace; ``workers``: the encoder's Workers."""
     if route == "batched":
         return _batched(qkv, ctx, batch, heads, scale, ws)
-    if route in ("per_text", "tiles"):
-        return _per_text(qkv, ctx, batch, heads, scale, ws, workers, tiles=route == "tiles")
+    if route in ("per_text", "tiles", "dots"):
+        return _per_text(qkv, ctx, batch, heads, scale, ws, workers, tiles=route in ("tiles", "dots"))
     if route == "math":
         B, L = batch.B, batch.L
         q, k, v = qkv.reshape(B, L, 3, heads, -1).transpose(2, 0, 3, 1, 4)  # [B, heads, L, d] views
@@ -139,8 +144,8 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
         for i in groups[g]:
             q, c = pairs[i]
             if tiles and bfloat16.attention_text_bf16(q, heads, float(scale), c, tile_work):
-                continue
-            if q.dtype == np.uint16 or c.dtype == np.uint16:  # bfloat16 bits the tiles did not take
+                continue  # on the unit in use (cpu.ISA): tiles or dot products
+            if q.dtype == np.uint16 or c.dtype == np.uint16:  # bfloat16 bits the unit did not take
                 q32 = bfloat16.from_bf16_bits(q) if q.dtype == np.uint16 else q
                 c32 = np.empty(c.shape, np.float32) if c.dtype == np.uint16 else c
                 float32.attention_text(q32, heads, float(scale), c32, work)

@@ -371,7 +371,7 @@ class Encoder:
         ``precision="bfloat16"`` (batch work: indexing, attributes, summaries): the products read
         bfloat16 weights (packed once) and x rounded to bfloat16 on the CPU's matrix unit (AMX
         tiles, else AVX-512 BF16; ``qkv.kernels.cpu.STATUS`` names it), attention's two products too
-        on AMX; LayerNorm, softmax, GELU and every sum stay float32. Vectors within cosine 0.999
+        (head size 32: AMX tiles or VDPBF16PS dot products; ``qkv info`` names it); LayerNorm, softmax, GELU and every sum stay float32. Vectors within cosine 0.999
         of float32 ones (tested; ~0.99997 on the parity inputs). Without such a unit it is float32.
         """
         texts = self.with_role(texts, role)

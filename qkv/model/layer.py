@@ -111,7 +111,7 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     bits = all(getattr(w, "bf16_bits", False) for w in (w_qkv, w_o, w_in, w_out)) and H % 32 == 0
     xb = ws.bits_of(x) if bits else None  # the last layer's output in bfloat16, when it made one
     # 1. project: one fused product gives Q | K | V for every token
-    if bits and route == "tiles":
+    if bits and route in ("tiles", "dots"):  # bfloat16 attention reads and writes bits
         qkv = ws.get("qkv_bf16", (R, 3 * H), np.uint16)
         ctx = ws.get("ctx_bf16", (Rp, H), np.uint16)  # rows past R: read by the last tile, never used
     else:

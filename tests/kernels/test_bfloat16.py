@@ -138,20 +138,20 @@ def test_bfloat16_bits_in_and_out_at_every_block_edge(unit, R, K, N):
 
 
 @needs_lib
-@pytest.mark.skipif("amx" not in UNITS, reason=f"this CPU offers {cpu.offered()}")
-@pytest.mark.parametrize("n", [1, 15, 17, 48, 100, 256])
-def test_attention_on_tiles_reads_and_writes_bfloat16_bits_as_it_rounds(n):
+@pytest.mark.parametrize("unit", unit_param())
+@pytest.mark.parametrize("n", [1, 7, 9, 15, 17, 48, 100, 256])
+def test_attention_reads_and_writes_bfloat16_bits_as_it_rounds(unit, n):
     """Q | K | V handed in as bfloat16 bits give what float32 ones give (the kernel rounds them the
     same way); the output written as bits is the float32 output rounded to nearest even."""
     rng = np.random.default_rng(n)
     qkv = rng.standard_normal((n, 3 * 64)).astype(np.float32)
     ctx = np.empty((n, 64), np.float32)
-    assert bf16.attention_text_bf16(qkv, 2, 0.17, ctx, isa="amx")
+    assert bf16.attention_text_bf16(qkv, 2, 0.17, ctx, isa=unit)
     from_bits = np.empty((n, 64), np.float32)
-    assert bf16.attention_text_bf16(bf16.to_bf16_bits(qkv), 2, 0.17, from_bits, isa="amx")
+    assert bf16.attention_text_bf16(bf16.to_bf16_bits(qkv), 2, 0.17, from_bits, isa=unit)
     np.testing.assert_array_equal(from_bits, ctx)
     out_bits = np.empty((n, 64), np.uint16)
-    assert bf16.attention_text_bf16(qkv, 2, 0.17, out_bits, isa="amx")
+    assert bf16.attention_text_bf16(qkv, 2, 0.17, out_bits, isa=unit)
     np.testing.assert_array_equal(out_bits, bf16.to_bf16_bits(ctx))
 
 
@@ -207,10 +207,11 @@ def _attention64(qkv, heads, scale):
 
 
 @needs_lib
-@pytest.mark.skipif("amx" not in UNITS, reason=f"attention on tiles needs AMX; this CPU offers {cpu.offered()}")
-@pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 31, 32, 33, 64, 100, 256, 511])
-def test_attention_on_tiles_within_the_bfloat16_bound(n):
-    """Bound: q, k rounded move each score by at most Δ = scale·(2u_b + u_b²)·Σ|q||k| (+ float32
+@pytest.mark.parametrize("unit", unit_param())
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 256, 511])
+def test_attention_within_the_bfloat16_bound(unit, n):
+    """Both units (AMX tiles, AVX-512 BF16 dot products) round alike and are held to one bound.
+    Bound: q, k rounded move each score by at most Δ = scale·(2u_b + u_b²)·Σ|q||k| (+ float32
     sums), so each normalised weight by a factor within [(1-u_b)e^-2Δ, (1+u_b)e^2Δ] (its own
     bfloat16 rounding included); the output moves by at most max|v|·((1+u_b)e^2Δ - 1) from the
     weights, u_b·max|v| from v's rounding, and γ_n·max|v| from the float32 sums.
@@ -222,7 +223,7 @@ def test_attention_on_tiles_within_the_bfloat16_bound(n):
     heads, scale = 12, 1 / np.sqrt(32)
     qkv = (rng.standard_normal((n, 3 * 384)) * 1.5).astype(np.float32)
     ctx = np.full((n, 384), np.nan, np.float32)
-    assert bf16.attention_text_bf16(qkv, heads, scale, ctx, isa="amx")
+    assert bf16.attention_text_bf16(qkv, heads, scale, ctx, isa=unit)
     ref, q, k, v = _attention64(qkv, heads, scale)
     delta = scale * ((2 * UB + UB ** 2) + gamma(33)) * (np.abs(q) @ np.abs(k).transpose(0, 2, 1)).max(axis=-1)
     vmax = np.abs(v).max(axis=1, keepdims=True)  # [heads, 1, d]
@@ -236,12 +237,35 @@ def test_attention_on_tiles_within_the_bfloat16_bound(n):
 
 
 @needs_lib
-def test_attention_on_tiles_refuses_what_it_cannot_run():
+@pytest.mark.parametrize("unit", ["amx", "avx512bf16"])
+def test_attention_in_bfloat16_refuses_what_it_cannot_run(unit):
+    """Head size 64, or the float32 unit (no bfloat16 attention): False, ctx untouched, and the
+    caller runs float32. (Refusals come before any instruction runs: tested for units this CPU lacks too.)"""
     qkv = np.zeros((4, 3 * 128), np.float32)  # head size 64
-    ctx = np.zeros((4, 128), np.float32)
-    assert not bf16.attention_text_bf16(qkv, 2, 0.125, ctx, isa="amx")
-    assert not bf16.attention_text_bf16(np.zeros((4, 3 * 384), np.float32), 12, 0.2,
-                                        np.zeros((4, 384), np.float32), isa="avx512bf16")
+    ctx = np.full((4, 128), 7.0, np.float32)
+    assert not bf16.attention_text_bf16(qkv, 2, 0.125, ctx, isa=unit)
+    ctx = np.full((4, 384), 7.0, np.float32)
+    assert not bf16.attention_text_bf16(np.zeros((4, 3 * 384), np.float32), 12, 0.2, ctx, isa="float32")
+    assert not bf16.attention_text_bf16(np.zeros((4, 3 * 384), np.float32), 12, 0.2, ctx[:3], isa=unit)
+    assert np.all(ctx == 7.0)
+
+
+@pytest.mark.parametrize("unit", ["avx512bf16", "float32"])
+def test_qkv_info_says_where_bfloat16_attention_runs(unit, monkeypatch):
+    import json
+
+    assert bf16.attention_unit("float32") == "float32"
+    for u in ("amx", "avx512bf16"):
+        assert bf16.attention_unit(u) == (f"{u}: {bf16.ATTENTION_HOW[u]}, head size 32" if cpu.available() else "float32")
+    monkeypatch.delenv("QKV_ISA", raising=False)
+    env = dict(os.environ, QKV_ISA=unit)
+    out = subprocess.run([sys.executable, "-c", "import sys; from qkv.cli import main; sys.argv = ['qkv', 'info', "
+                          "'--json']; main()"], capture_output=True, text=True, env=env, check=True).stdout
+    d = json.loads(out)
+    assert d["bfloat16_attention"] == bf16.attention_unit(d["bfloat16_unit"])
+    if unit in cpu.offered():  # forced to a unit this CPU has: that unit's attention, or float32's
+        assert d["bfloat16_unit"] == unit
+        assert d["bfloat16_attention"] == ("float32" if unit == "float32" else f"{unit}: {bf16.ATTENTION_HOW[unit]}, head size 32")
 
 
 # ---------------------------------------------------------------------------------- dispatch
@@ -351,6 +375,7 @@ def test_qkv_info_names_the_unit_and_each_precision():
                           "'--json']; main()"], capture_output=True, text=True, env=env, check=True).stdout
     d = json.loads(out)
     assert d["bfloat16_unit"] == "float32" and "bfloat16 products: float32" in d["kernels"]
+    assert d["bfloat16_attention"] == "float32"
     # forced to float32, no batch work claims bfloat16
     assert d["precision"]["qkv index (titles)"] == "float32" and d["precision"]["search queries"] == "float16"
 

@@ -69,15 +69,37 @@ def test_the_dispatcher_gives_bfloat16_only_where_a_unit_runs_it(monkeypatch):
 
 
 @needs_lib
-def test_the_tile_route_is_chosen_for_bfloat16_on_amx_only(monkeypatch):
+@pytest.mark.parametrize("isa,route", [("amx", "tiles"), ("avx512bf16", "dots")])
+def test_bfloat16_attention_runs_on_the_unit_in_use(isa, route, monkeypatch):
+    """precision="bfloat16": attention's products on the bfloat16 unit (tiles, or dot products where
+    there are no tiles); float32 stays float32, and the float32 unit has no bfloat16 attention."""
     batch = attend.Batch(2, 80, np.ones((2, 80), bool), np.array([80, 80]))
-    monkeypatch.setattr(cpu, "ISA", "amx")
-    assert attend.choose(batch, False, "bfloat16", 32) == "tiles"
+    monkeypatch.setattr(cpu, "ISA", isa)
+    assert attend.choose(batch, False, "bfloat16", 32) == route
     assert attend.choose(batch, False, "float32", 32) == "per_text"
-    assert attend.choose(batch, False, "bfloat16", 64) == "per_text"  # the tiles take head size 32
+    assert attend.choose(batch, False, "bfloat16", 64) == "per_text"  # the kernels take head size 32
     assert attend.choose(batch, True, "bfloat16", 32) == "reference"  # traced: float32, every step
-    monkeypatch.setattr(cpu, "ISA", "avx512bf16")
+    monkeypatch.setattr(cpu, "ISA", "float32")
     assert attend.choose(batch, False, "bfloat16", 32) == "per_text"
+
+
+@needs_lib
+def test_the_encoder_runs_bfloat16_attention_on_the_unit_in_use(encoder, unit, monkeypatch):
+    """A padded batch of mixed lengths in bfloat16 calls the unit's attention kernel for every text
+    of every layer (no silent float32 fallback), and none on the float32 unit."""
+    calls = []
+    real = bf16.attention_text_bf16
+    monkeypatch.setattr(bf16, "attention_text_bf16",
+                        lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    texts = _TEXTS[:6]
+    b = encoder._pad(encoder.tokenize(texts))
+    for pack in (True, False):
+        encoder.forward(b.ids, b.mask, precision="bfloat16", pack=pack, threads=1)
+    n_layers = encoder.config.num_layers
+    if unit == "float32":
+        assert calls == []
+    else:
+        assert len(calls) == 2 * n_layers * len(texts) and all(calls)
 
 
 @needs_lib

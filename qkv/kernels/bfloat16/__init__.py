@@ -1,4 +1,4 @@
-"""Products in bfloat16 on the CPU's matrix units.
+"""Products and attention in bfloat16 on the CPU's matrix units.
 
 ``precision="bfloat16"`` packs each weight matrix once as bfloat16 panels (``pack_bf16``) and
 multiplies them (``gemm_bf16``, ``kernels.c`` beside this file) on the unit ``qkv.kernels.cpu``
@@ -109,22 +109,40 @@ def gemm_bf16(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: n
 
 
 # --------------------------------------------------------------------------------- attention
-ATTENTION_HEAD = 32  # the head size the tile kernel takes (all-MiniLM-L6-v2, bge-small, e5-small)
+ATTENTION_HEAD = 32  # the head size the attention kernels take (all-MiniLM-L6-v2, bge-small, e5-small)
+
+
+# The attention kernel of each unit (kernels.c): the same steps and roundings, products on tiles
+# or as VDPBF16PS dot products; the float32 unit has none (callers run the float32 attention).
+_ATTENTION_KERNEL = {"amx": "qkv_attention_bf16_io", "avx512bf16": "qkv_attention_bf16_dp_io"}
+ATTENTION_HOW = {"amx": "AMX tiles", "avx512bf16": "AVX-512 BF16 dot products (VDPBF16PS)"}
+
+
+def attention_unit(isa: str | None = None) -> str:
+    """Where ``precision="bfloat16"`` attention runs its two products with unit ``isa`` (default
+    ``cpu.ISA``), in words: the unit's kernel (head size 32), or float32 (``qkv info`` says it)."""
+    isa = cpu.ISA if isa is None else isa
+    if isa in _ATTENTION_KERNEL and cpu.lib is not None:
+        return f"{isa}: {ATTENTION_HOW[isa]}, head size {ATTENTION_HEAD}"
+    return "float32"
 
 
 def attention_text_bf16(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
                         work: np.ndarray | None = None, isa: str | None = None) -> bool:
     """Steps 2-5 of one text's attention (as ``qkv.kernels.float32.attention_text``) with both products
-    on AMX tiles: Q, K, V and the softmax weights rounded to bfloat16, the scores, softmax and
-    sums in float32. qkv [n, 3·H] (Q | K | V), ctx [n, H], rows may be further apart, columns
-    adjacent; head size 32. Each may be float32 or bfloat16 bits (uint16: Q | K | V as the
-    product before wrote them; the output rounded to bfloat16 for the product after). Returns
-    False (doing nothing) unless the unit is AMX and the arrays fit; callers then run the float32
-    kernel. ``work``: optional uint8 scratch of at least ``attention_work_bf16(n)`` bytes."""
+    in bfloat16 on the unit ``isa`` (default ``cpu.ISA``): AMX tiles, or AVX-512 BF16 dot products
+    (VDPBF16PS), the same roundings either way: Q, K, V and the softmax weights rounded to
+    bfloat16, the scores, softmax and sums in float32 (one stated bound, kernels.c and
+    tests/kernels/test_bfloat16.py). qkv [n, 3·H] (Q | K | V), ctx [n, H], rows may be further
+    apart, columns adjacent; head size 32. Each may be float32 or bfloat16 bits (uint16: Q | K | V
+    as the product before wrote them; the output rounded to bfloat16 for the product after).
+    Returns False (doing nothing) when the unit has no such kernel (float32) or the arrays do not
+    fit; callers then run the float32 kernel. ``work``: optional uint8 scratch of at least
+    ``attention_work_bf16(n)`` bytes."""
     isa = cpu.ISA if isa is None else isa
     n, width = qkv.shape
     H = width // 3
-    if (isa != "amx" or cpu.lib is None or H != heads * ATTENTION_HEAD or width != 3 * H
+    if (isa not in _ATTENTION_KERNEL or cpu.lib is None or H != heads * ATTENTION_HEAD or width != 3 * H
             or ctx.shape != (n, H) or qkv.dtype not in (np.float32, np.uint16) or ctx.dtype not in (np.float32, np.uint16)
             or qkv.strides[1] != qkv.itemsize or ctx.strides[1] != ctx.itemsize
             or qkv.strides[0] % qkv.itemsize or ctx.strides[0] % ctx.itemsize):
@@ -136,10 +154,10 @@ def attention_text_bf16(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarr
         work = np.empty(need, np.uint8)
     bits_in, bits_out = qkv.dtype == np.uint16, ctx.dtype == np.uint16
     q, c = cpu.ptr(qkv), cpu.ptr(ctx)
-    return cpu.lib.qkv_attention_bf16_io(None if bits_in else q, q if bits_in else None, n,
-                                              qkv.strides[0] // qkv.itemsize, heads, scale,
-                                              None if bits_out else c, c if bits_out else None,
-                                              ctx.strides[0] // ctx.itemsize, cpu.ptr(work)) == 0
+    kernel = getattr(cpu.lib, _ATTENTION_KERNEL[isa])
+    return kernel(None if bits_in else q, q if bits_in else None, n, qkv.strides[0] // qkv.itemsize, heads, scale,
+                  None if bits_out else c, c if bits_out else None, ctx.strides[0] // ctx.itemsize,
+                  cpu.ptr(work)) == 0
 
 
 def add_layer_norm_bf16(x: np.ndarray, res: np.ndarray | None, bias: np.ndarray | None, g: np.ndarray,

@@ -329,27 +329,35 @@ T_AMX static void gemm_amx(const uint16_t *xb, int64_t R, int64_t lda, int64_t K
 #define DP_ROWS 12
 #define DP_NC 384
 
-T_BF16 static inline __attribute__((always_inline)) void dp_tile(const uint16_t *xb, int64_t lda, int64_t Kp,
-                                                                  const uint16_t *panel, float *c)
+/* out [rows][ldo] (two vectors a row) = Σ_t pair t of row r of a (rows lda apart, pairs adjacent),
+ * broadcast to every lane, times b's two vectors of step t (b + t·ldb and 32 further), rows ≤
+ * DP_ROWS a constant where it is inlined: 2·rows accumulators, b loaded once for all rows; with
+ * prefetch, b 8 steps ahead. The products' tile (12 rows of x × a panel of W, steps over pairs of
+ * K) and both of attention's (8 rows; pairs of dimensions for the scores, pairs of keys for P·V). */
+T_BF16 static inline __attribute__((always_inline)) void dp_rows(const uint16_t *a, int64_t lda, const uint16_t *b,
+                                                                 int64_t ldb, int64_t steps, float *out, int64_t ldo,
+                                                                 const int rows, const int prefetch)
 {
     __m512 acc[DP_ROWS][2];
-    for (int r = 0; r < DP_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < Kp / 2; i++) {
-        _mm_prefetch((const char *)(panel + (i + 8) * 2 * BP), _MM_HINT_T0);
-        _mm_prefetch((const char *)(panel + (i + 8) * 2 * BP + 32), _MM_HINT_T0);
-        const __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void *)(panel + i * 2 * BP));
-        const __m512bh w1 = (__m512bh)_mm512_loadu_si512((const void *)(panel + i * 2 * BP + 32));
-        for (int r = 0; r < DP_ROWS; r++) {
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < steps; t++) {
+        if (prefetch) {
+            _mm_prefetch((const char *)(b + (t + 8) * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (t + 8) * ldb + 32), _MM_HINT_T0);
+        }
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(b + t * ldb));
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + t * ldb + 32));
+        for (int r = 0; r < rows; r++) {
             int32_t pair;
-            memcpy(&pair, xb + r * lda + 2 * i, sizeof pair);
-            const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
-            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xv, w0);
-            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xv, w1);
+            memcpy(&pair, a + r * lda + 2 * t, sizeof pair);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
-    for (int r = 0; r < DP_ROWS; r++) {
-        _mm512_store_ps(c + r * BP, acc[r][0]);
-        _mm512_store_ps(c + r * BP + 16, acc[r][1]);
+    for (int r = 0; r < rows; r++) {
+        _mm512_store_ps(out + r * ldo, acc[r][0]);
+        _mm512_store_ps(out + r * ldo + 16, acc[r][1]);
     }
 }
 
@@ -362,7 +370,7 @@ T_BF16 static void gemm_dp(const uint16_t *xb, int64_t R, int64_t lda, int64_t K
         for (int64_t r0 = 0; r0 < R; r0 += DP_ROWS) /* rows past R are readable: whole tiles */
             for (int64_t p = n0 / BP; p < p1; p++) {
                 const int rows = R - r0 < DP_ROWS ? (int)(R - r0) : DP_ROWS;
-                dp_tile(xb + r0 * lda, lda, Kp, panels + p * Kp * BP, c);
+                dp_rows(xb + r0 * lda, lda, panels + p * Kp * BP, 2 * BP, Kp / 2, c, BP, DP_ROWS, 1);
                 add_bias(c, rows, bias ? bias + p * BP : NULL);
                 finish(c, rows, yb ? NULL : y + r0 * N + p * BP, yb ? yb + r0 * N + p * BP : NULL, N, gelu);
             }
@@ -643,6 +651,28 @@ T_BF16 static inline __attribute__((always_inline)) void att_store(const float *
     }
 }
 
+/* One text's attention scratch (qkv_attention_bf16_work(n) bytes, 64-byte aligned here), either unit. */
+struct att_work {
+    uint16_t *qb; /* [kp][32] */
+    uint16_t *kb; /* [16 pairs of d][kp keys][2] */
+    uint16_t *vb; /* [kp/2 pairs of keys][32][2] */
+    float *s;     /* [2][32][kp]: on tiles, this block's scores and the next's */
+    uint16_t *pb; /* [32][kp] */
+    float *o;     /* [32][32] */
+};
+
+static inline struct att_work att_work_split(void *work, int64_t kp)
+{
+    struct att_work a;
+    a.qb = (uint16_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    a.kb = a.qb + kp * ATT_D;
+    a.vb = a.kb + kp * ATT_D;
+    a.s = (float *)(a.vb + kp * ATT_D);
+    a.pb = (uint16_t *)(a.s + 64 * kp);
+    a.o = (float *)(a.pb + 32 * kp);
+    return a;
+}
+
 /* ctx[i, h·32:(h+1)·32] = softmax(scale·q_i·Kᵀ)·V for each head h of one text: qkv [n][ld] holds
  * Q | K | V (heads side by side in each, H = heads·32), ctx [n][ldc]; or Q | K | V given in
  * bfloat16 (qkvb, row stride ld) when qkvb is not NULL, and the output written in bfloat16 (ctxb,
@@ -658,13 +688,9 @@ T_AMX int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int6
     if (n <= 0) return 0;
     if (n > ATT_MAX) return -1;
     const int64_t H = heads * ATT_D, kp = (n + 31) / 32 * 32;
-    char *w = (char *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
-    uint16_t *qb = (uint16_t *)w;              /* [kp][32] */
-    uint16_t *kb = qb + kp * ATT_D;            /* [16 pairs of d][kp keys][2] */
-    uint16_t *vb = kb + kp * ATT_D;            /* [kp/2 pairs of keys][32][2] */
-    float *s = (float *)(vb + kp * ATT_D);     /* [2][32][kp]: this block's scores and the next's */
-    uint16_t *pb = (uint16_t *)(s + 64 * kp);  /* [32][kp] */
-    float *o = (float *)(pb + 32 * kp);        /* [32][32] */
+    const struct att_work aw = att_work_split(work, kp);
+    uint16_t *qb = aw.qb, *kb = aw.kb, *vb = aw.vb, *pb = aw.pb;
+    float *s = aw.s, *o = aw.o;
     config_tiles();
     const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
     const int64_t ntiles = kp / 16; /* tiles of 16 keys per row block: even (kp is a multiple of 32) */
@@ -708,6 +734,72 @@ T_AMX int64_t qkv_attention_bf16(const float *qkv, int64_t n, int64_t ld, int64_
     return qkv_attention_bf16_io(qkv, NULL, n, ld, heads, scale, ctx, NULL, ldc, work);
 }
 
+/* ------------------------------------------------------------ attention on AVX-512 BF16
+ * The same attention for CPUs with AVX-512 BF16 but no tiles (AMD Zen 4; QKV_ISA=avx512bf16 on an
+ * AMX Xeon): the head's packing (step 1), the softmax of a row (3) and the store (5) are the tile
+ * path's own functions above; the two products are VDPBF16PS dot products on zmm registers instead
+ * of tiles, reading the same packed Kᵀ and V. Each lane adds two exact bfloat16 products into a
+ * float32 sum, so the roundings are the tile path's (q, k, v and the weights rounded to bfloat16,
+ * float32 sums of at most 32 terms for a score and n for an output) and so is the bound
+ * (tests/kernels/test_bfloat16.py holds both units to it). Queries go by groups of ATT_DP_ROWS rows:
+ * their scores [8][kp] (8 kB at kp = 256), weights and outputs stay in L1 between the steps.
+ * The register blocking is the products' (dp_rows): 8 rows × 32 columns in 16 accumulators, a
+ * pair of the row's values broadcast to every lane, the other operand loaded once for the 8 rows. */
+#define ATT_DP_ROWS 8
+
+/* Step 2: s [rows↑8][kp] = the scores of query rows qb [rows↑8][32] against the kp keys of kb
+ * ([16 pairs of d][kp][2]: keys j … j + 31 of pair c at kb + (c·kp + j)·2); rows past the text
+ * are qb's zero rows (kp ≥ the block's end). */
+T_BF16 static inline __attribute__((always_inline)) void att_scores_dp(const uint16_t *qb, const uint16_t *kb,
+                                                                       int64_t kp, int rows, float *s)
+{
+    for (int r0 = 0; r0 < rows; r0 += ATT_DP_ROWS)
+        for (int64_t j = 0; j < kp; j += 32)
+            dp_rows(qb + r0 * ATT_D, ATT_D, kb + j * 2, kp * 2, ATT_D / 2, s + r0 * kp + j, kp, ATT_DP_ROWS, 0);
+}
+
+/* Step 4: o [rows↑8][32] = P·V for the weights pb [rows↑8][kp] over the first n keys (the weights
+ * and V are zero past n, so pairs of keys past n are skipped); vb [kp/2 pairs of keys][32][2].
+ * Rows of pb past the text hold whatever was there: row r of o reads row r of pb only. */
+T_BF16 static inline __attribute__((always_inline)) void att_pv_dp(const uint16_t *pb, const uint16_t *vb,
+                                                                   int64_t kp, int64_t n, int rows, float *o)
+{
+    for (int r0 = 0; r0 < rows; r0 += ATT_DP_ROWS)
+        dp_rows(pb + r0 * kp, kp, vb, ATT_D * 2, (n + 1) / 2, o + r0 * ATT_D, ATT_D, ATT_DP_ROWS, 0);
+}
+
+/* qkv_attention_bf16_io's contract (arguments, work buffer, results) on AVX-512 BF16: per head, pack
+ * (step 1), then per group of 8 query rows their scores (2), softmax (3), P·V (4) and output (5). */
+T_BF16 int64_t qkv_attention_bf16_dp_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld,
+                                        int64_t heads, float scale, float *ctx, uint16_t *ctxb, int64_t ldc,
+                                        void *work)
+{
+    if (n <= 0) return 0;
+    if (n > ATT_MAX) return -1;
+    const int64_t H = heads * ATT_D, kp = (n + 31) / 32 * 32;
+    const struct att_work aw = att_work_split(work, kp); /* s, pb, o: 8 rows of the tiles' 32 (or 2 × 32) */
+    uint16_t *qb = aw.qb, *kb = aw.kb, *vb = aw.vb, *pb = aw.pb;
+    float *s = aw.s, *o = aw.o;
+    const float cl2 = scale * 1.44269504088896341f; /* log2(e)·scale */
+    uint64_t t0 = PROF_T();
+    for (int64_t h = 0; h < heads; h++) {
+        att_pack_head(qkv, qkvb, n, ld, H, h, kp, qb, kb, vb);
+        PROF_ADD(PROF_PACK, t0);
+        for (int64_t i0 = 0; i0 < n; i0 += ATT_DP_ROWS) {
+            const int rows = n - i0 < ATT_DP_ROWS ? (int)(n - i0) : ATT_DP_ROWS;
+            att_scores_dp(qb + i0 * ATT_D, kb, kp, rows, s);
+            PROF_ADD(PROF_SCORES, t0);
+            float l[ATT_DP_ROWS];
+            for (int r = 0; r < rows; r++) l[r] = att_softmax_row(s + r * kp, pb + r * kp, n, kp, cl2);
+            PROF_ADD(PROF_SOFTMAX, t0);
+            att_pv_dp(pb, vb, kp, n, rows, o);
+            att_store(o, l, rows, ctx, ctxb, ldc, i0 * ldc + h * ATT_D);
+            PROF_ADD(PROF_PV, t0);
+        }
+    }
+    return 0;
+}
+
 /* x[i] = LayerNorm(x[i] + bias + res[i])·g + beta (float32/kernels.c's qkv_add_layernorm, float32, the
  * residual stream), and the result rounded to bfloat16 into xb [rows][width] for the products
  * that read it, 16 rows at a time while they are in L1. */
@@ -731,6 +823,11 @@ int64_t qkv_attention_bf16_io(const float *qkv, const uint16_t *qkvb, int64_t n,
 {
     (void)qkv, (void)qkvb, (void)n, (void)ld, (void)heads, (void)scale, (void)ctx, (void)ctxb, (void)ldc, (void)work;
     return -1;
+}
+int64_t qkv_attention_bf16_dp_io(const float *qkv, const uint16_t *qkvb, int64_t n, int64_t ld, int64_t heads,
+                                 float scale, float *ctx, uint16_t *ctxb, int64_t ldc, void *work)
+{
+    return qkv_attention_bf16_io(qkv, qkvb, n, ld, heads, scale, ctx, ctxb, ldc, work);
 }
 void qkv_add_layernorm_bf16(float *x, const float *res, const float *bias, const float *g,
                             const float *beta, int64_t rows, int64_t width, float eps, uint16_t *xb)
