@@ -254,16 +254,19 @@ def _int_units() -> set[str]:
 
 @needs_lib
 @pytest.mark.parametrize("want", ["amx", "avx512bf16", "float32"])
-def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit):
-    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it); without tiles, int8 blocks
-    on VNNI where the CPU has it (AVX-512 BF16 alone, e.g. Zen 4), on AVX2 where QKV_ISA=float32
-    stands in for a CPU without AVX-512; float32 where neither; STATUS and `qkv info` name it."""
+def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit, monkeypatch):
+    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it); without tiles the exact
+    float32 kernel by default; with QKV_Q4=vnni (opt-in), int8 blocks on VNNI where the CPU has it
+    (AVX-512 BF16 alone, e.g. Zen 4), on AVX2 where QKV_ISA=float32 stands in for a CPU without
+    AVX-512; STATUS and `qkv info` name it."""
+    monkeypatch.delenv("QKV_Q4", raising=False)
+    got = cpu.select(want)
+    assert q4.unit() == ("amx" if got == "amx" else "float32")
+    monkeypatch.setenv("QKV_Q4", "vnni")
     got = cpu.select(want)
     ints = _int_units()
     as_avx2 = "float32" in (cpu.ceiling(), want)  # the stricter of QKV_ISA and the unit asked for
-    if got == "amx":
-        expect = "amx"
-    elif "vnni" in ints and not as_avx2:
+    if "vnni" in ints and not as_avx2:
         expect = "vnni"
     else:
         expect = "avx2" if "avx2" in ints else "float32"
@@ -311,10 +314,14 @@ def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa, monkeypatch):
     unit, status = out.splitlines()
     if isa == "amx" and tiles:
         assert unit == "amx"
-    else:  # QKV_ISA=float32: as a CPU without AVX-512 (AVX2 where the CPU has it); amx without tiles: the best
-        ints = _int_units() - ({"vnni"} if isa == "float32" else set())
-        assert unit == next((u for u in ("vnni", "avx2") if u in ints), "float32")
+    else:  # without tiles: the exact float32 kernel unless QKV_Q4 opts in to int8 blocks
+        assert unit == "float32"
     assert f"4-bit products: {cpu.Q4_WORDS[unit]}" in status
+    if isa == "float32":  # QKV_Q4=vnni as a CPU without AVX-512: AVX2 where the CPU has it
+        env["QKV_Q4"] = "vnni"
+        unit = subprocess.run([sys.executable, "-c", "from qkv.kernels import q4; print(q4.unit())"],
+                              capture_output=True, text=True, env=env, check=True).stdout.strip()
+        assert unit == ("avx2" if "avx2" in _int_units() else "float32")
 
 
 # ------------------------------------------------------------------ without tiles: x in int8 blocks
