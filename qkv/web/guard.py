@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from qkv.web.limits import error_body
+from qkv.web.limits import refuse
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 PAGE_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -86,13 +86,13 @@ class Guard:
 
         host = headers.get("host", "")
         if self.hosts is not None and _host_name(host) not in self.hosts:
-            return await self._refuse(secured, 400, f"this server answers only for {', '.join(sorted(self.hosts))} "
-                                                    f"(the request named host {host[:100]!r}); open it as "
-                                                    "http://localhost:PORT/")
+            return await refuse(secured, 400, f"this server answers only for {', '.join(sorted(self.hosts))} "
+                                              f"(the request named host {host[:100]!r}); open it as "
+                                              "http://localhost:PORT/")
         if scope.get("method", "GET") not in SAFE_METHODS and not self._same_or_allowed(headers, host):
-            return await self._refuse(secured, 403, "cross-origin requests that change or compute something are "
-                                                    "refused: call this API from its own page, from a script "
-                                                    "without an Origin header, or allow the origin with --cors")
+            return await refuse(secured, 403, "cross-origin requests that change or compute something are "
+                                              "refused: call this API from its own page, from a script "
+                                              "without an Origin header, or allow the origin with --cors")
         await self.app(scope, receive, secured)
 
     def _same_or_allowed(self, headers: dict, host: str) -> bool:
@@ -105,9 +105,3 @@ class Guard:
             return False
         return o[1] == host.strip().lower() or o in self.origins
 
-    @staticmethod
-    async def _refuse(send, status: int, message: str):
-        body = error_body(message)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})

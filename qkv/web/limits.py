@@ -33,6 +33,15 @@ def error_body(message: str) -> bytes:
     return json.dumps({"error": message}, ensure_ascii=False).encode()
 
 
+async def refuse(send, status: int, message: str) -> None:
+    """Answer an ASGI request with ``status`` and the JSON error body, before any app code runs
+    (the body-size limit here, the Host and Origin checks in ``qkv.web.guard``)."""
+    body = error_body(message)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BodySizeLimit:
     """Pure ASGI middleware: refuse bodies over ``max_bytes`` with 413, by the Content-Length header
     when there is one and by counting the streamed bytes when there is not (chunked uploads)."""
@@ -50,9 +59,9 @@ class BodySizeLimit:
             try:
                 too_big = int(declared) > self.max_bytes
             except ValueError:
-                return await self._refuse(send, 400, "invalid Content-Length header")
+                return await refuse(send, 400, "invalid Content-Length header")
             if too_big:
-                return await self._refuse(send, 413, self._message())
+                return await refuse(send, 413, self._message())
 
         seen = 0
         started = False
@@ -76,17 +85,11 @@ class BodySizeLimit:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:  # only when no handler inside answered it
             if not started:
-                await self._refuse(send, 413, self._message())
+                await refuse(send, 413, self._message())
 
     def _message(self) -> str:
         return f"request body is larger than this server's limit of {self.max_bytes:,} bytes; send less"
 
-    @staticmethod
-    async def _refuse(send, status: int, message: str):
-        body = error_body(message)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
 
 
 class _TooLarge(HTTPException):
