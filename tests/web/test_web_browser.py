@@ -445,6 +445,14 @@ def test_chinese_column_labels_stand_upright(page):
     assert page.console_errors == []
 
 
+def search_on_page(pg, query: str) -> None:
+    """Open the search view, wait for its first answer, then search ``query`` as a shopper does."""
+    pg.goto(pg.base_url + "/#search")
+    pg.wait_for_selector("#search-results li", timeout=180_000)
+    pg.fill("#search-q", query)
+    pg.press("#search-q", "Enter")
+
+
 # ---------------------------------------------------------------- the sample as `qkv serve --sample` serves it:
 # multilingual-e5-small and the sample's glossary (tests/web/conftest.py: live_server_zh)
 ZH_REVIEWS = ["鞋子很轻，穿着很舒服。尺码偏小，建议买大半码！", "鞋底两个月就开胶了，质量一般。",
@@ -453,10 +461,7 @@ ZH_REVIEWS = ["鞋子很轻，穿着很舒服。尺码偏小，建议买大半�
 
 def test_chinese_query_shows_what_it_was_searched_as(page_zh, screenshot):
     pg = page_zh
-    pg.goto(pg.base_url + "/#search")
-    pg.wait_for_selector("#search-results li", timeout=180_000)
-    pg.fill("#search-q", "透气跑鞋")
-    pg.press("#search-q", "Enter")
+    search_on_page(pg, "透气跑鞋")
     pg.wait_for_function("document.querySelector('#search-as') && !document.querySelector('#search-as').hidden",
                          timeout=180_000)
     assert pg.locator("#search-as").inner_text().startswith("Searched as:")
@@ -490,10 +495,7 @@ def test_a_translated_query_shows_its_words_as_chips(page_zh, screenshot):
     from qkv.search.crosslingual import SOURCE_TRUST
 
     pg = page_zh
-    pg.goto(pg.base_url + "/#search")
-    pg.wait_for_selector("#search-results li", timeout=180_000)
-    pg.fill("#search-q", "透气无线耳机")
-    pg.press("#search-q", "Enter")
+    search_on_page(pg, "透气无线耳机")
     pg.wait_for_selector("#search-words:not([hidden]) li", timeout=180_000)
     assert pg.locator("#search-as q").inner_text() == "breathable wireless headphones"
     chips = pg.locator("#search-words li")
@@ -578,10 +580,7 @@ def test_a_word_with_no_translation_shows_as_an_untranslated_chip(page, screensh
     """Issue 30, item 3: 安踏 has no translation; it is searched as typed and shown as such (the
     "no translation found" / "未找到翻译" chip), beside 跑鞋 → running shoes."""
     pg = page
-    pg.goto(pg.base_url + "/#search")
-    pg.wait_for_selector("#search-results li", timeout=180_000)
-    pg.fill("#search-q", "安踏跑鞋")
-    pg.press("#search-q", "Enter")
+    search_on_page(pg, "安踏跑鞋")
     pg.wait_for_selector("#search-words:not([hidden]) li.untranslated", timeout=180_000)
     assert pg.locator("#search-as q").inner_text() == "安踏 running shoes"
     chip = pg.locator("#search-words li.untranslated")
