@@ -93,6 +93,7 @@ class Summary:
     notes: tuple[str, ...] = ()
     method: str = "qkv"
     points: dict | None = None  # {"praise": [Point], "complaints": [Point]} when asked (points.py)
+    model: str = ""    # the encoder that read the reviews (the language picks it when none is named)
 
     @property
     def saving(self) -> float:
@@ -127,6 +128,7 @@ class Document:
     threads: int | None = None       # BLAS threads for the scoring (the encoder's setting)
     position: np.ndarray | None = None  # [n] index of each unit among its review's units
     member: np.ndarray | None = None    # [n] the candidate (position in cand) each unit is counted with; -1: none
+    model: str = ""                  # the encoder that read them (its name), said with the summary
 
     @property
     def n(self) -> int:
@@ -282,7 +284,7 @@ def prepare(reviews, *, ratings=None, encoder=None, params: Params = Params(), p
     vecs = _centre(vecs, mass, params.center, notes)
     return Document(texts, rates, sents, np.asarray(owner), spans, cand, vecs, mass,
                     scale=rating_scale(rates), notes=notes, threads=getattr(encoder, "threads", None),
-                    position=np.asarray(position), member=np.asarray(member))
+                    position=np.asarray(position), member=np.asarray(member), model=getattr(encoder, "name", ""))
 
 
 # Some encoders are anisotropic: multilingual-e5-small puts any two review sentences at cosine
@@ -440,7 +442,7 @@ def select(doc: Document, budget: int, counter: Counter, params: Params = Params
         found = find_points(doc, pi, pol, uninformative=~keep, review_side=sides)
     return Summary(final, sents, int(budget), counter.name, int(tokens_before), int(after),
                    n_reviews=sum(1 for t in doc.reviews if t.strip()), n_sentences=doc.n, order=order,
-                   cut=cut, notes=tuple(notes), points=found)
+                   cut=cut, notes=tuple(notes), points=found, model=doc.model)
 
 
 # First-person words in English and Chinese: anecdotes ("I got this for my GF") are rarely what

@@ -10,7 +10,8 @@ its k-means cluster), so the count — distinct reviews with a unit in the group
 review and is exact for that grouping; only groups from at least ``min_reviews`` reviews are kept.
 
 The label is a span from the units themselves, never generated: the shortest member unit (its
-punctuation and a leading connective removed), and the example is the leader, quoted whole.
+punctuation and a leading connective removed), and the example is the leader, quoted whole
+(a clause's trailing comma dropped).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def find_points(doc, pi: np.ndarray, pol: np.ndarray, *, similar: float = SIMILA
         if len(label) > LABEL_CHARS and not label.isascii():
             label = label[:LABEL_CHARS] + "…"
         side = "praise" if pol[lead] > 0 else "complaints"
-        out[side].append(Point(label, len(revs), doc.texts[cand[lead]], "praise" if pol[lead] > 0 else "complaint",
+        example = doc.texts[cand[lead]].strip().rstrip("，,；;、：:")  # quoted whole, not left on a comma
+        out[side].append(Point(label, len(revs), example, "praise" if pol[lead] > 0 else "complaint",
                                tuple(sorted(revs))))
     for side in out:
         out[side] = sorted(out[side], key=lambda p: -p.count)[:limit]

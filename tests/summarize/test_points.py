@@ -21,6 +21,8 @@ def test_points_count_reviews_exactly_and_quote_the_units(e5):
     assert heat.reviews == (0, 2, 5) and heat.count == 3 and heat.side == "praise"
     assert heat.label in WATER_HEATER[5] and "加热" in heat.label
     assert any(heat.example in WATER_HEATER[r] for r in heat.reviews)
+    assert not heat.example.endswith(("，", ",")), heat.example  # a clause is quoted closed, not on its comma
+    assert s.model == e5.name and s.to_dict()["model"] == e5.name  # the summary says which model read it
     d = s.to_dict()["points"]
     assert d["praise"][0]["count"] == 3 and d["praise"][0]["reviews"] == [0, 2, 5]
 

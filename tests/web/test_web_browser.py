@@ -4,6 +4,7 @@ save a screenshot to artifacts/web-<view>.png."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -144,7 +145,7 @@ CHROME_TEXT = """() => {
   const view = [...document.querySelectorAll("main > section")].find((v) => !v.hidden);
   const copy = view.cloneNode(true);
   copy.querySelectorAll(".title, .title-cell, #attr-table td:nth-child(2), .rowlab, .collab, #neuron-table td:first-child,"
-    + " code, q, .summary, #sum-table td, textarea, .words, .maptitle + * .cell").forEach((n) => n.remove());
+    + " code, q, .summary, #sum-table td, #sum-model, .points .label, textarea, .words, .maptitle + * .cell").forEach((n) => n.remove());
   document.body.append(copy);
   const text = copy.innerText;
   copy.remove();
@@ -404,6 +405,42 @@ def test_summary_of_an_uploaded_file(page, tmp_path):
     assert ranks == sorted(ranks) or len(ranks) == 1
     assert page.locator("#sum-status").inner_text() == "Summary of the file reviews.txt."  # not the box's
     assert page.console_errors == []
+
+
+WATER_HEATER = Path(__file__).parents[2] / "docs" / "examples" / "water_heater_reviews.csv"
+
+
+def _points_as_drawn(pg, side: str) -> list[tuple[str, str, str]]:
+    items = pg.locator(f"#sum-{side} li")
+    return [(items.nth(i).locator(".label").inner_text(), items.nth(i).locator(".count").inner_text(),
+             items.nth(i).locator("q").inner_text()) for i in range(items.count())]
+
+
+def test_summary_shows_what_several_buyers_say_with_counts(page_zh, screenshot):
+    """Issue 27, item 5: the page shows the points beside the prose, praise and complaints apart,
+    each with its exact count of reviews and a quoted example — the API's points, as drawn."""
+    pg = page_zh
+    pg.goto(pg.base_url + "/#summaries")
+    pg.locator("#sum-budget").fill("120")
+    pg.set_input_files("#sum-file", str(WATER_HEATER))
+    pg.click("#sum-form button[type=submit]")
+    pg.wait_for_selector("#sum-points", timeout=180_000)
+    api = pg.request.post(pg.base_url + "/api/summarize/upload",
+                          multipart={"file": {"name": WATER_HEATER.name, "mimeType": "text/csv",
+                                              "buffer": WATER_HEATER.read_bytes()}, "budget": "120"}).json()
+    assert api["points"]["praise"] or api["points"]["complaints"]
+    for side in ("praise", "complaints"):
+        want = [(p["label"], f"{p['count']} of {api['n_reviews']} reviews", p["example"]) for p in api["points"][side]]
+        assert _points_as_drawn(pg, side) == want
+        if not want:
+            assert pg.locator(f"#sum-{side} .hint").inner_text() == "No point is made by two or more reviews."
+    assert pg.locator("#sum-model").inner_text() == api["model"] == "intfloat/multilingual-e5-small"
+    screenshot(pg, "summaries-points")
+    pg.click("#lang")  # the chrome follows the language; the labels and quotes are the reviews' own
+    assert pg.locator("#sum-points h3").inner_text() == "买家在说什么"
+    first = api["points"]["praise"][0] if api["points"]["praise"] else api["points"]["complaints"][0]
+    assert f"10 条中 {first['count']} 条" in pg.locator("#sum-points").inner_text()
+    assert pg.console_errors == []
 
 
 def test_on_a_phone_the_header_is_one_row_and_results_start_on_the_first_screen(page):

@@ -32,6 +32,8 @@ const I18N = {
     "sum.reviews": "Reviews, one per line (or upload a file)", "sum.file": "File", "sum.budget": "Budget (tokens)",
     "sum.go": "Summarize", "sum.chosen": "Chosen sentences", "sum.score": "score", "sum.tokens": "tokens",
     "sum.input": "input tokens", "sum.sentence": "Sentence", "sum.review": "Review", "sum.counts": "reviews / sentences", "sum.tokenizer": "tokenizer", "sum.tok.model": "the encoder's own", "sum.order": "order", "sum.order.original": "as in the reviews", "sum.order.score": "by score", "sum.used": "summary tokens", "sum.saved": "tokens saved",
+    "sum.points": "What buyers say", "sum.praise": "Praise", "sum.complaints": "Complaints", "sum.nopoint": "No point is made by two or more reviews.",
+    "sum.nreviews": "{n} of {all} reviews", "sum.inreviews": "in reviews {list}", "sum.model": "read by",
     "sum.from.file": "Summary of the file {name}.", "sum.from.box": "Summary of the reviews in the box.",
     "sum.column": "Which column holds the reviews?", "sum.column.ask": "The file has no column named like reviews (review, text, 评论内容, 评论, …): choose it below.",
     "unavailable": "Not available on this server:", "error": "Error:", "working": "Working…",
@@ -74,6 +76,8 @@ const I18N = {
     "sum.reviews": "评论，每行一条（或上传文件）", "sum.file": "文件", "sum.budget": "预算（词元）",
     "sum.go": "生成摘要", "sum.chosen": "选中的句子", "sum.score": "得分", "sum.tokens": "词元",
     "sum.input": "输入词元", "sum.sentence": "句子", "sum.review": "评论", "sum.counts": "评论 / 句子", "sum.tokenizer": "分词器", "sum.tok.model": "编码器自己的", "sum.order": "顺序", "sum.order.original": "按评论原顺序", "sum.order.score": "按得分", "sum.used": "摘要词元", "sum.saved": "节省的词元",
+    "sum.points": "买家在说什么", "sum.praise": "好评", "sum.complaints": "差评", "sum.nopoint": "没有两条以上评论共同提到的点。",
+    "sum.nreviews": "{all} 条中 {n} 条", "sum.inreviews": "见评论 {list}", "sum.model": "模型",
     "sum.from.file": "文件 {name} 的摘要。", "sum.from.box": "文本框中评论的摘要。",
     "sum.column": "哪一列是评论？", "sum.column.ask": "文件里没有名为评论的列（评论内容、评论、review、text 等）：请在下面选择。",
     "unavailable": "此服务器不可用：", "error": "错误：", "working": "处理中…",
@@ -777,8 +781,10 @@ function renderSummary(r, reviews) {
     el("div", {}, el("b", { id: "sum-after" }, r.tokens_after), `${t("sum.used")} (≤ ${r.budget})`),
     el("div", {}, el("b", { id: "sum-saved" }, `${r.tokens_saved} (${fmt(r.saving, 1)}%)`), t("sum.saved")),
     el("div", {}, el("b", {}, `${r.n_reviews} / ${r.n_sentences}`), t("sum.counts")),
-    el("div", {}, el("b", {}, r.tokenizer), t("sum.tokenizer"))));
+    el("div", {}, el("b", {}, r.tokenizer), t("sum.tokenizer")),
+    el("div", {}, el("b", { id: "sum-model" }, r.model || "—"), t("sum.model"))));
   out.append(el("div", { class: "summary", id: "sum-text", lang: "" }, r.text));
+  if (r.points) out.append(drawPoints(r.points, r.n_reviews));
   const maxScore = Math.max(...r.sentences.map((s) => s.score), 1e-9);
   out.append(el("h3", {}, t("sum.chosen")));
   out.append(el("table", { class: "data", id: "sum-table" },
@@ -788,6 +794,24 @@ function renderSummary(r, reviews) {
       el("td", {}, el("span", { class: "conf" }, el("i", { style: `width:${100 * s.score / maxScore}%` })), fmt(s.score, 4)),
       el("td", {}, s.tokens), el("td", {}, `${s.review + 1}${s.rating != null ? " ★" + s.rating : ""}`))))));
   if (r.notes && r.notes.length) out.append(el("p", { class: "hint" }, r.notes.join(" ")));
+}
+
+// What several buyers say, counted (issue 27): a point is a cluster of units from the reviews, its
+// label taken from them; the count is of reviews, exact. Praise and complaints side by side.
+function drawPoints(points, nReviews) {
+  const side = (key, cls) => {
+    const list = points[key] || [];
+    return el("div", { class: `points ${cls}`, id: `sum-${key}` },
+      el("h4", {}, t(`sum.${key}`)),
+      list.length ? el("ol", {}, ...list.map((p) => el("li", { title: t("sum.inreviews").replace("{list}", p.reviews.map((i) => i + 1).join(", ")) },
+        el("span", { class: "label" }, p.label),
+        el("span", { class: "count" }, el("span", { class: "conf" }, el("i", { style: `width:${100 * p.count / Math.max(nReviews, 1)}%` })),
+          t("sum.nreviews").replace("{n}", p.count).replace("{all}", nReviews)),
+        el("q", {}, p.example))))
+        : el("p", { class: "hint" }, t("sum.nopoint")));
+  };
+  return el("div", { id: "sum-points" }, el("h3", {}, t("sum.points")),
+    el("div", { class: "points-row" }, side("praise", "praise"), side("complaints", "complaint")));
 }
 
 // A CSV whose review column has a name qkv does not know: the page lists its columns to choose from
