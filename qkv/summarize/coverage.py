@@ -32,7 +32,9 @@ from qkv.summarize.units import is_chinese
 # rjieba (jieba's) part-of-speech tags whose words carry content: n* nouns, v* verbs, a* adjectives,
 # i idioms, l fixed expressions, z state words, j abbreviations, b distinguishing words. Everything
 # else (r pronouns, u particles, c conjunctions, p prepositions, m numerals, q measure words, d
-# adverbs, y modal particles, e interjections, x punctuation) is a closed class.
+# adverbs, y modal particles, e interjections, x punctuation) is a closed class. jieba tags 很 "zg",
+# which passes the z test; leaving zg out measured zh dev 35.86/12.43 against 36.17/12.73
+# with it (within noise on 40 groups), so the rule stays as first written and measured.
 CONTENT_TAGS = ("n", "v", "a", "i", "l", "z", "j", "b")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 SHARE_SAMPLE = 2000  # reviews read for the word shares in larger inputs (seeded sample)
