@@ -64,7 +64,7 @@ class Params:
     units: str = "auto"        # auto (clauses in Chinese, sentences otherwise) | sentence | clause
     clause_words: float = 2    # shorter clauses are merged into a neighbour (a Han character: half a word)
     # Chinese units are chosen by word coverage per token × (π / max π)**coverage_power (coverage.py;
-    # zh dev R-1 without ratings 33.41 → see docs/summarize.md); auto: when most units are Chinese.
+    # zh dev without ratings 33.41/11.14 → 36.17/12.73, docs/summarize.md); auto: when most units are Chinese.
     coverage: str = "auto"     # auto | on | off (off: MMR on attention alone, as for English)
     coverage_power: float = 2.0
     cost_power: float = 1.0    # coverage per tokens**cost_power (1: value per token)
