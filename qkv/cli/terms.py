@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             head = TermHead.load(terms, enc)
         with progress_bars({"titles": "scoring titles", "encode": "embedding the catalog"}) as progress:
             cat = None
-            if "catalog" in methods:
+            if "catalog" in methods or "query" in methods:
                 from qkv.explain.points import load_catalog
 
                 cat = load_catalog(corpus, enc, progress=progress)

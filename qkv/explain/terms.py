@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -111,13 +112,18 @@ class TermHead:
         return _inputs(text, words, x, self.title_features) @ self.theta + self.bias if len(words) else np.zeros(0)
 
     def title_scores(self, enc, titles: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
-        """Each title's content words and their ŷ."""
+        """Each title's content words and their ŷ (the entry point other modules use: e.g. DeepCT
+        term weights for a keyword index)."""
+        return [([w.text for w in words], y) for words, y in self.scored_words(enc, titles)]
+
+    def scored_words(self, enc, titles: Sequence[str]) -> list[tuple[list, np.ndarray]]:
+        """Each title's content words (``Word``: text, character span, pieces) and their ŷ."""
         self.check(enc)
         out = []
         for t, (seq, vec) in zip(titles, enc.token_vectors(list(titles), truncate=True)):
             words = _content_words(seq)
             x = _inputs(t, words, word_vectors(seq, vec, words), self.title_features)
-            out.append(([w.text for w in words], x @ self.theta + self.bias if len(words) else np.zeros(0)))
+            out.append((words, x @ self.theta + self.bias if len(words) else np.zeros(0)))
         return out
 
     def check(self, enc) -> None:
@@ -282,34 +288,88 @@ def examples_from_report(path, *, titles: Mapping[str, str] | None = None, query
 @dataclass(frozen=True)
 class Advice:
     word: str  # as a neighbour writes it
-    weight: float  # mean learned weight over the neighbours that hold it, times the share holding it
-    neighbours: int  # how many of the nearest titles hold it
+    weight: float  # the learned weight the word carries in the neighbours' titles, similarity-weighted mean (0 where absent)
+    neighbours: int  # how many of the neighbours read hold it
 
     def to_dict(self) -> dict:
         return {"word": self.word, "weight": round(self.weight, 4), "neighbours": self.neighbours}
 
 
-def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10) -> list[Advice]:
-    """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``) that it lacks,
-    ranked by the learned weight they carry there (summed over neighbours, over ``k``)."""
-    vec = enc.encode([title], truncate=True)[0]
+FLOOR = 0.9  # a neighbour is read when its cosine is at least this share of the nearest one's
+_NAMING_END = re.compile(r"\s(?:in|with|for)\s|[(,]|\s[-–—]\s", re.IGNORECASE)
+
+
+def naming_part(title: str) -> str:
+    """The part of a title that names the product: up to the first " in/with/for ", "(", "," or
+    " - " — what follows is colour, size, finish or what is included ("… Boots - Navy, US 6")."""
+    m = _NAMING_END.search(title)
+    return title[:m.start()] if m else title
+
+
+def product_type(title: str) -> str:
+    """The folded last word of the naming part that is a word (letters, no digit, no unit, no
+    stop word): titles name the product type last ("Velora Running Shoes, Red" → "shoe"); "" if none."""
+    from qkv.explain.points import UNITS
+
+    for tok in reversed(naming_part(title).split()):
+        f = fold(tok)
+        if f and f not in STOP and f not in UNITS and f.replace("-", "").replace("'", "").isalpha():
+            return f
+    return ""
+
+
+def advisers(enc, title: str, catalog, *, k: int = 20, floor: float = FLOOR,
+             same_type: bool = True) -> list[tuple[int, float]]:
+    """The catalog titles advice is read from, with their cosines: of the ``k`` nearest, those at
+    least ``floor`` × the nearest one's cosine and — when the title names a product type that some
+    of them hold — only those (a running shoe's neighbours by brand include boots)."""
+    vec = np.asarray(enc.encode([title], normalize=True, truncate=True)[0], dtype=np.float32)
     nb = catalog.neighbours(vec, title, k)
+    if not nb:
+        return []
+    sims = catalog.vectors[nb] @ vec
+    best = float(sims[0])
+    kept = [(i, float(s)) for i, s in zip(nb, sims) if s >= floor * best or best <= 0]
+    kind = product_type(title) if same_type else ""
+    if kind:
+        typed = [(i, s) for i, s in kept if catalog.holds(i, kind)]
+        kept = typed or kept
+    return kept
+
+
+def _brand(catalog, word: str) -> bool:
+    return catalog.df[word] > 0 and catalog.first[word] >= 0.5 * catalog.df[word]
+
+
+def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10, floor: float = FLOOR,
+           same_type: bool = True) -> list[Advice]:
+    """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``; read from
+    ``advisers``) that it lacks, ranked by the learned weight they carry there: the mean over the
+    neighbours of the word's weight in each (0 where absent), each neighbour weighted by its cosine.
+    Only words of a neighbour's naming part count (``naming_part``: not its colour or size), no
+    brand (a word that opens at least half the catalog titles holding it), number or stop word,
+    and only words of a positive weight."""
+    near = advisers(enc, title, catalog, k=k, floor=floor, same_type=same_type)
     have = {fold(t) for t in title.split()}
     have |= {p for w in list(have) for p in parts(w)}
     total: dict[str, float] = {}
     count: dict[str, int] = {}
     shown: dict[str, str] = {}
-    for words, ys in head.title_scores(enc, [catalog.titles[i] for i in nb]):
+    texts = [catalog.titles[i] for i, _ in near]
+    for (i, sim), t, (words, ys) in zip(near, texts, head.scored_words(enc, texts)):
+        cut = len(naming_part(t))
         seen = set()
         for w, y in zip(words, ys):
-            f = fold(w)
-            if not f or f in STOP or f in have or f in seen or any(c.isdigit() for c in f):
+            f = fold(w.text)
+            if w.start >= cut or not f or f in STOP or f in have or f in seen or any(c.isdigit() for c in f) \
+                    or _brand(catalog, f):
                 continue
             seen.add(f)
-            total[f] = total.get(f, 0.0) + float(y)
+            total[f] = total.get(f, 0.0) + sim * float(y)
             count[f] = count.get(f, 0) + 1
-            shown.setdefault(f, w)
-    n = max(len(nb), 1)
-    out = [Advice(shown[f], total[f] / n, count[f]) for f in total]
+            shown.setdefault(f, w.text)
+    mass = sum(s for _, s in near) or 1.0
+    out = [Advice(shown[f], total[f] / mass, count[f]) for f in total if total[f] > 0]
     out.sort(key=lambda a: -a.weight)
     return out[:top]
+
