@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         sample: Annotated[Optional[int], typer.Option(help="Score this many titles drawn at random (default: all).")] = None,
         seed: Annotated[int, typer.Option(help="Seed of the title sample.")] = 0,
         method: Annotated[Optional[list[str]], typer.Option(
-            "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, "
+            "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, query, "
                              "learned (needs --head), rollout. Default: catalog, title and rollout.")] = None,
         random_seeds: Annotated[int, typer.Option(help="Random orders averaged for the random baseline.")] = 10,
         terms: Annotated[Optional[Path], typer.Option(help="A term-weight head (`qkv terms train`): also score "
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             head = TermHead.load(terms, enc)
         with progress_bars({"titles": "scoring titles", "encode": "embedding the catalog"}) as progress:
             cat = None
-            if "catalog" in methods or "query" in methods:
+            if "catalog" in methods or "query" in methods or (head is not None and head.needs_catalog):
                 from qkv.explain.points import load_catalog
 
                 cat = load_catalog(corpus, enc, progress=progress)
@@ -126,6 +126,11 @@ def register(app: typer.Typer) -> None:
         title_features: Annotated[bool, typer.Option("--title-features/--no-title-features", help="Also give the head "
                                                      "each word's place in the title and whether it is a number, unit "
                                                      "or stop word.")] = True,
+        catalog_features: Annotated[Optional[bool], typer.Option("--catalog-features/--no-catalog-features", help="Also give the "
+                                                       "head the share of the title's nearest catalog titles holding "
+                                                       "each word and how often it opens a title (a brand); the "
+                                                       "catalog is the BEIR corpus or --catalog, and scoring then "
+                                                       "needs it too (default: on when there is a catalog).")] = None,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
     ):
@@ -157,9 +162,20 @@ def register(app: typer.Typer) -> None:
             examples = examples_from_qrels(load_corpus_titles(corpus), load_queries(queries), load_qrels(qrels),
                                            keep_query=lambda q: in_half(q, half))
             source = f"{qrels} (half {half})"
+        if catalog_features and report is not None and catalog is None:
+            raise InputError("--catalog-features reads the catalog: give --catalog CATALOG, or --no-catalog-features")
+        if catalog_features is None:  # on whenever there is a catalog to read
+            catalog_features = report is None or catalog is not None
         enc = load_encoder(model, threads)
-        with progress_bars({"titles": "encoding titles", "fit": "fitting the head"}) as progress:
-            head = train(enc, examples, ridge=ridge, title_features=title_features, progress=progress, source=source)
+        with progress_bars({"titles": "encoding titles", "fit": "fitting the head",
+                            "encode": "embedding the catalog"}) as progress:
+            cat = None
+            if catalog_features:
+                from qkv.explain.points import load_catalog
+
+                cat = load_catalog(catalog if report is not None else corpus, enc, progress=progress)
+            head = train(enc, examples, ridge=ridge, title_features=title_features, catalog=cat, progress=progress,
+                         source=source)
         path = head.save(out)
         i = head.info
         console.print(f"trained on {i['titles']:,} titles ({i['words']:,} words, mean target {i['mean_target']:.3f}) "

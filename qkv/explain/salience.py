@@ -142,7 +142,7 @@ def selling_points(maps, source: str = "rollout", *, method: str | None = None, 
         vec = maps._enc.encode([maps.text], truncate=True)[0] if cat is not None else None
         scores = score(features(maps.text, cw, cat, vec)) + 1e-3 * cs
     elif method == "learned":
-        scores = head.word_scores(maps._enc, maps.text, cw) + 1e-3 * cs
+        scores = head.word_scores(maps._enc, maps.text, cw, catalog=catalog) + 1e-3 * cs
     elif method == "query":
         from qkv.explain.query_side import product_query, query_attention
 
