@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
         from qkv.errors import InputError
         from qkv.explain.points import load_catalog
-        from qkv.explain.terms import TermHead, advise
+        from qkv.explain.terms import FLOOR, TermHead, advise, advisers, product_type
 
         if k < 1 or top < 1:
             raise InputError("--k and --top must be at least 1")
@@ -207,15 +207,22 @@ def register(app: typer.Typer) -> None:
         head = TermHead.load(terms, enc)
         with progress_bars({"encode": "embedding the catalog"}, transient=True) as progress:
             cat = load_catalog(catalog, enc, progress=progress)
-        adv = advise(head, enc, title, cat, k=k, top=top)
+        near = advisers(enc, title, cat, k=k)
+        adv = advise(head, enc, title, cat, k=k, top=top, near=near)
         if as_json:
-            print_json({"title": title, "advice": [a.to_dict() for a in adv]})
+            print_json({"title": title, "neighbours": [{"title": cat.titles[i], "cosine": round(s, 4)} for i, s in near],
+                        "advice": [a.to_dict() for a in adv]})
             return
-        t = Table(title=f"Words its {k} nearest products are searched by that “{title}” lacks", title_justify="left")
+        kind = product_type(title)
+        t = Table(title=f"Words shoppers use for the {len(near)} products nearest “{title}” that it lacks",
+                  title_justify="left")
         t.add_column("word")
         t.add_column("weight", justify="right")
-        t.add_column(f"in nearest {k}", justify="right")
+        t.add_column(f"in the {len(near)}", justify="right")
         for a in adv:
             t.add_row(Text(a.word), f"{a.weight:.3f}", str(a.neighbours))
-        t.caption = "weight: learned search likelihood of the word in the neighbours' titles, summed, over k"
+        t.caption = (f"neighbours: of the {k} nearest, those within {FLOOR:.0%} of the nearest one's cosine"
+                     + (f" that say “{kind}”" if kind else "")
+                     + "; weight: the learned search likelihood of the word in their naming words, "
+                       "mean weighted by cosine")
         console.print(t)

@@ -393,14 +393,15 @@ def _brand(catalog, word: str) -> bool:
 
 
 def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10, floor: float = FLOOR,
-           same_type: bool = True) -> list[Advice]:
+           same_type: bool = True, near: list[tuple[int, float]] | None = None) -> list[Advice]:
     """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``; read from
     ``advisers``) that it lacks, ranked by the learned weight they carry there: the mean over the
     neighbours of the word's weight in each (0 where absent), each neighbour weighted by its cosine.
     Only words of a neighbour's naming part count (``naming_part``: not its colour or size), no
     brand (a word that opens at least half the catalog titles holding it), number or stop word,
-    and only words of a positive weight."""
-    near = advisers(enc, title, catalog, k=k, floor=floor, same_type=same_type)
+    and only words of a positive weight. ``near``: ``advisers``' answer, if already at hand."""
+    if near is None:
+        near = advisers(enc, title, catalog, k=k, floor=floor, same_type=same_type)
     have = {fold(t) for t in title.split()}
     have |= {p for w in list(have) for p in parts(w)}
     total: dict[str, float] = {}
