@@ -85,7 +85,9 @@ def test_bad_head_files(encoder, e5, tmp_path):
 
 def test_catalog_features_read_the_catalog(encoder, tmp_path):
     cat = PointsCatalog.build(CATALOG, encoder)
-    head = T.train(encoder, EXAMPLES, catalog=cat)
+    seen = []
+    head = T.train(encoder, EXAMPLES, catalog=cat, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen == [("titles", 5, 5), ("fit", 1, 1)]  # what the CLI's progress bars are fed
     assert head.needs_catalog and head.features == T.TITLE_FEATURES + T.CATALOG_FEATURES
     assert head.theta.shape == (encoder.dim + len(head.features),)
     back = T.TermHead.load(head.save(tmp_path / "c.npz"), encoder)
