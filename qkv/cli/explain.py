@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
         catalog: Annotated[Optional[Path], typer.Option(help="Catalog (CSV or JSON lines, as `qkv index` reads it): rank "
                                                         "selling points by what the title shares with its nearest products.")] = None,
         method: Annotated[Optional[str], typer.Option(help="Rank selling points by: title (default), catalog (with "
-                                                      "--catalog, its default), learned (with --terms), rollout.")] = None,
+                                                      "--catalog, its default), learned (with --terms), query (with --catalog: the query side of attention), rollout.")] = None,
         terms: Annotated[Optional[Path], typer.Option(help="A term-weight head from `qkv terms train`: rank selling "
                                                       "points by how likely shoppers search each word.")] = None,
     ):

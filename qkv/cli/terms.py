@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         sample: Annotated[Optional[int], typer.Option(help="Score this many titles drawn at random (default: all).")] = None,
         seed: Annotated[int, typer.Option(help="Seed of the title sample.")] = 0,
         method: Annotated[Optional[list[str]], typer.Option(
-            "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, "
+            "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, query, "
                              "learned (needs --head), rollout. Default: catalog, title and rollout.")] = None,
         random_seeds: Annotated[int, typer.Option(help="Random orders averaged for the random baseline.")] = 10,
         terms: Annotated[Optional[Path], typer.Option(help="A term-weight head (`qkv terms train`): also score "
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             head = TermHead.load(terms, enc)
         with progress_bars({"titles": "scoring titles", "encode": "embedding the catalog"}) as progress:
             cat = None
-            if "catalog" in methods:
+            if "catalog" in methods or "query" in methods or (head is not None and head.needs_catalog):
                 from qkv.explain.points import load_catalog
 
                 cat = load_catalog(corpus, enc, progress=progress)
@@ -126,6 +126,11 @@ def register(app: typer.Typer) -> None:
         title_features: Annotated[bool, typer.Option("--title-features/--no-title-features", help="Also give the head "
                                                      "each word's place in the title and whether it is a number, unit "
                                                      "or stop word.")] = True,
+        catalog_features: Annotated[Optional[bool], typer.Option("--catalog-features/--no-catalog-features", help="Also give the "
+                                                       "head the share of the title's nearest catalog titles holding "
+                                                       "each word and how often it opens a title (a brand); the "
+                                                       "catalog is the BEIR corpus or --catalog, and scoring then "
+                                                       "needs it too (default: on when there is a catalog).")] = None,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], THREADS_OPT] = None,
     ):
@@ -157,9 +162,20 @@ def register(app: typer.Typer) -> None:
             examples = examples_from_qrels(load_corpus_titles(corpus), load_queries(queries), load_qrels(qrels),
                                            keep_query=lambda q: in_half(q, half))
             source = f"{qrels} (half {half})"
+        if catalog_features and report is not None and catalog is None:
+            raise InputError("--catalog-features reads the catalog: give --catalog CATALOG, or --no-catalog-features")
+        if catalog_features is None:  # on whenever there is a catalog to read
+            catalog_features = report is None or catalog is not None
         enc = load_encoder(model, threads)
-        with progress_bars({"titles": "encoding titles", "fit": "fitting the head"}) as progress:
-            head = train(enc, examples, ridge=ridge, title_features=title_features, progress=progress, source=source)
+        with progress_bars({"titles": "encoding titles", "fit": "fitting the head",
+                            "encode": "embedding the catalog"}) as progress:
+            cat = None
+            if catalog_features:
+                from qkv.explain.points import load_catalog
+
+                cat = load_catalog(catalog if report is not None else corpus, enc, progress=progress)
+            head = train(enc, examples, ridge=ridge, title_features=title_features, catalog=cat, progress=progress,
+                         source=source)
         path = head.save(out)
         i = head.info
         console.print(f"trained on {i['titles']:,} titles ({i['words']:,} words, mean target {i['mean_target']:.3f}) "
@@ -182,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
         from qkv.errors import InputError
         from qkv.explain.points import load_catalog
-        from qkv.explain.terms import TermHead, advise
+        from qkv.explain.terms import FLOOR, TermHead, advise, advisers, product_type
 
         if k < 1 or top < 1:
             raise InputError("--k and --top must be at least 1")
@@ -191,15 +207,22 @@ def register(app: typer.Typer) -> None:
         head = TermHead.load(terms, enc)
         with progress_bars({"encode": "embedding the catalog"}, transient=True) as progress:
             cat = load_catalog(catalog, enc, progress=progress)
-        adv = advise(head, enc, title, cat, k=k, top=top)
+        near = advisers(enc, title, cat, k=k)
+        adv = advise(head, enc, title, cat, k=k, top=top, near=near)
         if as_json:
-            print_json({"title": title, "advice": [a.to_dict() for a in adv]})
+            print_json({"title": title, "neighbours": [{"title": cat.titles[i], "cosine": round(s, 4)} for i, s in near],
+                        "advice": [a.to_dict() for a in adv]})
             return
-        t = Table(title=f"Words its {k} nearest products are searched by that “{title}” lacks", title_justify="left")
+        kind = product_type(title)
+        t = Table(title=f"Words shoppers use for the {len(near)} products nearest “{title}” that it lacks",
+                  title_justify="left")
         t.add_column("word")
         t.add_column("weight", justify="right")
-        t.add_column(f"in nearest {k}", justify="right")
+        t.add_column(f"in the {len(near)}", justify="right")
         for a in adv:
             t.add_row(Text(a.word), f"{a.weight:.3f}", str(a.neighbours))
-        t.caption = "weight: learned search likelihood of the word in the neighbours' titles, summed, over k"
+        t.caption = (f"neighbours: of the {k} nearest, those within {FLOOR:.0%} of the nearest one's cosine"
+                     + (f" that say “{kind}”" if kind else "")
+                     + "; weight: the learned search likelihood of the word in their naming words, "
+                       "mean weighted by cosine")
         console.print(t)

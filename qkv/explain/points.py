@@ -121,7 +121,25 @@ def features(text: str, words, catalog: PointsCatalog | None = None, vector: np.
             share = np.array([sum(catalog.holds(i, f) for i in nb) / len(nb) if f else 0.0 for f in folded])
         brand = np.array([catalog.first[f] / catalog.df[f] if catalog.df[f] else 0.0 for f in folded])
     stop = np.array([not f or f in STOP for f in folded], dtype=float)
-    return {"share": share, "pos": pos, "head": head, "spec": spec, "brand": brand, "stop": stop}
+    return {"share": share, "pos": pos, "head": head, "spec": spec, "brand": brand, "stop": stop,
+            **_from_end(head, stop)}
+
+
+def _from_end(head: np.ndarray, stop: np.ndarray) -> dict[str, np.ndarray]:
+    """Where a word stands counted from the end, which ``pos`` (a share of the title's length)
+    blurs on long titles: ``fromend`` 1 for the last content word, 1/2 the one before …;
+    ``fromend_head`` the same within the words before " in/with/for/(/," (0 after);
+    ``last_head`` 1 for the last content word before them (the product type, "… Angle Bracket in
+    Zinc"), else for the last content word. The term head learns their weights (terms.py)."""
+    content = 1.0 - stop
+    after = np.cumsum(content[::-1])[::-1] - content  # content words after each word
+    named = content * head
+    after_named = np.cumsum(named[::-1])[::-1] - named
+    last = np.zeros(len(stop))
+    pick = np.flatnonzero(named) if named.any() else np.flatnonzero(content)
+    if len(pick):
+        last[pick[-1]] = 1.0
+    return {"fromend": content / (1 + after), "fromend_head": named / (1 + after_named), "last_head": last}
 
 
 def score(feats: dict[str, np.ndarray], weights: dict[str, float] | None = None) -> np.ndarray:

@@ -24,6 +24,8 @@ rollout salience is kept beside each word as the attention evidence:
 * "title" (the default without a catalog) and "catalog" (with a ``PointsCatalog``): words that name
   what the product is over words that only identify it (``points.py``);
 * "learned": a term-weight head trained on the seller's own search terms (``terms.py``);
+* "query": the query side of attention — how a stand-in query about the product (the words its
+  nearest catalog titles share) attends to each title word (``query_side.py``);
 * "rollout": the salience itself.
 """
 
@@ -82,6 +84,8 @@ METHODS = {
     "catalog": "what the product is: words shared with the title's nearest catalog neighbours, later words, "
                "no numbers, units or brands (points.py)",
     "learned": "how likely shoppers search each word, from a term-weight head trained on search terms (terms.py)",
+    "query": "the query side of attention: how much a stand-in query (the words the nearest catalog titles share "
+             "most) attends to each word, last layer (query_side.py)",
     "rollout": "salience from last-layer rollout (what the sentence vector is made of)",
 }
 
@@ -105,9 +109,9 @@ def selling_points(maps, source: str = "rollout", *, method: str | None = None, 
     method = method or ("learned" if head is not None else "catalog" if catalog is not None else "title")
     if method not in METHODS:
         raise InputError(f"selling-points method {method!r} is not available; use one of {', '.join(METHODS)}")
-    if method == "catalog" and catalog is None:
-        raise InputError("the 'catalog' method needs a catalog (PointsCatalog.build(titles, encoder))")
-    if method == "catalog" and catalog.model != maps._enc.name:  # vectors of two models are not comparable
+    if method in ("catalog", "query") and catalog is None:
+        raise InputError(f"the '{method}' method needs a catalog (PointsCatalog.build(titles, encoder))")
+    if method in ("catalog", "query") and catalog.model != maps._enc.name:  # vectors of two models are not comparable
         raise InputError(f"the catalog was embedded by {catalog.model}, the title by {maps._enc.name}: use one model")
     if method == "learned" and head is None:
         raise InputError("the 'learned' method needs a term-weight head (qkv terms train)")
@@ -138,6 +142,11 @@ def selling_points(maps, source: str = "rollout", *, method: str | None = None, 
         vec = maps._enc.encode([maps.text], truncate=True)[0] if cat is not None else None
         scores = score(features(maps.text, cw, cat, vec)) + 1e-3 * cs
     elif method == "learned":
-        scores = head.word_scores(maps._enc, maps.text, cw) + 1e-3 * cs
+        scores = head.word_scores(maps._enc, maps.text, cw, catalog=catalog) + 1e-3 * cs
+    elif method == "query":
+        from qkv.explain.query_side import product_query, query_attention
+
+        vec = maps._enc.encode([maps.text], truncate=True)[0]
+        scores = query_attention(maps._enc, product_query(catalog, vec, maps.text), maps.text, cw) + 1e-3 * cs
     return SellingPoints(maps.text, tuple(w.text for w in cw), tuple(w.start for w in cw),
                          tuple(w.end for w in cw), cs, special_share, source, method, scores)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -35,20 +36,35 @@ import numpy as np
 from qkv.errors import InputError
 from qkv.explain.title_terms import STOP, fold, parts, query_terms
 
-FORMAT = "qkv-term-head/1"
+FORMAT = "qkv-term-head/2"  # 2: the inputs beside x_w are named in the file (``features``), catalog ones optional
 RIDGE = 1.0
 BATCH = 256
-TITLE_FEATURES = ("pos", "head", "spec", "stop")  # read from the title alone (points.py), appended to x_w
+# read from the title alone (points.py), appended to x_w: place, before " in/with/for", digit or
+# unit, stop word, place counted from the end, and the last word that names the product
+TITLE_FEATURES = ("pos", "head", "spec", "stop", "fromend", "fromend_head", "last_head")
+# read from the catalog (points.py): the share of the title's nearest catalog titles holding the
+# word, and how often it opens a catalog title (a brand)
+CATALOG_FEATURES = ("share", "brand")
 
 
-def _inputs(text: str, words, vectors: np.ndarray, title_features: bool) -> np.ndarray:
-    """The head's input per word: its vector, then (optionally) the title features of points.py."""
-    if not title_features or not len(words):
+def _title_vector(enc, seq, vec: np.ndarray) -> np.ndarray:
+    """The title's unit vector from its token vectors (mean-pooled models: the mean of every row,
+    as ``encode`` pools), so the catalog's neighbours need no second pass of the encoder."""
+    if getattr(enc.config, "pooling", "mean") == "mean":
+        v = vec.mean(axis=0)
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+    return enc.encode([seq.text], normalize=True, truncate=True)[0]
+
+
+def _inputs(text: str, words, vectors: np.ndarray, features: Sequence[str], catalog=None,
+            vector: np.ndarray | None = None) -> np.ndarray:
+    """The head's input per word: its vector, then the named ``features`` (points.py)."""
+    if not features or not len(words):
         return vectors.astype(np.float64)
-    from qkv.explain.points import features
+    from qkv.explain.points import features as read
 
-    f = features(text, words)
-    return np.hstack([vectors.astype(np.float64), np.stack([f[k] for k in TITLE_FEATURES], axis=1)])
+    f = read(text, words, catalog, vector)
+    return np.hstack([vectors.astype(np.float64), np.stack([f[k] for k in features], axis=1)])
 
 
 def _content_words(seq) -> list:
@@ -85,19 +101,41 @@ def targets(title_words: Sequence[str], queries: Iterable[tuple[str, float]]) ->
 
 @dataclass
 class TermHead:
-    theta: np.ndarray  # [hidden] (+ the title features when ``title_features``)
+    theta: np.ndarray  # [hidden + len(features)]
     bias: float
     model: str
     fingerprint: str
-    info: dict
+    info: dict  # "features": the inputs beside x_w, in order; training counts and options
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return tuple(self.info.get("features", ()))
 
     @property
     def title_features(self) -> bool:
-        return bool(self.info.get("title_features", False))
+        return any(f in TITLE_FEATURES for f in self.features)
 
-    def word_scores(self, enc, text: str, words) -> np.ndarray:
-        """ŷ for ``words`` (objects with .start/.end, e.g. ``AttentionMaps.words``) of ``text``."""
+    @property
+    def needs_catalog(self) -> bool:
+        """Trained with the catalog's features: scoring needs the catalog (``PointsCatalog``) too."""
+        return any(f in CATALOG_FEATURES for f in self.features)
+
+    def _catalog(self, catalog):
+        if not self.needs_catalog:
+            return None
+        if catalog is None:
+            raise InputError("this term head reads the catalog (it was trained with its neighbour share and brands): "
+                             "give the catalog (--catalog CATALOG; catalog=PointsCatalog in code), or train a head "
+                             "without it (qkv terms train --no-catalog-features)")
+        if catalog.model != self.model:
+            raise InputError(f"the catalog was embedded by {catalog.model}, the head reads {self.model}: use one model")
+        return catalog
+
+    def word_scores(self, enc, text: str, words, catalog=None) -> np.ndarray:
+        """ŷ for ``words`` (objects with .start/.end, e.g. ``AttentionMaps.words``) of ``text``;
+        ``catalog``: the ``PointsCatalog`` a head trained with catalog features needs."""
         self.check(enc)
+        cat = self._catalog(catalog)
         seq, vec = enc.token_vectors([text], truncate=True)[0]
         mine = seq.words(segment=True)
         by_span = {(w.start, w.end): w for w in mine}
@@ -108,16 +146,26 @@ class TermHead:
                 [t for t, (a, b) in enumerate(seq.offsets) if a < w.end and b > w.start and not seq.special[t]]
             if toks:
                 x[i] = vec[toks].mean(axis=0)
-        return _inputs(text, words, x, self.title_features) @ self.theta + self.bias if len(words) else np.zeros(0)
+        if not len(words):
+            return np.zeros(0)
+        v = _title_vector(enc, seq, vec) if cat is not None else None
+        return _inputs(text, words, x, self.features, cat, v) @ self.theta + self.bias
 
-    def title_scores(self, enc, titles: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
-        """Each title's content words and their ŷ."""
+    def title_scores(self, enc, titles: Sequence[str], catalog=None) -> list[tuple[list[str], np.ndarray]]:
+        """Each title's content words and their ŷ (the entry point other modules use: e.g. DeepCT
+        term weights for a keyword index). ``catalog``: as ``word_scores``."""
+        return [([w.text for w in words], y) for words, y in self.scored_words(enc, titles, catalog)]
+
+    def scored_words(self, enc, titles: Sequence[str], catalog=None) -> list[tuple[list, np.ndarray]]:
+        """Each title's content words (``Word``: text, character span, pieces) and their ŷ."""
         self.check(enc)
+        cat = self._catalog(catalog)
         out = []
         for t, (seq, vec) in zip(titles, enc.token_vectors(list(titles), truncate=True)):
             words = _content_words(seq)
-            x = _inputs(t, words, word_vectors(seq, vec, words), self.title_features)
-            out.append(([w.text for w in words], x @ self.theta + self.bias if len(words) else np.zeros(0)))
+            v = _title_vector(enc, seq, vec) if cat is not None else None
+            x = _inputs(t, words, word_vectors(seq, vec, words), self.features, cat, v)
+            out.append((words, x @ self.theta + self.bias if len(words) else np.zeros(0)))
         return out
 
     def check(self, enc) -> None:
@@ -147,6 +195,9 @@ class TermHead:
         except Exception as e:  # a damaged or foreign file: say what it is not
             raise InputError(f"{path} is not a term head saved by `qkv terms train` ({e})") from None
         if meta.get("format") != FORMAT:
+            if str(meta.get("format", "")).startswith("qkv-term-head/"):
+                raise InputError(f"{path} is a term head of an older qkv ({meta['format']}; this one reads {FORMAT}): "
+                                 "its inputs differ, so train it again with `qkv terms train`")
             raise InputError(f"{path} is not a term head saved by `qkv terms train` (format {meta.get('format')!r})")
         info = {k: v for k, v in meta.items() if k not in ("format", "model", "fingerprint", "bias")}
         head = cls(theta, float(meta["bias"]), meta["model"], meta.get("fingerprint", ""), info)
@@ -156,15 +207,20 @@ class TermHead:
 
 
 def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, title_features: bool = True,
-          progress=None, source: str = "") -> TermHead:
-    """Fit the head on ``examples`` (see the module doc). ``title_features``: the word's place in
-    the title, whether it comes before " in/with/for", holds a digit or unit, or is a stop word
-    join its vector as inputs (the "title" method's evidence, weighted by the seller's data).
+          catalog=None, progress=None, source: str = "") -> TermHead:
+    """Fit the head on ``examples`` (see the module doc). ``title_features``: ``TITLE_FEATURES``
+    (the word's place, whether it comes before " in/with/for", holds a digit or unit, is a stop
+    word …) join its vector as inputs, weighted by the seller's data; ``catalog`` (a
+    ``PointsCatalog`` of the seller's titles): so do ``CATALOG_FEATURES`` (the share of the nearest
+    catalog titles holding the word, brands), and scoring then needs the catalog too.
     ``progress``: stage "titles" counts the titles encoded, then "fit" once."""
     examples = [e for e in examples if e.queries]
     if not examples:
         raise InputError("no training example: every product needs at least one search term with clicks/orders > 0")
-    d = enc.dim + (len(TITLE_FEATURES) if title_features else 0)
+    if catalog is not None and catalog.model != enc.name:
+        raise InputError(f"the catalog was embedded by {catalog.model}, the head reads {enc.name}: use one model")
+    feats = (TITLE_FEATURES if title_features else ()) + (CATALOG_FEATURES if catalog is not None else ())
+    d = enc.dim + len(feats)
     xtx = np.zeros((d + 1, d + 1))
     xty = np.zeros(d + 1)
     n_words = 0
@@ -175,7 +231,8 @@ def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, title_featu
             words = _content_words(seq)
             if not words:
                 continue
-            x = np.hstack([_inputs(ex.title, words, word_vectors(seq, vec, words), title_features),
+            v = _title_vector(enc, seq, vec) if catalog is not None else None
+            x = np.hstack([_inputs(ex.title, words, word_vectors(seq, vec, words), feats, catalog, v),
                            np.ones((len(words), 1))])
             y = targets([w.text for w in words], ex.queries)
             xtx += x.T @ x
@@ -190,7 +247,7 @@ def train(enc, examples: Sequence[Example], *, ridge: float = RIDGE, title_featu
     if progress is not None:
         progress("fit", 1, 1)
     info = {"titles": len(examples), "words": n_words, "mean_target": positives / max(n_words, 1),
-            "ridge": ridge, "title_features": title_features, "source": source}
+            "ridge": ridge, "features": list(feats), "source": source}
     return TermHead(sol[:d].astype(np.float32), float(sol[d]), enc.name, enc.fingerprint(), info)
 
 
@@ -282,34 +339,89 @@ def examples_from_report(path, *, titles: Mapping[str, str] | None = None, query
 @dataclass(frozen=True)
 class Advice:
     word: str  # as a neighbour writes it
-    weight: float  # mean learned weight over the neighbours that hold it, times the share holding it
-    neighbours: int  # how many of the nearest titles hold it
+    weight: float  # the learned weight the word carries in the neighbours' titles, similarity-weighted mean (0 where absent)
+    neighbours: int  # how many of the neighbours read hold it
 
     def to_dict(self) -> dict:
         return {"word": self.word, "weight": round(self.weight, 4), "neighbours": self.neighbours}
 
 
-def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10) -> list[Advice]:
-    """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``) that it lacks,
-    ranked by the learned weight they carry there (summed over neighbours, over ``k``)."""
-    vec = enc.encode([title], truncate=True)[0]
+FLOOR = 0.9  # a neighbour is read when its cosine is at least this share of the nearest one's
+_NAMING_END = re.compile(r"\s(?:in|with|for)\s|[(,]|\s[-–—]\s", re.IGNORECASE)
+
+
+def naming_part(title: str) -> str:
+    """The part of a title that names the product: up to the first " in/with/for ", "(", "," or
+    " - " — what follows is colour, size, finish or what is included ("… Boots - Navy, US 6")."""
+    m = _NAMING_END.search(title)
+    return title[:m.start()] if m else title
+
+
+def product_type(title: str) -> str:
+    """The folded last word of the naming part that is a word (letters, no digit, no unit, no
+    stop word): titles name the product type last ("Velora Running Shoes, Red" → "shoe"); "" if none."""
+    from qkv.explain.points import UNITS
+
+    for tok in reversed(naming_part(title).split()):
+        f = fold(tok)
+        if f and f not in STOP and f not in UNITS and f.replace("-", "").replace("'", "").isalpha():
+            return f
+    return ""
+
+
+def advisers(enc, title: str, catalog, *, k: int = 20, floor: float = FLOOR,
+             same_type: bool = True) -> list[tuple[int, float]]:
+    """The catalog titles advice is read from, with their cosines: of the ``k`` nearest, those at
+    least ``floor`` × the nearest one's cosine and — when the title names a product type that some
+    of them hold — only those (a running shoe's neighbours by brand include boots)."""
+    vec = np.asarray(enc.encode([title], normalize=True, truncate=True)[0], dtype=np.float32)
     nb = catalog.neighbours(vec, title, k)
+    if not nb:
+        return []
+    sims = catalog.vectors[nb] @ vec
+    best = float(sims[0])
+    kept = [(i, float(s)) for i, s in zip(nb, sims) if s >= floor * best or best <= 0]
+    kind = product_type(title) if same_type else ""
+    if kind:
+        typed = [(i, s) for i, s in kept if catalog.holds(i, kind)]
+        kept = typed or kept
+    return kept
+
+
+def _brand(catalog, word: str) -> bool:
+    return catalog.df[word] > 0 and catalog.first[word] >= 0.5 * catalog.df[word]
+
+
+def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10, floor: float = FLOOR,
+           same_type: bool = True, near: list[tuple[int, float]] | None = None) -> list[Advice]:
+    """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``; read from
+    ``advisers``) that it lacks, ranked by the learned weight they carry there: the mean over the
+    neighbours of the word's weight in each (0 where absent), each neighbour weighted by its cosine.
+    Only words of a neighbour's naming part count (``naming_part``: not its colour or size), no
+    brand (a word that opens at least half the catalog titles holding it), number or stop word,
+    and only words of a positive weight. ``near``: ``advisers``' answer, if already at hand."""
+    if near is None:
+        near = advisers(enc, title, catalog, k=k, floor=floor, same_type=same_type)
     have = {fold(t) for t in title.split()}
     have |= {p for w in list(have) for p in parts(w)}
     total: dict[str, float] = {}
     count: dict[str, int] = {}
     shown: dict[str, str] = {}
-    for words, ys in head.title_scores(enc, [catalog.titles[i] for i in nb]):
+    texts = [catalog.titles[i] for i, _ in near]
+    for (i, sim), t, (words, ys) in zip(near, texts, head.scored_words(enc, texts, catalog)):
+        cut = len(naming_part(t))
         seen = set()
         for w, y in zip(words, ys):
-            f = fold(w)
-            if not f or f in STOP or f in have or f in seen or any(c.isdigit() for c in f):
+            f = fold(w.text)
+            if w.start >= cut or not f or f in STOP or f in have or f in seen or any(c.isdigit() for c in f) \
+                    or _brand(catalog, f):
                 continue
             seen.add(f)
-            total[f] = total.get(f, 0.0) + float(y)
+            total[f] = total.get(f, 0.0) + sim * float(y)
             count[f] = count.get(f, 0) + 1
-            shown.setdefault(f, w)
-    n = max(len(nb), 1)
-    out = [Advice(shown[f], total[f] / n, count[f]) for f in total]
+            shown.setdefault(f, w.text)
+    mass = sum(s for _, s in near) or 1.0
+    out = [Advice(shown[f], total[f] / mass, count[f]) for f in total if total[f] > 0]
     out.sort(key=lambda a: -a.weight)
     return out[:top]
+

@@ -82,3 +82,20 @@ def test_bad_method_and_mismatched_model(encoder, e5):
         selling_points(m, catalog=PointsCatalog.build(["Angle Bracket", "Faucet"], e5))
     with pytest.raises(InputError, match="no titles"):
         PointsCatalog.build([], encoder)
+
+
+def test_order_features_by_hand():
+    from qkv.explain.points import features
+    from qkv.model.tokenizer import Word
+
+    text = "Everbilt Angle Bracket in Zinc"
+    ws, at = [], 0
+    for t in text.split():
+        i = text.index(t, at)
+        ws.append(Word(t, i, i + len(t), ()))
+        at = i + len(t)
+    f = features(text, ws)
+    # content words Everbilt Angle Bracket Zinc ("in" a stop word): counted from the end
+    assert f["fromend"].tolist() == pytest.approx([1 / 4, 1 / 3, 1 / 2, 0.0, 1.0])
+    assert f["fromend_head"].tolist() == pytest.approx([1 / 3, 1 / 2, 1.0, 0.0, 0.0])
+    assert f["last_head"].tolist() == [0, 0, 1, 0, 0]

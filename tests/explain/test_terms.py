@@ -1,5 +1,7 @@
 """The term-weight head (terms.py): targets by hand, training, files, reports, advice, Chinese."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -50,9 +52,10 @@ def test_train_fits_the_closed_form_and_round_trips(encoder, tmp_path):
     m = attention_maps(encoder, "Delta Chrome Shower Faucet")
     sp = selling_points(m, head=back)
     assert sp.method == "learned" and sp.ranked()[0][0] == "Faucet"
-    # with the title features the input has four more columns, and they are read the same way on scoring
+    # with the title features the input has their columns, and they are read the same way on scoring
     both = T.train(encoder, EXAMPLES, ridge=0.5)
-    assert both.theta.shape == (encoder.dim + 4,) and both.title_features
+    assert both.theta.shape == (encoder.dim + len(T.TITLE_FEATURES),) and both.title_features
+    assert both.features == T.TITLE_FEATURES and not both.needs_catalog
     back = T.TermHead.load(both.save(tmp_path / "both.npz"), encoder)
     np.testing.assert_allclose(back.title_scores(encoder, [EXAMPLES[0].title])[0][1],
                                both.title_scores(encoder, [EXAMPLES[0].title])[0][1], rtol=1e-5)
@@ -72,6 +75,39 @@ def test_bad_head_files(encoder, e5, tmp_path):
         T.TermHead.load(p, e5)
     with pytest.raises(InputError, match="no training example"):
         T.train(encoder, [T.Example("A title", ())])
+    # a head saved by the previous format: a clear error saying to train again
+    old = tmp_path / "old.npz"
+    np.savez(old, theta=head.theta, meta=np.array(json.dumps({"format": "qkv-term-head/1", "model": head.model,
+                                                                "fingerprint": "", "bias": 0.0})))
+    with pytest.raises(InputError, match="older qkv .*train it again"):
+        T.TermHead.load(old)
+
+
+def test_catalog_features_read_the_catalog(encoder, tmp_path):
+    cat = PointsCatalog.build(CATALOG, encoder)
+    seen = []
+    head = T.train(encoder, EXAMPLES, catalog=cat, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert seen == [("titles", 5, 5), ("fit", 1, 1)]  # what the CLI's progress bars are fed
+    assert head.needs_catalog and head.features == T.TITLE_FEATURES + T.CATALOG_FEATURES
+    assert head.theta.shape == (encoder.dim + len(head.features),)
+    back = T.TermHead.load(head.save(tmp_path / "c.npz"), encoder)
+    assert back.features == head.features
+    with pytest.raises(InputError, match="reads the catalog"):
+        back.title_scores(encoder, ["Hillman Steel Angle Bracket"])
+    # by hand: the word's vector, then the features points.py reads with the title's neighbours
+    from qkv.explain.points import features
+
+    title = "Hillman Steel Angle Bracket"
+    words, y = back.scored_words(encoder, [title], cat)[0]
+    seq, vec = encoder.token_vectors([title])[0]
+    v = encoder.encode([title], normalize=True)[0]
+    f = features(title, words, cat, v)
+    x = np.hstack([T.word_vectors(seq, vec, words), np.stack([f[k] for k in head.features], axis=1)])
+    np.testing.assert_allclose(y, x @ back.theta + back.bias, rtol=1e-4, atol=1e-5)
+    assert f["share"].max() > 0  # the neighbours do hold some of its words
+    # the public entry point answers the same words and weights
+    w2, y2 = back.title_scores(encoder, [title], catalog=cat)[0]
+    assert w2 == [w.text for w in words] and np.allclose(y2, y)
 
 
 def test_report_reading(tmp_path):

@@ -58,7 +58,17 @@ def test_terms_train_advise_and_eval_with_the_head(tmp_path):
     assert r.exit_code == 0, r.output
     adv = json.loads(r.output[r.output.index("{"):])["advice"]
     assert adv and all(a["word"].lower() not in ("red", "floor", "tile", "tiles") for a in adv)
+    # trained on BEIR, the head read the corpus's neighbour share and brands: scoring needs the catalog
     r = runner.invoke(app, ["explain", "Acme Ceramic Floor Tiles", "--terms", str(head), "--json"])
+    assert r.exit_code != 0 and "reads the catalog" in str(r.exception)
+    r = runner.invoke(app, ["explain", "Acme Ceramic Floor Tiles", "--terms", str(head), "--catalog",
+                            str(root / "corpus.jsonl"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["selling_points"]["method"] == "learned"
+    r = runner.invoke(app, ["terms", "train", "--out", str(tmp_path / "t.npz"), "--no-catalog-features", "--corpus",
+                            str(root / "corpus.jsonl"), "--queries", str(root / "queries.jsonl"), "--qrels",
+                            str(root / "qrels.tsv")])
+    assert r.exit_code == 0
+    r = runner.invoke(app, ["explain", "Acme Ceramic Floor Tiles", "--terms", str(tmp_path / "t.npz"), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["selling_points"]["method"] == "learned"
 
 
