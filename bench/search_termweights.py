@@ -7,7 +7,8 @@ weighted, for several scales and with words weighted ~0 kept once or left out.
     qkv index $H/corpus.jsonl --index /tmp/deepct/plain --model minilm
     .venv/bin/python bench/search_termweights.py --plain /tmp/deepct/plain --head /tmp/deepct/head-a.npz \\
         --half a --scales 5,10,20 --keep both          # tune on half a's queries
-    .venv/bin/python bench/search_termweights.py ... --half b --scales 10 --keep yes   # report half b
+    .venv/bin/python bench/search_termweights.py ... --half b --scales 10 --no-plain   # report half b
+    .venv/bin/python bench/search_termweights.py ... --half a --scales 10 --alphas 0.3,0.5,0.7   # fusion weight
 
 The head's weights of every title are computed once (one float32 encoder pass, cached in --work as
 JSON lines, resumable); each variant is a copy of the plain index whose keyword documents are
@@ -127,6 +128,7 @@ def main() -> None:
     ap.add_argument("--half", choices=("a", "b", "all"), default="a")
     ap.add_argument("--scales", default="10")
     ap.add_argument("--keep", choices=("yes", "no", "both"), default="yes")
+    ap.add_argument("--no-plain", action="store_true", help="leave out the plain index (measured already)")
     ap.add_argument("--alphas", help="instead: hybrid at these dense weights (e.g. 0.3,0.5,0.7) on the plain index "
                                      "and the --scales variants (made already, with --keep)")
     a = ap.parse_args()
@@ -153,8 +155,9 @@ def main() -> None:
                       flush=True)
         return
     weights = head_weights(a.head, corpus, a.work)
-    rows = [("plain", measure(a.plain, enc, queries, qrels, a.half))]
-    print(f"plain: {json.dumps(rows[-1][1])}", flush=True)
+    rows = [] if a.no_plain else [("plain", measure(a.plain, enc, queries, qrels, a.half))]
+    if rows:
+        print(f"plain: {json.dumps(rows[-1][1])}", flush=True)
     keeps = {"yes": [True], "no": [False], "both": [True, False]}[a.keep]
     for scale in [float(s) for s in a.scales.split(",") if s.strip()]:  # --scales '': the plain index only
         for keep in keeps:
@@ -164,13 +167,15 @@ def main() -> None:
                           scale, keep)
             rows.append((name, measure(idx, enc, queries, qrels, a.half)))
             print(f"{name}: {json.dumps(rows[-1][1])} ({time.perf_counter() - t0:.0f}s)", flush=True)
+    if not rows:
+        return
     print(f"\nhalf {a.half} ({rows[0][1]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
     print("| keyword side | keyword NDCG@10 | keyword R@100 | hybrid NDCG@10 | hybrid R@100 |")
     print("|---|---|---|---|---|")
     for name, r in rows:
         print(f"| {name} | {r['keyword']['ndcg@10']:.4f} | {r['keyword']['recall@100']:.4f} | "
               f"{r['hybrid']['ndcg@10']:.4f} | {r['hybrid']['recall@100']:.4f} |")
-    (a.work / f"results-{a.head.stem}-half-{a.half}.json").write_text(json.dumps(rows, indent=1))
+    (a.work / f"results-{a.head.stem}-half-{a.half}-{a.scales.replace(',', '_')}.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
