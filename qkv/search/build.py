@@ -164,9 +164,9 @@ def _weighting(path: Path, existing: Manifest | None, given, scale, keep_zero,
                                             had.keep_zero if keep_zero is None else bool(keep_zero))
         termweights.check_available(had, path)
         return had
-    tw = termweights.TermWeighting.of_file(
-        given, scale=termweights.SCALE if scale is None else scale,
-        keep_zero=termweights.KEEP_ZERO if keep_zero is None else keep_zero)
+    tw = termweights.TermWeighting.of_file(  # settings not given: the index's own, else the defaults
+        given, scale=(had.scale if had else termweights.SCALE) if scale is None else scale,
+        keep_zero=(had.keep_zero if had else termweights.KEEP_ZERO) if keep_zero is None else keep_zero)
     if existing is not None and not rebuild and (had is None or (had.sha256, had.scale, had.keep_zero)
                                                  != (tw.sha256, tw.scale, tw.keep_zero)):
         raise InputError(f"the index at {path} was written " + (f"with term head {had.head}" if had else

@@ -121,6 +121,8 @@ def test_updates_and_rebuilds_keep_the_head_and_search_needs_no_file(encoder, he
     cat = _catalog(tmp_path, CATALOG[:6])
     build_index(cat, tmp_path / "idx", encoder, term_weights=head, term_scale=6, keep_zero=False)
     recorded = read_manifest(tmp_path / "idx").extra["term_weights"]
+    # naming the same head again on an update is fine (its settings are the index's)
+    build_index(cat, tmp_path / "idx", encoder, upsert=True, term_weights=head)
     # an update weights its new titles by the recorded head; unchanged titles keep their documents
     build_index(_catalog(tmp_path, CATALOG), tmp_path / "idx", encoder, upsert=True)
     docs = _keyword_docs(tmp_path / "idx")
