@@ -144,6 +144,8 @@ def _weighting(path: Path, existing: Manifest | None, given, scale, keep_zero,
     (checked now, before anything is written), none, or the index's recorded one — whose head
     must still be there, unchanged, to weight the titles about to be written."""
     had = termweights.recorded(existing.extra) if existing is not None else None
+    if scale is not None and not scale > 0:
+        raise InputError(f"the term-weight scale must be above 0 (got {scale})")
     if isinstance(given, str) and given.strip().lower() == termweights.OFF:
         if had is not None and not rebuild:
             raise InputError(f"the index at {path} weights its keyword side with {had.head}; an update cannot "
