@@ -67,6 +67,15 @@ def register(app: typer.Typer) -> None:
                                                              "pays only when cores are free), or Ray actors (--engine ray, default 2).")] = None,
         store: Annotated[Optional[str], typer.Option(help="Keep the data in Milvus: milvus://PATH.db or http://HOST:19530 (qkv[milvus]).")] = None,
         precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit) or float32.")] = None,
+        term_weights: Annotated[Optional[str], typer.Option(
+            "--term-weights", help="A term-weight head (`qkv terms train`): index each title's words with its learned "
+                                   "weights as term frequencies (DeepCT-Index) instead of raw counts; 'none': plain. "
+                                   "Default: the index's own (an update or rebuild keeps it), plain for a new index.")] = None,
+        term_scale: Annotated[Optional[float], typer.Option(
+            help="With --term-weights: the term frequency of a word of weight 1 (default 10).")] = None,
+        keep_zero: Annotated[Optional[bool], typer.Option(
+            "--keep-zero/--drop-zero", help="With --term-weights: keep words weighted ~0 once (default) or leave "
+                                            "them out of the keyword side.")] = None,
     ):
         """Build or update a search index from CATALOG."""
         from qkv.errors import InputError
@@ -77,6 +86,8 @@ def register(app: typer.Typer) -> None:
         if engine not in ("local", "ray"):
             raise InputError(f"--engine must be local or ray, not {engine!r}")
         if engine == "ray" or store:
+            if term_weights not in (None, "none"):
+                raise InputError("--term-weights works with the local engine and the embedded store")
             if upsert:
                 raise InputError("--upsert works with the local engine and the embedded store; "
                                  "the Ray engine and --store build whole indexes (use --rebuild to replace one)")
@@ -91,11 +102,12 @@ def register(app: typer.Typer) -> None:
             enc = load_encoder(model, threads)  # none named: the rule's model for an index (qkv.model.default_model)
         elif threads:
             enc = load_encoder(read_manifest(index).model, threads)
-        with progress_bars({"embed": "embedding"}) as progress:
+        with progress_bars({"embed": "embedding", "weigh": "term weights"}) as progress:
             rep = build_index(catalog, index, enc, upsert=upsert, rebuild=rebuild,
                               dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
                               title_column=title_column, fmt=fmt, batch_size=batch_size, progress=progress,
-                              workers=workers or 1, precision=precision)
+                              workers=workers or 1, precision=precision, term_weights=term_weights,
+                              term_scale=term_scale, keep_zero=keep_zero)
         if as_json:
             print_json(rep.__dict__)
             return
@@ -103,6 +115,10 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold green]{rep.count:,}[/] products in {rep.path} "
                       f"({rep.embedded:,} embedded with {rep.model}, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
                       + (f", {rep.embedded / rep.embed_seconds:,.0f} titles/s" if rep.embed_seconds else ""))
+        if rep.term_weights:
+            tw = rep.term_weights
+            console.print(f"keyword side weighted by the term head {tw['head']} (scale {tw['scale']:g}, "
+                          f"words weighted ~0 {'kept once' if tw['keep_zero'] else 'left out'})")
         console.print(f"columns: id={c['id_column']!r} title={c['title_column']!r}; fields: "
                       + ", ".join(f"{k} ({v})" for k, v in c["fields"].items()))
         for key, label in (("duplicate_ids", "duplicate ids (last kept)"), ("empty_titles_skipped", "empty titles skipped"),

@@ -34,6 +34,7 @@ import numpy as np
 from qkv.errors import InputError, ModelError
 from qkv.progress import Count, Progress
 from qkv.search.build import open_target, plan_build, prefixed, write_rows
+from qkv.search import termweights
 from qkv.search.catalog import _sniff_format, read_catalog
 from qkv.search.store import read_manifest, title_hash
 
@@ -196,8 +197,11 @@ def index_with_ray(catalog, index_dir, *, address: str | None = None, workers: i
     fmt = _sniff_format(src, fmt)
     cat = read_catalog(src, id_column=id_column, title_column=title_column, fmt=fmt)
     # model, prefixes, precision and keyword scheme as `qkv index` decides them (one build path)
+    if (path / "manifest.json").is_file() and termweights.recorded(read_manifest(path).extra) is not None:
+        raise InputError(f"the index at {path} weights its keyword side with a term head (--term-weights); the Ray "
+                         "engine writes plain keyword documents: rebuild it with the local engine")
     plan = plan_build(path, encoder, model=model, rebuild=rebuild, dtype=dtype, ann=ann,
-                      backend="milvus" if store else "embedded")
+                      backend="milvus" if store else "embedded", term_weights=termweights.OFF)
     enc, model_name = plan.encoder, plan.manifest.model
     prefix = prefixed(plan.manifest, [""], "passage")[0]
     work = Path(work_dir) if work_dir else path.with_name(path.name + ".ray-shards")

@@ -21,8 +21,9 @@ from qkv.errors import InputError
 from qkv.progress import Count, Progress, relay
 from qkv.text import keywords as textmod
 from qkv.search.catalog import Catalog, read_catalog
-from qkv.search.store import (IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir, open_store,
-                              read_manifest, store_class, title_hash)
+from qkv.search.store import (KEYWORD_TEXT, IndexError_, Manifest, Row, StoreWriter, VectorStore, index_dir,
+                              open_store, read_manifest, store_class, title_hash)
+from qkv.search import termweights
 from qkv.text import zh
 
 # Titles are embedded in bfloat16 where the CPU has a bfloat16 unit (float32 elsewhere): faster,
@@ -41,6 +42,7 @@ class BuildReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     model: str = ""  # the encoder that embedded the titles
+    term_weights: dict | None = None  # the learned term weighting of the keyword side (termweights)
 
 
 def check_model(manifest: Manifest, encoder, where) -> None:
@@ -67,14 +69,16 @@ def prefixed(manifest: Manifest, texts: Sequence[str], role: str) -> list[str]:
 
 
 def new_manifest(encoder, *, model: str | None = None, dtype: str = "float32", ann: str = "auto",
-                 backend: str = "embedded", precision: str = "float32") -> Manifest:
+                 backend: str = "embedded", precision: str = "float32",
+                 weighting: "termweights.TermWeighting | None" = None) -> Manifest:
     """The manifest of a new index whose vectors ``encoder`` makes in ``precision`` (the one that
-    ran: ``qkv.model.linear.effective_precision``)."""
+    ran: ``qkv.model.linear.effective_precision``) and whose keyword side ``weighting`` weights."""
+    tw = {termweights.MANIFEST_KEY: weighting.to_json()} if weighting is not None else {}
     return Manifest(model=model or encoder.name, fingerprint=encoder.fingerprint(), dim=encoder.dim, dtype=dtype,
                     ann=ann, backend=backend,
                     extra={"normalized": bool(encoder.config.normalize), "pooling": encoder.config.pooling,
                            textmod.MANIFEST_KEY: zh.SCHEME,  # how Chinese titles become keyword terms
-                           "precision": precision, **role_prefixes(encoder)})
+                           "precision": precision, **role_prefixes(encoder), **tw})
 
 
 @dataclass
@@ -85,16 +89,23 @@ class BuildPlan:
     encoder: object
     precision: str
     manifest: Manifest
+    weighting: "termweights.TermWeighting | None" = None  # learned term weights of the keyword side
 
 
 def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = False, rebuild: bool = False,
                dtype: str = "float32", ann: str = "auto", backend: str = "embedded",
-               precision: str | None = None) -> BuildPlan:
+               precision: str | None = None, term_weights=None, term_scale: float | None = None,
+               keep_zero: bool | None = None) -> BuildPlan:
     """The one place that decides an index's model, prefixes, precision and keyword scheme, for
     ``build_index`` and for ``qkv.scale.ray_index`` alike: the encoder given, else ``model``, else
     the existing index's model, else the rule's model for text not known yet
     (``qkv.model.default_model``: a new index's queries may come in any language); ``precision`` given, else the index's recorded
-    one (an update or rebuild), else BUILD_PRECISION — as it actually runs on this CPU."""
+    one (an update or rebuild), else BUILD_PRECISION — as it actually runs on this CPU.
+    ``term_weights``: a term-weight head file (``qkv terms train``) whose learned weights the
+    keyword documents are written with (``qkv.search.termweights``; ``term_scale``/``keep_zero``
+    tune how), ``"none"`` for a plain keyword side, or None: the index's own (an update or rebuild
+    keeps the head its manifest records; a new index is plain). An update must use the index's own
+    head: another one means a rebuild."""
     from qkv.model import default_model, shared_encoder
     from qkv.model.linear import PRECISIONS, effective_precision
 
@@ -119,8 +130,51 @@ def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = F
     elif encoder is None:
         encoder = shared_encoder(model or default_model())
     precision = effective_precision(precision or BUILD_PRECISION, encoder)
-    made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision)
-    return BuildPlan(encoder, precision, made)
+    weighting = _weighting(path, existing, term_weights, term_scale, keep_zero, rebuild)
+    if weighting is not None and (existing.backend if existing is not None else backend) != "embedded":
+        raise InputError("learned term weights (--term-weights) need the embedded store; "
+                         f"the {backend if existing is None else existing.backend} store indexes raw titles")
+    made = new_manifest(encoder, dtype=dtype, ann=ann, backend=backend, precision=precision, weighting=weighting)
+    return BuildPlan(encoder, precision, made, weighting)
+
+
+def _weighting(path: Path, existing: Manifest | None, given, scale, keep_zero,
+               rebuild: bool) -> "termweights.TermWeighting | None":
+    """The term weighting a build writes with (``plan_build``'s ``term_weights``): the file given
+    (checked now, before anything is written), none, or the index's recorded one — whose head
+    must still be there, unchanged, to weight the titles about to be written."""
+    had = termweights.recorded(existing.extra) if existing is not None else None
+    if scale is not None and not scale > 0:
+        raise InputError(f"the term-weight scale must be above 0 (got {scale})")
+    if isinstance(given, str) and given.strip().lower() == termweights.OFF:
+        if had is not None and not rebuild:
+            raise InputError(f"the index at {path} weights its keyword side with {had.head}; an update cannot "
+                             "drop that: rebuild with --rebuild --term-weights none")
+        return None
+    if given is None:
+        if had is None:
+            if scale is not None or keep_zero is not None:
+                raise InputError("--term-scale and --keep-zero/--drop-zero set how --term-weights HEAD weights "
+                                 "titles; give the head too")
+            return None
+        if (scale is not None and scale != had.scale) or (keep_zero is not None and keep_zero != had.keep_zero):
+            if not rebuild:
+                raise InputError(f"the index at {path} was weighted with scale {had.scale:g}, keep zero "
+                                 f"{had.keep_zero}; another setting means --rebuild")
+            had = termweights.TermWeighting(had.head, had.sha256, had.model,
+                                            had.scale if scale is None else float(scale),
+                                            had.keep_zero if keep_zero is None else bool(keep_zero))
+        termweights.check_available(had, path)
+        return had
+    tw = termweights.TermWeighting.of_file(  # settings not given: the index's own, else the defaults
+        given, scale=(had.scale if had else termweights.SCALE) if scale is None else scale,
+        keep_zero=(had.keep_zero if had else termweights.KEEP_ZERO) if keep_zero is None else keep_zero)
+    if existing is not None and not rebuild and (had is None or (had.sha256, had.scale, had.keep_zero)
+                                                 != (tw.sha256, tw.scale, tw.keep_zero)):
+        raise InputError(f"the index at {path} was written " + (f"with term head {had.head}" if had else
+                         "without term weights") + f"; weighting new titles with {given} would mix two keyword "
+                         "sides: rebuild with --rebuild to write every title with it")
+    return tw
 
 
 def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: bool, backend: str = "embedded",
@@ -134,11 +188,13 @@ def open_target(path: Path, make_manifest: Callable[[], Manifest], *, rebuild: b
 
 
 def write_rows(w: StoreWriter, rows: Sequence[Row], embed: Callable[[list[Row]], Iterable[np.ndarray]], *,
-               reuse: bool = True) -> tuple[int, int]:
+               reuse: bool = True,
+               keyword_texts: Callable[[list[str]], list[str]] | None = None) -> tuple[int, int]:
     """Write ``rows`` through the writer ``w``: rows whose stored title hash is unchanged (``reuse``)
-    keep their vectors and get their fields updated; the others are upserted with vectors from
-    ``embed(rows_to_embed)``, which yields arrays for consecutive runs of those rows, in order.
-    Returns (embedded, unchanged)."""
+    keep their vectors (and keyword documents) and get their fields updated; the others are
+    upserted with vectors from ``embed(rows_to_embed)``, which yields arrays for consecutive runs
+    of those rows, in order, and with ``keyword_texts(titles)`` as their keyword documents when
+    given (learned term weights, ``termweights.Weigher``). Returns (embedded, unchanged)."""
     hashes = [title_hash(r["title"]) for r in rows]
     old = w.title_hashes([r["id"] for r in rows]) if reuse else {}
     same = [r for r, h in zip(rows, hashes) if old.get(r["id"]) == h]
@@ -149,7 +205,10 @@ def write_rows(w: StoreWriter, rows: Sequence[Row], embed: Callable[[list[Row]],
     for vecs in embed([r for r, _ in todo]):
         part = todo[at:at + len(vecs)]
         at += len(part)
-        w.upsert([r for r, _ in part], vecs, [h for _, h in part])
+        put = [r for r, _ in part]
+        if keyword_texts is not None:
+            put = [{**r, KEYWORD_TEXT: kt} for r, kt in zip(put, keyword_texts([r["title"] for r in put]))]
+        w.upsert(put, vecs, [h for _, h in part])
     if at != len(todo):
         raise AssertionError(f"embed returned vectors for {at} of {len(todo)} rows")
     return len(todo), len(same)
@@ -160,6 +219,7 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
                 title_column: str | None = None, fmt: str | None = None, batch_size: int = 64,
                 chunk: int = 4096, progress: Progress | None = None,
                 backend: str = "embedded", workers: int = 1, precision: str | None = None,
+                term_weights=None, term_scale: float | None = None, keep_zero: bool | None = None,
                 **store_options) -> BuildReport:
     """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
     (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
@@ -167,21 +227,35 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     processes with one BLAS thread each (1.94× one process on an idle 2-vCPU machine, 0.47× when
     its cores were already busy: docs/search.md). ``precision``: the encoder's (``Encoder.encode``);
     default BUILD_PRECISION for a new index, the recorded one for an update; the manifest records
-    the precision that actually ran (float32 where the CPU has no bfloat16 unit)."""
+    the precision that actually ran (float32 where the CPU has no bfloat16 unit). ``term_weights``
+    (a head file, ``"none"``, or None: the index's own), ``term_scale``, ``keep_zero``: learned term
+    weights on the keyword side (``plan_build``, ``qkv.search.termweights``); ``progress`` then
+    also counts stage "weigh" in titles."""
     t0 = time.perf_counter()
     path = index_dir(path)
     cat = catalog if isinstance(catalog, Catalog) else read_catalog(
         catalog, id_column=id_column, title_column=title_column, fmt=fmt)
     plan = plan_build(path, encoder, upsert=upsert, rebuild=rebuild, dtype=dtype, ann=ann, backend=backend,
-                      precision=precision)
+                      precision=precision, term_weights=term_weights, term_scale=term_scale, keep_zero=keep_zero)
     encoder, precision, made = plan.encoder, plan.precision, plan.manifest
+    weigh = None
+    if plan.weighting is not None:  # loaded before the store is touched: a bad head changes nothing
+        updating = upsert and not rebuild and (path / "manifest.json").is_file()  # its own Chinese scheme
+        weigher = termweights.Weigher(plan.weighting, encoder,
+                                      han=textmod.han_scheme(read_manifest(path).extra) if updating else None)
+        weigh = lambda titles: weigher.keyword_texts(titles, weighed.add)  # noqa: E731
+    weighed = None  # stage "weigh": counted over the titles written (known when ``embed`` is called)
     store = open_target(path, lambda: made, rebuild=rebuild, backend=backend, **store_options)
     # titles get the prefix the index records (an update: the index's own; a new index or a
     # rebuild: the encoder's, which the rebuilt manifest records)
     passages = made if rebuild else store.manifest
-    report = BuildReport(str(path), cat.summary(), model=encoder.name)
+    report = BuildReport(str(path), cat.summary(), model=encoder.name,
+                         term_weights=plan.weighting.to_json() if plan.weighting is not None else None)
 
     def embed(todo: list[Row]) -> Iterator[np.ndarray]:
+        nonlocal weighed
+        if weigh is not None:
+            weighed = Count(progress, "weigh", len(todo))
         count = Count(progress, "embed", len(todo))
         te = time.perf_counter()
         if workers > 1 and len(todo) > batch_size:
@@ -206,7 +280,7 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
 
     try:
         with store.writer(reset=rebuild, manifest=made if rebuild else None) as w:
-            report.embedded, report.unchanged = write_rows(w, cat.rows, embed, reuse=not rebuild)
+            report.embedded, report.unchanged = write_rows(w, cat.rows, embed, reuse=not rebuild, keyword_texts=weigh)
     finally:
         store.close()
     report.count = read_manifest(path).count

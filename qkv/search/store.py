@@ -73,6 +73,10 @@ FORMAT = "qkv-search-index"
 FORMAT_VERSION = 2
 
 Row = dict[str, Any]  # one product: {"id": str, "title": str, <field>: str | float | None, ...}
+# A row written with this key indexes its value as the keyword document instead of the normalised
+# title (learned term weights, ``qkv.search.termweights``); it is not a field. A store that cannot
+# take it refuses weighted builds (``qkv.search.build.plan_build``).
+KEYWORD_TEXT = "_keyword_text"
 
 
 class IndexError_(InputError):
@@ -96,8 +100,9 @@ class Hit:
     score: float
 
 
-# What a manifest says about the vectors' making: a rebuild takes these from the new encoder's.
-MODEL_EXTRA = ("normalized", "pooling", "precision", "query_prefix", "passage_prefix")
+# What a manifest says about the vectors' and keyword documents' making: a rebuild takes these from
+# the new build's manifest (one it lacks is dropped: a rebuild without term weights is plain).
+MODEL_EXTRA = ("normalized", "pooling", "precision", "query_prefix", "passage_prefix", "term_weights")
 
 
 def rebuilt_manifest(current: "Manifest", new: "Manifest | None") -> "Manifest":

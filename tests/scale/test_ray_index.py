@@ -144,3 +144,19 @@ def test_the_ray_build_is_the_local_build(tmp_path, local_ray, sample_catalog, e
     with Index.open(tmp_path / "local", encoder) as a, Index.open(tmp_path / "ray", encoder) as b:
         for q in ("breathable running shoes", "waterproof hiking boots"):
             assert [r.id for r in a.search(q, k=5)] == [r.id for r in b.search(q, k=5)]
+
+
+def test_a_term_weighted_index_is_not_rebuilt_plain_by_ray(encoder, small_csv, tmp_path):
+    """The Ray engine writes plain keyword documents: it refuses, before starting Ray, to rebuild
+    an index whose keyword side a term head weights (qkv.search.termweights)."""
+    from qkv.explain.terms import Example, train
+    from qkv.search import build_index
+    from qkv.search.store import read_manifest
+
+    head = train(encoder, [Example("Trail Running Shoes", (("running shoes", 2.0),)),
+                           Example("Leather Chelsea Boots", (("chelsea boots", 1.0),))]).save(tmp_path / "h.npz")
+    build_index(small_csv, tmp_path / "idx", encoder, term_weights=head)
+    before = read_manifest(tmp_path / "idx")
+    with pytest.raises(InputError, match="rebuild it with the local engine"):
+        index_with_ray(small_csv, tmp_path / "idx", encoder=encoder, rebuild=True)
+    assert read_manifest(tmp_path / "idx") == before

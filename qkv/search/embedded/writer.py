@@ -21,7 +21,7 @@ from qkv.errors import InputError
 from qkv.text import keywords as textmod
 from qkv.search.embedded import generations, postings, vectors
 from qkv.search.embedded.rows import select_in
-from qkv.search.store import StoreWriter, read_manifest, rebuilt_manifest
+from qkv.search.store import KEYWORD_TEXT, StoreWriter, read_manifest, rebuilt_manifest
 from qkv.search.writelock import WriterLock
 from qkv.text import zh
 
@@ -80,7 +80,7 @@ class Writer(StoreWriter):
     def _field_cols(self, rows) -> None:
         for row in rows:
             for name, v in row.items():
-                if name in ("id", "title"):
+                if name in ("id", "title", KEYWORD_TEXT):
                     continue
                 kind = "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "text"
                 if name not in self.cols:
@@ -123,7 +123,7 @@ class Writer(StoreWriter):
         for row, h in zip(rows, title_hashes):
             slot = self.next_slot
             self.next_slot += 1
-            kt = textmod.normalize(row["title"], self.han)
+            kt = row[KEYWORD_TEXT] if KEYWORD_TEXT in row else textmod.normalize(row["title"], self.han)
             data.append([slot, str(row["id"]), row["title"], kt, h] + [row.get(n) for n in names])
             fts.append((slot, kt))
         self.con.executemany(f"INSERT INTO products ({colsql}) VALUES ({ph})", data)
@@ -134,17 +134,20 @@ class Writer(StoreWriter):
     def update_fields(self, rows) -> None:
         self._field_cols(rows)
         for row in rows:
-            names = [n for n in row if n not in ("id",)]
-            r = self.con.execute("SELECT slot FROM products WHERE id = ?", (str(row["id"]),)).fetchone()
+            names = [n for n in row if n not in ("id", KEYWORD_TEXT)]
+            r = self.con.execute("SELECT slot, title FROM products WHERE id = ?", (str(row["id"]),)).fetchone()
             if r is None:
                 raise InputError(f"update_fields: unknown id {row['id']!r}")
+            r, old_title = r[:1], r[1]
             sets = []
             vals = []
             for n in names:
                 sets.append("title = ?" if n == "title" else f"{self.cols[n][0]} = ?")
                 vals.append(row[n])
-            if "title" in row:
-                kt = textmod.normalize(row["title"], self.han)
+            # the keyword document: the one given, else the new title's; an unchanged title keeps its
+            # own (a term-weighted one stays weighted)
+            if KEYWORD_TEXT in row or ("title" in row and row["title"] != old_title):
+                kt = row[KEYWORD_TEXT] if KEYWORD_TEXT in row else textmod.normalize(row["title"], self.han)
                 sets.append("ktext = ?")
                 vals.append(kt)
                 self.con.execute("DELETE FROM fts WHERE rowid = ?", r)

@@ -1,0 +1,182 @@
+"""Learned term weights on the keyword side (DeepCT-Index, ``qkv index --term-weights``) measured on
+Home Depot dev, full corpus (../shared data): keyword and hybrid NDCG@10 / Recall@100, plain against
+weighted, for several scales and with words weighted ~0 kept once or left out.
+
+    qkv terms train --model minilm --half a --corpus $H/corpus.jsonl --queries $H/queries.dev.jsonl \\
+        --qrels $H/qrels/dev.tsv --out /tmp/deepct/head-a.npz
+    qkv index $H/corpus.jsonl --index /tmp/deepct/plain --model minilm
+    .venv/bin/python bench/search_termweights.py --plain /tmp/deepct/plain --head /tmp/deepct/head-a.npz \\
+        --half a --scales 5,10,20 --keep both          # tune on half a's queries
+    .venv/bin/python bench/search_termweights.py ... --half b --scales 10 --no-plain   # report half b
+    .venv/bin/python bench/search_termweights.py ... --half a --scales 10 --alphas 0.3,0.5,0.7   # fusion weight
+
+The head's weights of every title are computed once (one float32 encoder pass, cached in --work as
+JSON lines, resumable); each variant is a copy of the plain index whose keyword documents are
+rewritten by the store's own writer (``KEYWORD_TEXT`` rows through ``update_fields``), so the dense
+side is the plain index's very vectors and only the keyword side differs. The keyword documents
+are made by ``qkv.search.termweights.keyword_text``, which ``qkv index --term-weights`` uses; a
+full `qkv index --term-weights` build gives the same keyword side (docs/search.md checks one).
+Metrics by ``qkv.search.evaluate.evaluate`` (what `qkv eval search` runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
+
+
+def head_weights(head_path: Path, corpus: dict[str, str], work: Path) -> dict[str, tuple[list[str], list[float]]]:
+    """id → (the head's words, ŷ) for every title, cached per head file (resumable by batch)."""
+    from qkv.explain.terms import TermHead
+    from qkv.model import shared_encoder
+    from qkv.search.termweights import file_digest
+
+    cache = work / f"weights-{file_digest(head_path)[:12]}.jsonl"
+    done: dict[str, tuple[list[str], list[float]]] = {}
+    if cache.is_file():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                done[r["id"]] = (r["words"], r["w"])
+    todo = [i for i in corpus if i not in done]
+    if todo:
+        head = TermHead.load(head_path)
+        enc = shared_encoder(head.model)
+        t0 = time.perf_counter()
+        with open(cache, "a", encoding="utf-8") as f:
+            for a in range(0, len(todo), 256):
+                ids = todo[a:a + 256]
+                for i, (words, ys) in zip(ids, head.title_scores(enc, [corpus[i] for i in ids])):
+                    done[i] = (words, [float(y) for y in ys])
+                    f.write(json.dumps({"id": i, "words": words, "w": done[i][1]}) + "\n")
+                f.flush()
+                n = a + len(ids)
+                print(f"  head weights: {n:,}/{len(todo):,} titles, {n / (time.perf_counter() - t0):.0f}/s", flush=True)
+    return done
+
+
+def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool) -> Path:
+    """A copy of ``plain`` whose keyword documents carry the weights (made once)."""
+    from qkv.search.store import KEYWORD_TEXT, open_store
+    from qkv.search.termweights import keyword_text
+
+    if (out / "manifest.json").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(plain, tmp, ignore=shutil.ignore_patterns(".lock", ".tmp-*"))
+    store = open_store(tmp)
+    try:
+        with store.writer() as w:
+            w.update_fields([{"id": i, KEYWORD_TEXT: keyword_text(t, *weights[i], scale=scale, keep_zero=keep)}
+                             for i, t in corpus.items()])
+    finally:
+        store.close()
+    tmp.rename(out)
+    return out
+
+
+def measure(index: Path, enc, queries, qrels, half: str) -> dict:
+    from qkv.search.evaluate import evaluate
+    from qkv.search.index import Index
+
+    with Index.open(index, enc) as idx:
+        res = evaluate(idx, queries, qrels, half=half)
+    return {m: {k: res.metrics[m][k] for k in ("ndcg@10", "recall@100")} for m in ("keyword", "hybrid", "dense")} | \
+        {"queries": res.queries}
+
+
+def alpha_sweep(index: Path, enc, queries, qrels, half: str, alphas: list[float]) -> dict[float, dict]:
+    """Hybrid NDCG@10 / Recall@100 at each dense weight α, from one candidate pass per query (the
+    fusion ``qkv.search.evaluate.evaluate`` runs: ``Index.fuse``, 200 candidates a side)."""
+    import numpy as np
+
+    from qkv.search.evaluate import in_half, ndcg, recall
+    from qkv.search.index import CANDIDATES, Index
+
+    per = {x: ([], []) for x in alphas}
+    with Index.open(index, enc) as idx:
+        qids = [q for q in queries if q in qrels and in_half(q, half)]
+        plans = [idx.plan(queries[q]) for q in qids]
+        if any(p.translated for p in plans):
+            raise SystemExit("the α sweep reads English queries only")
+        vecs = idx.query_vectors([queries[q] for q in qids])
+        for q, p, v in zip(qids, plans, vecs):
+            dense = idx.store.dense_search(v, CANDIDATES)
+            kw = idx.store.keyword_search(p.keyword, CANDIDATES)
+            for x in alphas:
+                ranking = [d for d, _, _ in idx.fuse("hybrid", dense, kw, 100, v, "score", x, query=p.keyword)]
+                per[x][0].append(ndcg(ranking, qrels[q], 1.0))
+                per[x][1].append(recall(ranking, qrels[q], 1.0))
+    return {x: {"ndcg@10": float(np.nanmean(n)), "recall@100": float(np.nanmean(r))} for x, (n, r) in per.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--plain", type=Path, required=True, help="a plain full-corpus index (`qkv index`)")
+    ap.add_argument("--head", type=Path, required=True, help="a term head (`qkv terms train`)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/deepct/variants"))
+    ap.add_argument("--half", choices=("a", "b", "all"), default="a")
+    ap.add_argument("--scales", default="10")
+    ap.add_argument("--keep", choices=("yes", "no", "both"), default="yes")
+    ap.add_argument("--no-plain", action="store_true", help="leave out the plain index (measured already)")
+    ap.add_argument("--alphas", help="instead: hybrid at these dense weights (e.g. 0.3,0.5,0.7) on the plain index "
+                                     "and the --scales variants (made already, with --keep)")
+    a = ap.parse_args()
+
+    from qkv.model import shared_encoder
+    from qkv.search.catalog import read_catalog
+    from qkv.search.evaluate import load_qrels, load_queries
+    from qkv.search.store import read_manifest
+
+    if not (a.data / "corpus.jsonl").is_file():
+        sys.exit(f"no Home Depot data at {a.data} (../shared/data/search/homedepot)")
+    a.work.mkdir(parents=True, exist_ok=True)
+    corpus = {r["id"]: r["title"] for r in read_catalog(a.data / "corpus.jsonl").rows}  # as `qkv index` reads it
+    queries, qrels = load_queries(a.data / "queries.dev.jsonl"), load_qrels(a.data / "qrels" / "dev.tsv")
+    enc = shared_encoder(read_manifest(a.plain).model)
+    if a.alphas:
+        alphas = [float(x) for x in a.alphas.split(",")]
+        keeps = {"yes": ["keep"], "no": ["drop"], "both": ["keep", "drop"]}[a.keep]
+        runs = [("plain", a.plain)] + [(f"scale {s}, {k} zero", a.work / f"{a.head.stem}-s{float(s):g}-{k}")
+                                       for s in a.scales.split(",") if s.strip() for k in keeps]
+        for name, idx in runs:
+            for x, r in alpha_sweep(idx, enc, queries, qrels, a.half, alphas).items():
+                print(f"half {a.half} | {name} | α {x:g} | hybrid NDCG@10 {r['ndcg@10']:.4f} | R@100 {r['recall@100']:.4f}",
+                      flush=True)
+        return
+    weights = head_weights(a.head, corpus, a.work)
+    rows = [] if a.no_plain else [("plain", measure(a.plain, enc, queries, qrels, a.half))]
+    if rows:
+        print(f"plain: {json.dumps(rows[-1][1])}", flush=True)
+    keeps = {"yes": [True], "no": [False], "both": [True, False]}[a.keep]
+    for scale in [float(s) for s in a.scales.split(",") if s.strip()]:  # --scales '': the plain index only
+        for keep in keeps:
+            name = f"scale {scale:g}, {'keep' if keep else 'drop'} zero"
+            t0 = time.perf_counter()
+            idx = variant(a.plain, a.work / f"{a.head.stem}-s{scale:g}-{'keep' if keep else 'drop'}", corpus, weights,
+                          scale, keep)
+            rows.append((name, measure(idx, enc, queries, qrels, a.half)))
+            print(f"{name}: {json.dumps(rows[-1][1])} ({time.perf_counter() - t0:.0f}s)", flush=True)
+    if not rows:
+        return
+    print(f"\nhalf {a.half} ({rows[0][1]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
+    print("| keyword side | keyword NDCG@10 | keyword R@100 | hybrid NDCG@10 | hybrid R@100 |")
+    print("|---|---|---|---|---|")
+    for name, r in rows:
+        print(f"| {name} | {r['keyword']['ndcg@10']:.4f} | {r['keyword']['recall@100']:.4f} | "
+              f"{r['hybrid']['ndcg@10']:.4f} | {r['hybrid']['recall@100']:.4f} |")
+    (a.work / f"results-{a.head.stem}-half-{a.half}-{a.scales.replace(',', '_')}.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Learned term weights on the keyword side (qkv.search.termweights, `qkv index --term-weights`):
+keyword documents by hand, the ranking they change, the manifest, bad heads, updates and rebuilds."""
+
+import csv
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from qkv.errors import InputError
+from qkv.explain import terms as T
+from qkv.search import Index, build_index
+from qkv.search.store import read_manifest
+from qkv.search.termweights import keyword_text
+
+# A made-up search-term report: shoppers search a title by what the product is (its last noun),
+# seldom by what it is for, so the head learns that "Faucet" weighs more in a faucet than in a wrench
+REPORT = [("kitchen faucet", "Glacier Bay Kitchen Faucet", 5), ("faucet", "Delta Chrome Shower Faucet", 4),
+          ("bathroom faucet", "Moen Bathroom Faucet in Brushed Nickel", 3), ("wrench", "Faucet Wrench Tool", 5),
+          ("basin wrench", "Faucet Basin Wrench", 4), ("angle bracket", "Everbilt Steel Angle Bracket", 5),
+          ("pliers", "Faucet Pliers Set", 3), ("shower head", "Chrome Shower Head", 4),
+          ("hinge", "Cabinet Door Hinge", 3), ("faucet", "Pfister Bar Faucet", 2), ("lamp", "Desk Lamp Shade", 3),
+          ("shade", "Lamp Shade Kit", 2)]
+# B (the wrench) comes first, so plain BM25's tie on "faucet" (same length, one occurrence) goes to it
+CATALOG = ["B,Faucet Wrench Tool Set", "A,Glacier Bay Kitchen Faucet", "C,Cabinet Door Hinge", "D,Desk Lamp Shade Kit",
+           "E,Everbilt Steel Angle Bracket", "F,Chrome Shower Head", "G,Oak Stair Tread", "H,Copper Pipe Elbow",
+           "I,Garden Hose Reel", "J,Ceiling Fan Light Kit"]
+
+
+def test_keyword_text_repeats_each_term_by_its_weight():
+    # tf = round(clip(w, 0, 1) · scale); a word's normalised terms share its weight ("6ft" → 6, ft)
+    assert keyword_text("Delta Shower Faucet 6ft", ["Delta", "Shower", "Faucet", "6ft"], [0.04, 0.32, 1.7, 0.2],
+                        scale=10) == "delta shower shower shower faucet faucet faucet faucet faucet faucet faucet " \
+                                     "faucet faucet faucet 6 6 ft ft"
+    # words weighted ~0 (or below 0) are left out unless kept once; terms no head word covers keep their count
+    # (the unit "in" made of '"' in 3/4")
+    assert keyword_text('Brass Nipple 3/4"', ["Brass", "Nipple", "3/4"], [-0.3, 0.5, 0.0], scale=4,
+                        keep_zero=False) == "nipple nipple in"
+    assert keyword_text('Brass Nipple 3/4"', ["Brass", "Nipple", "3/4"], [-0.3, 0.5, 0.0], scale=4,
+                        keep_zero=True) == "brass nipple nipple 3/4 in"
+
+
+@pytest.fixture(scope="module")
+def head_file(encoder, tmp_path_factory):
+    d = tmp_path_factory.mktemp("terms")
+    with open(d / "report.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["search term", "product title", "clicks"])
+        w.writerows(REPORT)
+    head = T.train(encoder, T.examples_from_report(d / "report.csv"))
+    return head.save(d / "head.npz")
+
+
+def _catalog(tmp_path, rows=CATALOG):
+    p = tmp_path / "cat.csv"
+    p.write_text("id,title\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return p
+
+
+def _keyword_docs(path) -> dict[str, str]:
+    gen = read_manifest(path).extra["generation"]
+    with sqlite3.connect(path / gen / "catalog.sqlite") as con:
+        return dict(con.execute("SELECT id, ktext FROM products"))
+
+
+def _keyword_ids(path, encoder, query):
+    with Index.open(path, encoder) as idx:
+        return [r.id for r in idx.search(query, k=3, mode="keyword")], idx
+
+
+def test_learned_weights_rank_the_title_that_is_what_the_word_says_first(encoder, head_file, tmp_path):
+    head = T.TermHead.load(head_file, encoder)
+    (wa, ya), (wb, yb) = head.title_scores(encoder, ["Glacier Bay Kitchen Faucet", "Faucet Wrench Tool Set"])
+    assert ya[wa.index("Faucet")] > yb[wb.index("Faucet")] + 0.3  # what the head learned from the report
+    cat = _catalog(tmp_path)
+    build_index(cat, tmp_path / "plain", encoder)
+    rep = build_index(cat, tmp_path / "weighted", encoder, term_weights=head_file)
+    plain, _ = _keyword_ids(tmp_path / "plain", encoder, "faucet")
+    weighted, _ = _keyword_ids(tmp_path / "weighted", encoder, "faucet")
+    assert plain[:2] == ["B", "A"] and weighted[:2] == ["A", "B"]
+    # the manifest (and the build report) say which head, with its digest and settings
+    tw = read_manifest(tmp_path / "weighted").extra["term_weights"]
+    assert tw["head"] == str(head_file.resolve()) and tw["model"] == encoder.name and len(tw["sha256"]) == 64
+    assert (tw["scale"], tw["keep_zero"]) == (10.0, True) and rep.term_weights == tw
+    assert "term_weights" not in read_manifest(tmp_path / "plain").extra
+    # only the keyword document changed: the title shown (and highlighted) is the catalog's
+    docs = _keyword_docs(tmp_path / "weighted")
+    assert docs["A"].split().count("faucet") > docs["B"].split().count("faucet") >= 1
+    with Index.open(tmp_path / "weighted", encoder) as idx:
+        r = idx.search("kitchen faucet", k=1, explain=True)[0]
+    assert r.id == "A" and r.title == "Glacier Bay Kitchen Faucet"
+    assert {t for t, _ in r.explanation.keyword_terms} == {"kitchen", "faucet"}
+
+
+def test_a_bad_head_is_refused_and_leaves_the_index_as_it_was(encoder, head_file, tmp_path):
+    cat = _catalog(tmp_path)
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a head")
+    with pytest.raises(InputError, match="not a term head"):
+        build_index(cat, tmp_path / "new", encoder, term_weights=junk)
+    assert not (tmp_path / "new").exists()  # refused before anything was written
+    build_index(cat, tmp_path / "idx", encoder)
+    before = (tmp_path / "idx" / "manifest.json").read_text()
+    docs = _keyword_docs(tmp_path / "idx")
+    for bad, msg in ((junk, "not a term head"), (tmp_path / "missing.npz", "no term head")):
+        with pytest.raises(InputError, match=msg):
+            build_index(cat, tmp_path / "idx", encoder, rebuild=True, term_weights=bad)
+    with pytest.raises(InputError, match="scale must be above 0"):
+        build_index(cat, tmp_path / "idx", encoder, rebuild=True, term_weights=head_file, term_scale=0)
+    # an update cannot weight new titles while the old ones stay plain
+    with pytest.raises(InputError, match="rebuild"):
+        build_index(cat, tmp_path / "idx", encoder, upsert=True, term_weights=head_file)
+    assert (tmp_path / "idx" / "manifest.json").read_text() == before and _keyword_docs(tmp_path / "idx") == docs
+    assert _keyword_ids(tmp_path / "idx", encoder, "faucet")[0][:2] == ["B", "A"]
+
+
+def test_updates_and_rebuilds_keep_the_head_and_search_needs_no_file(encoder, head_file, tmp_path):
+    head = tmp_path / "mine.npz"
+    head.write_bytes(head_file.read_bytes())
+    cat = _catalog(tmp_path, CATALOG[:6])
+    build_index(cat, tmp_path / "idx", encoder, term_weights=head, term_scale=6, keep_zero=False)
+    recorded = read_manifest(tmp_path / "idx").extra["term_weights"]
+    # naming the same head again on an update is fine (its settings are the index's)
+    build_index(cat, tmp_path / "idx", encoder, upsert=True, term_weights=head)
+    # an update weights its new titles by the recorded head; unchanged titles keep their documents
+    build_index(_catalog(tmp_path, CATALOG), tmp_path / "idx", encoder, upsert=True)
+    docs = _keyword_docs(tmp_path / "idx")
+    assert read_manifest(tmp_path / "idx").extra["term_weights"] == recorded
+    assert docs["A"].split().count("faucet") == 6 and docs["J"] != "ceiling fan light kit"
+    # a rebuild keeps the option and its settings
+    build_index(cat, tmp_path / "idx", encoder, rebuild=True)
+    assert read_manifest(tmp_path / "idx").extra["term_weights"] == recorded
+    assert _keyword_docs(tmp_path / "idx")["A"] == docs["A"]
+    # the head file gone: searching still works (the weights are in the index), an update says what is missing
+    head.unlink()
+    assert _keyword_ids(tmp_path / "idx", encoder, "faucet")[0][0] == "A"
+    with pytest.raises(InputError, match="mine.npz, which is missing"):
+        build_index(_catalog(tmp_path, CATALOG), tmp_path / "idx", encoder, upsert=True)
+    # a rebuild with "none" writes a plain keyword side and forgets the head
+    build_index(cat, tmp_path / "idx", encoder, rebuild=True, term_weights="none")
+    assert "term_weights" not in read_manifest(tmp_path / "idx").extra
+    assert _keyword_docs(tmp_path / "idx")["A"] == "glacier bay kitchen faucet"
+
+
+def test_cli_index_with_term_weights(encoder, head_file, tmp_path):
+    from qkv.cli import app
+
+    cat = _catalog(tmp_path)
+    r = CliRunner().invoke(app, ["index", str(cat), "--index", str(tmp_path / "idx"), "--model", "minilm",
+                                 "--term-weights", str(head_file), "--term-scale", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["term_weights"]["scale"] == 5.0
+    assert read_manifest(tmp_path / "idx").extra["term_weights"]["head"] == str(head_file.resolve())
+    r = CliRunner().invoke(app, ["index", str(cat), "--index", str(tmp_path / "other"), "--model", "minilm",
+                                 "--term-scale", "5"])
+    assert r.exit_code != 0 and "give the head too" in f"{r.exception} {r.output}"
