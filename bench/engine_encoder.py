@@ -15,7 +15,10 @@ from _harness import (ENTRY, TARGET_WORKLOADS, WORKLOADS, encoder_flops, fmt_rat
 
 ENGINE_LABEL = {"qkv-encode": "qkv encode()", "onnxruntime": "onnxruntime", "transformers": "transformers",
                 "qkv-bf16": "qkv bfloat16", "transformers-bf16": "transformers bfloat16",
-                "onnxruntime-int8": "onnxruntime int8 (dynamic)"}
+                "onnxruntime-int8": "onnxruntime int8 (dynamic)", "qkv-int8": "qkv int8",
+                "onnxruntime-int8-pc": "onnxruntime int8 per channel (dynamic)"}
+# Issue 25: qkv's precision="int8" against ONNX Runtime's dynamic int8, per tensor and per channel
+INT8_ENGINES = ("qkv-int8", "onnxruntime-int8", "onnxruntime-int8-pc")
 # Issue 16: qkv in bfloat16 against the best peer at ANY precision (torch with the model cast to
 # bfloat16, ONNX Runtime float32, ONNX Runtime with dynamic int8 quantization), same run.
 PRECISION_ENGINES = ("qkv-bf16", "transformers-bf16", "onnxruntime-int8")
@@ -80,11 +83,11 @@ def encoder_engine(job: dict):
     meta = {"batches": [{"shape": list(ids.shape), "sentences": int(ids.shape[0]), "tokens": int(mask.sum()),
                          "padded": int(ids.size), "flops": encoder_flops(enc.config, *ids.shape)}
                         for _, ids, mask in batches]}
-    if engine in ("qkv", "qkv-bf16"):
+    if engine in ("qkv", "qkv-bf16", "qkv-int8"):
         from qkv.model.threads import blas_threads
         from qkv.model.workspace import Workspace
 
-        precision = "bfloat16" if engine == "qkv-bf16" else "float32"
+        precision = {"qkv-bf16": "bfloat16", "qkv-int8": "int8"}.get(engine, "float32")
         # one Workspace reused by every batch, as encode() reuses one for all the batches of a call
         # (fresh scratch arrays every batch cost page faults, and at two threads the freeing of
         # them stalls the other thread too: reviews in bfloat16, 2 threads, 158.7 -> 111.2 CPU ms
@@ -100,6 +103,10 @@ def encoder_engine(job: dict):
             from qkv.kernels import cpu as kernels_cpu  # ``cpu`` is this function's CPU times
 
             meta["unit"] = kernels_cpu.ISA
+        if engine == "qkv-int8":
+            from qkv.kernels import int8 as kernels_int8
+
+            meta["unit"] = kernels_int8.unit()
     elif engine == "qkv-encode":
         per_batch = WORKLOADS[wl][0]
 
@@ -117,8 +124,14 @@ def encoder_engine(job: dict):
             with torch.inference_mode():
                 for i in indices:
                     model(input_ids=tb[i][0], attention_mask=tb[i][1])
-    elif engine in ("onnxruntime", "onnxruntime-int8"):
-        sess = ort_session(Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"]), threads)
+    elif engine in ("onnxruntime", "onnxruntime-int8", "onnxruntime-int8-pc"):
+        if engine == "onnxruntime-int8-pc":  # made from the float32 export on first use, cached beside it
+            from _onnx import quantized
+
+            model_file = quantized(Path(job["onnx"]), per_channel=True)
+        else:
+            model_file = Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"])
+        sess = ort_session(model_file, threads)
         feeds = [{"input_ids": ids, "attention_mask": mask.astype(np.int64)} for _, ids, mask in batches]
 
         def run(indices):

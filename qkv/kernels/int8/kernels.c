@@ -43,7 +43,10 @@
 #define GROUP 16 /* columns per group of the packed weights: one zmm of int32 */
 #define GROUP_BYTES (GROUP * 4)
 #define BLOCK 64 /* inputs per scale of x (one row's block): K is padded to whole blocks */
-#define CHUNK 96 /* rows quantised and multiplied together: their xq (≤ 96 × K bytes) stays in L2 */
+#define CHUNK 24 /* rows quantised and multiplied together. Small, so that a chunk's outputs (24 × N floats)
+                  * do not push the weights out of L2 between chunks: MiniLM's four products in turn,
+                  * 768 rows, VNNI (SPR, QKV_ISA=avx512bf16, noisy): 300 GOP/s with 96 rows or 192, 430-476
+                  * with 24; 12-30 alike */
 
 void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width); /* float32/kernels.c */
 int64_t qkv_q4_int_cpu(void);                                              /* q4/int8.c: 1 VNNI, 2 AVX2 */
