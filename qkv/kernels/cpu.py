@@ -26,7 +26,10 @@ or the kernel refuses falls to the next, never a crash.
 integer dot products over x quantised to int8 blocks (``qkv/kernels/q4/int8.c``): "vnni" (AVX-512
 VNNI, e.g. Zen 4) unless ``QKV_ISA`` (or ``select``'s ``want``) is float32, which stands in for a
 CPU with no AVX-512 unit, then "avx2"; else the float32 kernel. ``select(q4=...)`` forces one
-(tests run each; the parity tests the exact ones). ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
+(tests run each; the parity tests the exact ones). int8 products (``precision="int8"``,
+``qkv/kernels/int8``; ``I8``, ``i8_offered()``) run on "vnni" where the CPU has AVX-512 VNNI and
+``QKV_ISA`` is not float32, else "avx2", else "numpy" (the twin); ``QKV_INT8`` or ``select(i8=...)``
+forces one. ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
 says all of it in one line (``qkv info``). This module imports nothing from qkv.
 """
 
