@@ -31,3 +31,18 @@ def export_last_hidden_state(model, out: Path, max_tokens: int) -> None:
     tmp = out.with_suffix(".tmp.onnx")
     prog.save(str(tmp))
     tmp.replace(out)
+
+
+def quantized(path: Path, per_channel: bool) -> Path:
+    """ONNX Runtime's dynamic int8 quantization of an exported model, cached beside it: weights
+    int8 (QInt8) per tensor (``quantize_dynamic``'s default, the file bench/engine_gemm.py makes:
+    "-int8.onnx") or per output channel (``per_channel=True``: "-int8pc.onnx"); activations are
+    quantised on the fly, per tensor, as uint8. Written atomically."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = path.with_name(path.stem + ("-int8pc.onnx" if per_channel else "-int8.onnx"))
+    if not out.is_file():
+        tmp = out.with_suffix(".tmp.onnx")
+        quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8, per_channel=per_channel)
+        tmp.replace(out)
+    return out

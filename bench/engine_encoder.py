@@ -15,7 +15,10 @@ from _harness import (ENTRY, TARGET_WORKLOADS, WORKLOADS, encoder_flops, fmt_rat
 
 ENGINE_LABEL = {"qkv-encode": "qkv encode()", "onnxruntime": "onnxruntime", "transformers": "transformers",
                 "qkv-bf16": "qkv bfloat16", "transformers-bf16": "transformers bfloat16",
-                "onnxruntime-int8": "onnxruntime int8 (dynamic)"}
+                "onnxruntime-int8": "onnxruntime int8 (dynamic)", "qkv-int8": "qkv int8",
+                "onnxruntime-int8-pc": "onnxruntime int8 per channel (dynamic)"}
+# Issue 25: qkv's precision="int8" against ONNX Runtime's dynamic int8, per tensor and per channel
+INT8_ENGINES = ("qkv-int8", "onnxruntime-int8", "onnxruntime-int8-pc")
 # Issue 16: qkv in bfloat16 against the best peer at ANY precision (torch with the model cast to
 # bfloat16, ONNX Runtime float32, ONNX Runtime with dynamic int8 quantization), same run.
 PRECISION_ENGINES = ("qkv-bf16", "transformers-bf16", "onnxruntime-int8")
@@ -80,11 +83,11 @@ def encoder_engine(job: dict):
     meta = {"batches": [{"shape": list(ids.shape), "sentences": int(ids.shape[0]), "tokens": int(mask.sum()),
                          "padded": int(ids.size), "flops": encoder_flops(enc.config, *ids.shape)}
                         for _, ids, mask in batches]}
-    if engine in ("qkv", "qkv-bf16"):
+    if engine in ("qkv", "qkv-bf16", "qkv-int8"):
         from qkv.model.threads import blas_threads
         from qkv.model.workspace import Workspace
 
-        precision = "bfloat16" if engine == "qkv-bf16" else "float32"
+        precision = {"qkv-bf16": "bfloat16", "qkv-int8": "int8"}.get(engine, "float32")
         # one Workspace reused by every batch, as encode() reuses one for all the batches of a call
         # (fresh scratch arrays every batch cost page faults, and at two threads the freeing of
         # them stalls the other thread too: reviews in bfloat16, 2 threads, 158.7 -> 111.2 CPU ms
@@ -100,6 +103,10 @@ def encoder_engine(job: dict):
             from qkv.kernels import cpu as kernels_cpu  # ``cpu`` is this function's CPU times
 
             meta["unit"] = kernels_cpu.ISA
+        if engine == "qkv-int8":
+            from qkv.kernels import int8 as kernels_int8
+
+            meta["unit"] = kernels_int8.unit()
     elif engine == "qkv-encode":
         per_batch = WORKLOADS[wl][0]
 
@@ -117,8 +124,14 @@ def encoder_engine(job: dict):
             with torch.inference_mode():
                 for i in indices:
                     model(input_ids=tb[i][0], attention_mask=tb[i][1])
-    elif engine in ("onnxruntime", "onnxruntime-int8"):
-        sess = ort_session(Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"]), threads)
+    elif engine in ("onnxruntime", "onnxruntime-int8", "onnxruntime-int8-pc"):
+        if engine == "onnxruntime-int8-pc":  # made from the float32 export on first use, cached beside it
+            from _onnx import quantized
+
+            model_file = quantized(Path(job["onnx"]), per_channel=True)
+        else:
+            model_file = Path(job["onnx_int8" if engine == "onnxruntime-int8" else "onnx"])
+        sess = ort_session(model_file, threads)
         feeds = [{"input_ids": ids, "attention_mask": mask.astype(np.int64)} for _, ids, mask in batches]
 
         def run(indices):
@@ -399,3 +412,95 @@ def report(console, Table, raw: dict, threads_list: list[int], peak: dict, verdi
         if beside:
             console.print("   the duel's qkv bfloat16 per batch in the same run (3d; median over slots): "
                           + "; ".join(beside))
+
+
+# ------------------------------------------------------------------ issue 25: qkv int8 against ORT int8
+def int8_duel(seconds: float = 60.0, engines=INT8_ENGINES + ("qkv-bf16",)) -> dict:
+    """qkv ``precision="int8"`` against ONNX Runtime's dynamic int8, per tensor and per channel, one
+    thread, MiniLM titles and reviews, each engine in its own process, paired and interleaved
+    (bench/_duel.py). ``QKV_ISA`` in the environment reaches qkv's workers (ONNX Runtime picks its
+    own kernels). Prints each engine's rate and qkv int8's paired ratio to each other engine."""
+    import os
+
+    import qkv
+    from _harness import onnx_path
+    from _onnx import export_last_hidden_state, quantized
+
+    onnx = onnx_path(qkv.load().fingerprint())
+    if not onnx.is_file():
+        onnx.parent.mkdir(parents=True, exist_ok=True)
+        export_last_hidden_state(load_torch_model(1), onnx, qkv.load().config.max_tokens)
+    files = {"onnx": str(onnx), "onnx_int8": str(quantized(onnx, per_channel=False))}
+    quantized(onnx, per_channel=True)  # made once here, not in a worker
+    out = {}
+    for wl in TARGET_WORKLOADS:
+        load0 = os.getloadavg()[0]
+        rec = _duel.run(duel_commands(engines, wl, 1, files), slot_s=0.4, budget_s=seconds, min_rounds=8,
+                        max_rounds=60)
+        out[wl] = rec
+        rounds = len({s["round"] for s in rec["slots"]})
+        print(f"{wl}: {rounds} rounds, load {load0:.1f} -> {os.getloadavg()[0]:.1f}, QKV_ISA="
+              f"{os.environ.get('QKV_ISA', '(unset)')}, failures {rec['failures'] or 'none'}")
+        for e in engines:
+            st = _duel.engine_stats(rec, e)
+            if st:
+                per = WORKLOADS[wl][0] / st["ms_wall"] * 1e3
+                per_cpu = WORKLOADS[wl][0] / st["ms_cpu"] * 1e3
+                unit = rec["meta"][e].get("unit", "")
+                print(f"  {ENGINE_LABEL.get(e, e):40s} {per:7.1f} sentences/s wall, {per_cpu:7.1f} per CPU-second"
+                      + (f"  ({unit})" if unit else ""))
+        for peer in engines[1:]:
+            p = _duel.paired(rec, engines[0], peer)
+            if p:
+                print(f"  {engines[0]} / {peer}: {p['median']:.2f}x (rounds' 25-75%: {p['p25']:.2f}-{p['p75']:.2f})")
+    return out
+
+
+def int8_cosines() -> None:
+    """Cosine to qkv float32 (mean-pooled, normalised, as encode()) of qkv int8 and of ONNX Runtime's
+    dynamic int8 per tensor and per channel (the same pooling over its last hidden state), worst and
+    mean, on the benchmark's titles and reviews and the sample catalogue's titles."""
+    import csv
+
+    import numpy as np
+
+    import qkv
+    from _harness import make_reviews, make_titles, onnx_path, ort_session
+    from _onnx import quantized
+
+    enc = qkv.load()
+    onnx = onnx_path(enc.fingerprint())
+    sessions = {"onnxruntime-int8": ort_session(quantized(onnx, False), 1),
+                "onnxruntime-int8-pc": ort_session(quantized(onnx, True), 1)}
+    sample = Path(__file__).resolve().parents[1] / "qkv" / "data" / "sample_catalog.csv"
+    with open(sample, encoding="utf-8") as f:
+        catalogue = [r["title"] for r in csv.DictReader(f)]
+    sets = {"titles (256 generated)": make_titles(enc.tokenizer, 256, 24), "sample catalogue titles": catalogue,
+            "reviews (32 × 256 tokens)": make_reviews(enc.tokenizer, 32, 256)}
+
+    def ort_vectors(sess, texts):
+        out = []
+        for i in range(0, len(texts), 8):
+            b = enc._pad(enc.tokenize(texts[i:i + 8]))
+            h = sess.run(None, {"input_ids": b.ids, "attention_mask": b.mask.astype(np.int64)})[0]
+            m = b.mask[..., None]
+            v = (h * m).sum(1) / m.sum(1)
+            out.append(v / np.linalg.norm(v, axis=1, keepdims=True))
+        return np.concatenate(out)
+
+    for name, texts in sets.items():
+        ref = enc.encode(texts)
+        got = {"qkv-int8": enc.encode(texts, precision="int8")}
+        got.update({k: ort_vectors(s, texts) for k, s in sessions.items()})
+        print(f"{name}: " + "; ".join(f"{ENGINE_LABEL[k]} {(ref * v).sum(1).min():.4f} worst / "
+                                      f"{(ref * v).sum(1).mean():.4f} mean" for k, v in got.items()))
+
+
+if __name__ == "__main__":  # issue 25's int8 figures; bench/engine.py runs the rest of this module
+    import argparse
+
+    ap = argparse.ArgumentParser(description="qkv int8 against ONNX Runtime int8 (per tensor, per channel)")
+    ap.add_argument("--seconds", type=float, default=60.0, help="seconds of rounds per workload")
+    ap.add_argument("--cosines", action="store_true", help="only the cosines to float32")
+    a = ap.parse_args()
+    int8_cosines() if a.cosines else int8_duel(a.seconds)

@@ -16,7 +16,7 @@ Bottom up (README "Layout"):
 
 Inside qkv.kernels the rooms are ordered too (KERNEL_ROOMS): the loader, the builder and the BLAS
 limits at the bottom (the builder and the loader import nothing of qkv), then float32, then the
-precisions built on it (bfloat16, q4); every module there must have a room.
+precisions built on it (bfloat16, q4, int8); every module there must have a room.
 
 A module may import from its own layer or any lower one, never a higher one. The scripts outside the
 package (bench/, tests/) import each other by file name (``import _harness`` with their folder on
@@ -198,7 +198,7 @@ def test_no_import_from_a_lower_layer_to_a_higher_one():
 KERNEL_ROOMS = [
     ("loader", ("qkv.kernels.cpu", "qkv.kernels.build", "qkv.kernels.blas")),
     ("float32", ("qkv.kernels.float32",)),
-    ("precisions", ("qkv.kernels.bfloat16", "qkv.kernels.q4")),
+    ("precisions", ("qkv.kernels.bfloat16", "qkv.kernels.q4", "qkv.kernels.int8")),
 ]
 STANDALONE = ("qkv.kernels.build", "qkv.kernels.cpu")  # loaded before qkv is importable (build hook)
 
@@ -232,10 +232,10 @@ def test_kernel_checker_finds_unplaced_upward_and_standalone_imports(tmp_path):
         "kernels/cpu.py": "", "kernels/build.py": "from qkv import errors\n", "errors.py": "",
         "kernels/float32/__init__.py": "from qkv.kernels import bfloat16\n",  # float32 -> a room above
         "kernels/bfloat16/__init__.py": "from qkv.kernels import cpu, float32\n",
-        "kernels/int8/__init__.py": "from qkv.kernels import cpu\n",  # a new precision without a room
+        "kernels/int4/__init__.py": "from qkv.kernels import cpu\n",  # a new precision without a room
     })
     assert kernel_problems(imports(root)) == [
-        "qkv.kernels.int8 has no room in qkv.kernels (tests/test_layers.py KERNEL_ROOMS)",
+        "qkv.kernels.int4 has no room in qkv.kernels (tests/test_layers.py KERNEL_ROOMS)",
         "qkv.kernels.build imports qkv.errors",
         "qkv.kernels.float32 (float32) imports qkv.kernels.bfloat16 (precisions)"]
 

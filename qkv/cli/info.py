@@ -11,7 +11,7 @@ from qkv.cli._common import console, print_json
 
 
 def info_dict() -> dict:
-    from qkv.kernels import bfloat16, cpu, q4
+    from qkv.kernels import bfloat16, cpu, int8, q4
     from qkv.attributes.features import PRECISION as ATTRS
     from qkv.model.linear import effective_precision
     from qkv.search.build import BUILD_PRECISION
@@ -21,7 +21,7 @@ def info_dict() -> dict:
     return {"kernels": cpu.STATUS, "library": str(cpu.LIB_PATH), "built_for": cpu.TARGET,
             "bfloat16_unit": cpu.ISA, "passed_over": cpu.WHY,
             "units_offered": cpu.offered(), "bfloat16_attention": bfloat16.attention_unit(),
-            "4bit_unit": q4.unit(),
+            "4bit_unit": q4.unit(), "int8_unit": int8.unit(),
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),
@@ -46,5 +46,8 @@ def register(app: typer.Typer) -> None:
                "vnni": " (x in int8 blocks of 32, AVX-512 VNNI dot products: bound in docs/engine.md)",
                "avx2": " (x in int8 blocks of 32, AVX2 dot products: bound in docs/engine.md)"}
         console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]{how.get(d['4bit_unit'], '')}")
+        console.print(f"int8 products (precision=\"int8\", float32 models): [bold]{d['int8_unit']}[/]"
+                      " (weights per column, x per row and block of 64, int32 sums: bound and cosine in "
+                      "docs/engine.md; a default nowhere)")
         for k, v in d["precision"].items():
             console.print(f"  {k}: {v}")

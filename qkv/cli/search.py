@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[Optional[int], typer.Option(help="Embedding processes, one BLAS thread each (local, default 1: "
                                                              "pays only when cores are free), or Ray actors (--engine ray, default 2).")] = None,
         store: Annotated[Optional[str], typer.Option(help="Keep the data in Milvus: milvus://PATH.db or http://HOST:19530 (qkv[milvus]).")] = None,
-        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit) or float32.")] = None,
+        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit), float32, or int8 (float32 models: int8 products, cosine ≥ 0.995 to float32; docs/engine.md).")] = None,
         term_weights: Annotated[Optional[str], typer.Option(
             "--term-weights", help="A term-weight head (`qkv terms train`): index each title's words with its learned "
                                    "weights as term frequencies (DeepCT-Index) instead of raw counts; 'none': plain. "
@@ -238,7 +238,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
-        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit) or float32.")] = None,
+        precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit), float32, or int8 (float32 models: int8 products, cosine ≥ 0.995 to float32; docs/engine.md).")] = None,
     ):
         """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
         import hashlib

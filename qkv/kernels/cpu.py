@@ -26,7 +26,10 @@ or the kernel refuses falls to the next, never a crash.
 integer dot products over x quantised to int8 blocks (``qkv/kernels/q4/int8.c``): "vnni" (AVX-512
 VNNI, e.g. Zen 4) unless ``QKV_ISA`` (or ``select``'s ``want``) is float32, which stands in for a
 CPU with no AVX-512 unit, then "avx2"; else the float32 kernel. ``select(q4=...)`` forces one
-(tests run each; the parity tests the exact ones). ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
+(tests run each; the parity tests the exact ones). int8 products (``precision="int8"``,
+``qkv/kernels/int8``; ``I8``, ``i8_offered()``) run on "vnni" where the CPU has AVX-512 VNNI and
+``QKV_ISA`` is not float32, else "avx2", else "numpy" (the twin); ``QKV_INT8`` or ``select(i8=...)``
+forces one. ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
 says all of it in one line (``qkv info``). This module imports nothing from qkv.
 """
 
@@ -87,6 +90,8 @@ _SIGNATURES = {
     "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
     "qkv_q4_stack": (_p, _i64, _i64, _p, _i64, _i64, _i64, _f32, _f32, _p, _p, _i64),
+    # int8/kernels.c: float32 models' products on int8 weights (per column) and rows (per row)
+    "qkv_i8_gemm": (_p, _i64, _i64, _p, _p, _p, _i64, _p, ctypes.c_int, _p, _i64),
 }
 _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64,
@@ -95,7 +100,8 @@ _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
             "qkv_amx_peak": _i64, "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
             "qkv_q4_int_cpu": _i64, "qkv_q4_int": _i64,
-            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64}  # the rest return nothing
+            "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64,
+            "qkv_i8_gemm": _i64}  # the rest return nothing
 
 
 # ------------------------------------------------------------------------------ the CPU, the target
@@ -300,20 +306,48 @@ def q4_choose(want: str | None = None, cap: str | None = None) -> str:
     return next(u for u in Q4_UNITS[Q4_UNITS.index(want):] if u in have)
 
 
-ISA, WHY, STATUS, Q4 = "float32", "", LOADED, "float32"
+# ------------------------------------------------------------------------------ the int8 unit
+I8_UNITS = ("vnni", "avx2", "numpy")
+I8_WORDS = {"vnni": "vnni (AVX-512 VNNI dot products)", "avx2": "avx2 (VPMADDUBSW dot products)",
+            "numpy": "numpy (no compiled int8 unit)"}
 
 
-def select(want: str | None = None, q4: str | None = None) -> str:
-    """Choose the unit again (``want`` as ``QKV_ISA``), and the 4-bit unit (``q4`` forces one, see
-    ``q4_choose``); update ``ISA``, ``Q4``, ``WHY`` and ``STATUS``; returns the bfloat16 unit.
+def i8_offered(cap: str | None = None) -> list[str]:
+    """The int8 units (``precision="int8"``, ``qkv/kernels/int8``) this CPU has up to ``cap`` (a
+    bfloat16 unit's name, as ``QKV_ISA``; default the ``QKV_ISA`` ceiling), best first; "numpy"
+    (the twin) always. As for the 4-bit units, a cap of float32 stands in for an AVX2 laptop."""
+    return [u for u in q4_offered(cap) if u in ("vnni", "avx2")] + ["numpy"]
+
+
+def i8_choose(want: str | None = None, cap: str | None = None) -> str:
+    """The int8 unit: ``want`` (else ``QKV_INT8``, else the best) where this process can run it,
+    else the next one down."""
+    if want is not None and want not in I8_UNITS:
+        raise ValueError(f"int8 products run on one of {', '.join(I8_UNITS)}, not {want!r}")
+    if want is None:
+        want = os.environ.get("QKV_INT8", "").strip().lower() or None
+        if want not in I8_UNITS:
+            want = None  # unset or an unknown name: the best, as an unknown QKV_ISA is ignored
+    have = i8_offered(cap)
+    return next(u for u in I8_UNITS[I8_UNITS.index(want or I8_UNITS[0]):] if u in have)
+
+
+ISA, WHY, STATUS, Q4, I8 = "float32", "", LOADED, "float32", "numpy"
+
+
+def select(want: str | None = None, q4: str | None = None, i8: str | None = None) -> str:
+    """Choose the unit again (``want`` as ``QKV_ISA``), the 4-bit unit (``q4`` forces one, see
+    ``q4_choose``) and the int8 unit (``i8``, see ``i8_choose``); update ``ISA``, ``Q4``, ``I8``,
+    ``WHY`` and ``STATUS``; returns the bfloat16 unit.
     Packed weights do not depend on either."""
-    global ISA, WHY, STATUS, Q4
+    global ISA, WHY, STATUS, Q4, I8
     ISA, WHY = choose(want)
     cap = (want or "").strip().lower() or None
     Q4 = q4_choose(q4, cap if cap in ISAS else None)
+    I8 = i8_choose(i8, cap if cap in ISAS else None)
     built = f" (built for {TARGET})" if lib is not None else ""
     STATUS = (f"{LOADED}{built}; bfloat16 products: {ISA}" + (f" ({WHY})" if WHY else "")
-              + f"; 4-bit products: {Q4_WORDS[Q4]}")
+              + f"; 4-bit products: {Q4_WORDS[Q4]}; int8 products: {I8_WORDS[I8]}")
     return ISA
 
 

@@ -32,6 +32,12 @@ Today's products (see ``qkv.kernels``):
   ``bfloat16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
   else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
   is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
+- ``Int8Panels``: ``precision="int8"`` (float32 models): W quantised once per output column to
+  int8, x per row as each call starts, integer dot products with exact int32 sums on AVX-512 VNNI
+  or AVX2 (``int8.int8_matmul``; ``qkv info`` names the unit), one scale multiply per (row,
+  column); bias and GELU in float32. Packed on first use: 11 MB for all-MiniLM-L6-v2. Without the
+  compiled kernels its NumPy twin computes the same numbers. Bound and measured cosine:
+  docs/engine.md, "int8 for float32 models".
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
   fastest.
@@ -41,12 +47,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv.kernels import bfloat16, cpu, float32
+from qkv.kernels import bfloat16, cpu, float32, int8
 from qkv.errors import InputError
 from qkv.model.workers import row_cuts
 
 FEW_ROWS = 32  # up to this many rows a product is bound by reading W (see Float16Panels, Blas)
-PRECISIONS = ("float32", "float16", "bfloat16")  # what ``encode(precision=...)`` may ask for
+PRECISIONS = ("float32", "float16", "bfloat16", "int8")  # what ``encode(precision=...)`` may ask for
 
 
 class Linear:
@@ -169,11 +175,31 @@ class BFloat16Panels(Linear):
         return bfloat16.unpack_bf16(self.panels, self.shape[0])
 
 
+class Int8Panels(Linear):
+    """W as int8 per output column (``int8.pack_int8``), x quantised per row at each call, int32
+    sums on the CPU's integer unit (``int8.int8_matmul``: VNNI, else AVX2, else the NumPy twin);
+    bias and BERT's exact GELU in float32, fused; rows split between the workers in 6-row blocks.
+    ``dense()`` is W as the product reads it (wq·s_w)."""
+
+    precision = "int8"
+
+    def __init__(self, w: np.ndarray):
+        self.packed, self.shape = int8.pack_int8(w), w.shape
+
+    def __call__(self, x, out, *, bias=None, act=None, workers=None):
+        return _by_rows(int8.int8_matmul, self.packed, x, out, bias, act, workers, step=6)
+
+    def dense(self):
+        return int8.dense(self.packed)
+
+
 def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
     """The product for W, asked for in ``precision`` over ``rows`` rows: the dispatcher's one rule.
     None when W is already a ``Linear`` (a reader packed it; its precision is its own)."""
     if isinstance(w, Linear):
         return None
+    if precision == "int8" and w.dtype == np.float32 and w.ndim == 2 and w.shape[1] % int8.GROUP == 0:
+        return Int8Panels  # on any machine: without the compiled kernels its twin runs
     panels = cpu.available() and w.dtype == np.float32 and w.ndim == 2 and w.shape[1] % float32.PANEL == 0
     if not panels:
         return Blas
@@ -187,7 +213,12 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
 def effective_precision(precision: str, encoder=None) -> str:
     """The precision ``encode(precision=...)`` actually runs for batches: "bfloat16" only where a
     bfloat16 unit runs it (float32 otherwise); float16 touches only a few-row pass, so batches
-    of it are float32 as well. What an index manifest records."""
+    of it are float32 as well; "int8" wherever the model's weights are float32 arrays (a 4-bit
+    model's products keep their own format: float32). What an index manifest records."""
+    if precision == "int8":
+        layers = [] if encoder is None else encoder.weights.layers
+        plain = encoder is None or (encoder.dtype == np.float32 and not any(isinstance(p.w_qkv, Linear) for p in layers))
+        return "int8" if plain else "float32"
     ok = cpu.available() and (encoder is None or encoder.dtype == np.float32)
     return "bfloat16" if precision == "bfloat16" and ok and cpu.ISA != "float32" else "float32"
 

@@ -64,8 +64,9 @@ def test_the_v3_build_uses_no_avx512_and_the_loader_names_its_target(v3_lib):
 
 @x86
 def test_float32_and_4bit_kernels_pass_against_the_v3_build(v3_lib):
-    """The default tier: every float32 kernel test, and the 4-bit float32 kernel at its block edges."""
-    _child_pytest(v3_lib, "tests/kernels/test_float32.py", "tests/kernels/test_q4.py",
+    """The default tier: every float32 kernel test, the 4-bit float32 kernel at its block edges, and
+    the int8 units (VNNI and AVX2 carry their own target attributes)."""
+    _child_pytest(v3_lib, "tests/kernels/test_float32.py", "tests/kernels/test_q4.py", "tests/kernels/test_int8.py",
                   "-k", "not amx and not build")  # the build itself is tested in test_float32.py
 
 

@@ -1,0 +1,203 @@
+"""int8 products for float32 weights: W quantised once per output column, x per row and block of
+64 inputs as each call starts, integer dot products with exact int32 sums, one scale multiply per
+(row, block, column).
+
+``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n a scale
+s_w[n] = max_k |W[k, n]| / 127 and the weights wq = round(W / s_w) ∈ [−127, 127] (symmetric int8,
+ONNX Runtime's and LLM.int8()'s per-channel weights), laid out for the kernel (``int8/kernels.c``):
+groups of 16 columns, four consecutive inputs of a column in one 32-bit lane (the operand order of
+VPDPBUSD and of VPMADDUBSW + VPMADDWD), K padded to whole blocks of 64 with zeros; and the column
+sums per block Σ_{k∈b} wq[k, n], which the VNNI unit needs to take back the +128 that makes x
+unsigned.
+
+``int8_matmul(x, packed, bias, out, gelu=)``: each row of x is quantised per block b of 64 inputs
+with its own scale s_x[r, b] = max_{k∈b} |x[r, k]| / 127, xq = round(x · 127 / max|x|) (float32,
+ties to even); the int32 sums I[r, b, n] = Σ_{k∈b} xq[r, k]·wq[k, n] are exact (|I| ≤ 127²·64 <
+2^24, so float32 holds them exactly too); then acc = Σ_b I·s_x[r, b] (float32 fused multiply-adds,
+block by block) and out = acc · s_w[n] + bias, then BERT's exact GELU if asked.
+
+Why blocks and not whole rows: BERT's hidden states have a few outlier features (a handful of
+columns tens of times larger than the rest); with one scale a row, they set the step of every
+other input. Measured on all-MiniLM-L6-v2 (embeddings' cosine to float32, worst on the sample
+catalogue's 276 titles): one scale a row 0.9948, blocks of 128 0.9977, of 64 0.9983, of 32 0.9985;
+LLM.int8()'s split (Dettmers et al. 2022: input columns above 4× the median column maximum kept in
+float32, ~4 a product) 0.9986, but which columns are split depends on the other texts of the batch,
+so a text's vector would too; blocks keep every row's numbers its own. docs/engine.md has the rest.
+
+The error bound of one product is stated in ``kernels.c`` and docs/engine.md, and
+tests/kernels/test_int8.py holds each unit to it and to this module's NumPy twin (the same
+integers, the same float32 operations in the same order: equal but for the rare double rounding of
+the twin's float64 emulation of a fused multiply-add).
+
+Units (``unit()``; ``cpu.I8`` is the one chosen at import, ``QKV_INT8=vnni|avx2|numpy`` forces one,
+``QKV_ISA`` caps it as for the other products): "vnni" (AVX-512 VNNI, VPDPBUSD: Zen 4, Intel since
+Cascade Lake; ``QKV_ISA=avx512bf16`` on an AMX Xeon stands in for Zen 4), "avx2" (VPMADDUBSW +
+VPMADDWD: any x86-64-v3 CPU; ``QKV_ISA=float32`` stands in for one), else "numpy" (this twin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv.kernels import cpu, float32
+
+GROUP = 16  # columns per group: the int32 lanes of a 512-bit register
+DEPTH = 4  # inputs per 32-bit lane (VPDPBUSD's four byte products)
+BLOCK = 64  # inputs per scale of x (kernels.c's BLOCK)
+UNITS = cpu.I8_UNITS  # ("vnni", "avx2", "numpy")
+UNIT_CODE = {"vnni": 1, "avx2": 2}  # as int8/kernels.c takes it
+
+
+@dataclass
+class Int8Weights:
+    """W [K, N] packed for ``int8_matmul``: see the module's docstring."""
+
+    q: np.ndarray  # int8 [N / GROUP, Kp / DEPTH, GROUP · DEPTH], 64-byte aligned
+    scale: np.ndarray  # float32 [N]: s_w
+    colsum: np.ndarray  # int32 [Kp / BLOCK, N]: Σ_{k∈b} wq[k, n]
+    k: int  # K before padding
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.k, self.scale.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.q.nbytes + self.scale.nbytes + self.colsum.nbytes
+
+
+def padded(k: int) -> int:
+    """K rounded up to whole blocks of BLOCK inputs."""
+    return -(-k // BLOCK) * BLOCK
+
+
+def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wq int8 [K, N], s_w float32 [N]): each column of W by its own scale max|w| / 127. A zero
+    column gets scale 0 and zeros. Rounded in float64 from the float32 scale, so wq·s_w is W's
+    nearest point on that grid."""
+    w = np.asarray(w, np.float32)
+    amax = np.abs(w).max(axis=0)
+    s = (amax / np.float32(127)).astype(np.float32)
+    safe = np.where(s > 0, s, 1).astype(np.float64)
+    q = np.clip(np.rint(w.astype(np.float64) / safe), -127, 127).astype(np.int8)
+    return q, s
+
+
+def pack_int8(w: np.ndarray) -> Int8Weights:
+    """W [K, N] float32, N a multiple of GROUP -> ``Int8Weights`` (made once per weight)."""
+    if w.dtype != np.float32 or w.ndim != 2 or w.shape[1] % GROUP or w.shape[0] == 0:
+        raise ValueError(f"pack_int8: W must be float32 [K, N] with N a multiple of {GROUP}, not {w.dtype} {w.shape}")
+    k, n = w.shape
+    wq, s = quantize_columns(w)
+    kp = padded(k)
+    full = np.zeros((kp, n), np.int8)
+    full[:k] = wq
+    q = float32.aligned_empty((n // GROUP, kp // DEPTH, GROUP * DEPTH), np.int8)
+    # [kp/4, 4, n/16, 16] -> [n/16, kp/4, 16, 4]: column j's four inputs in bytes 4j..4j + 3
+    q[:] = full.reshape(kp // DEPTH, DEPTH, n // GROUP, GROUP).transpose(2, 0, 3, 1).reshape(q.shape)
+    colsum = full.astype(np.int32).reshape(kp // BLOCK, BLOCK, n).sum(axis=1, dtype=np.int32)
+    return Int8Weights(q, s, np.ascontiguousarray(colsum), k)
+
+
+def unpack_int8(packed: Int8Weights) -> np.ndarray:
+    """wq [K, N] as int8 (the inverse of the layout; tests and ``dense``)."""
+    g, kd, _ = packed.q.shape
+    wq = packed.q.reshape(g, kd, GROUP, DEPTH).transpose(1, 3, 0, 2).reshape(kd * DEPTH, g * GROUP)
+    return wq[:packed.k]
+
+
+def dense(packed: Int8Weights) -> np.ndarray:
+    """W as the product reads it: wq · s_w, float32 [K, N]."""
+    return unpack_int8(packed).astype(np.float32) * packed.scale
+
+
+def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(xq int8 [R, Kp], s_x float32 [R, Kp / BLOCK]) as the kernel makes them, block by block:
+    inv = 127 / max|x| (float32; 0 for a zero block), xq = rint(x · inv) clipped to ±127, zeros
+    past K, s_x = max|x| / 127."""
+    x = np.asarray(x, np.float32)
+    R, K = x.shape
+    kp = padded(K)
+    xb = np.zeros((R, kp), np.float32)
+    xb[:, :K] = x
+    xb = xb.reshape(R, kp // BLOCK, BLOCK)
+    amax = np.abs(xb).max(axis=2)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    xq = np.clip(np.rint(xb * inv[..., None]), -127, 127).astype(np.int8).reshape(R, kp)
+    return xq, (amax / np.float32(127)).astype(np.float32)
+
+
+def _twin(x: np.ndarray, packed: Int8Weights, bias, out: np.ndarray, gelu: bool) -> np.ndarray:
+    xq, sx = quantize_rows(x)
+    R, kp = xq.shape
+    nb = kp // BLOCK
+    wq = np.zeros((kp, packed.scale.size), np.float64)
+    wq[:packed.k] = unpack_int8(packed)
+    # per block, the integer sums (exact in float64, and in float32: |I| < 2^24), then the kernel's
+    # fused multiply-adds acc = I·s_x + acc, emulated in float64 (the product exact) and rounded
+    acc = np.zeros(out.shape, np.float32)
+    for b in range(nb):
+        i = xq[:, b * BLOCK:(b + 1) * BLOCK].astype(np.float64) @ wq[b * BLOCK:(b + 1) * BLOCK]
+        acc = (i * sx[:, b:b + 1].astype(np.float64) + acc).astype(np.float32)
+    y = acc.astype(np.float64) * packed.scale
+    if bias is not None and not gelu:
+        y += bias
+    out[:] = y
+    if gelu:
+        return float32.bias_gelu(out, np.zeros(out.shape[1], np.float32) if bias is None else bias)
+    return out
+
+
+EPS = 0.5 + 2.0 ** -15  # a quantised number's error, in steps of its scale (kernels.c: rounding and 3 float32 roundings)
+
+
+def error_bound(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """The stated bound on |int8_matmul(x, pack_int8(w), bias) − (x·W + bias)| (float64 [R, N]),
+    from kernels.c: with s_x per row and block and s_w per column,
+        Σ_k (EPS·s_x,b(k)·|w_k| + EPS·s_w·|x_k| + EPS²·s_x,b(k)·s_w) + γ_(nb+1)·(Σ_k (|x_k| + e_k)(|w_k| + f_k) + |b|)."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    R, K = x.shape
+    kp = padded(K)
+    nb = kp // BLOCK
+    xp = np.zeros((R, kp))
+    xp[:, :K] = np.abs(x)
+    sx = (xp.reshape(R, nb, BLOCK).max(axis=2) / 127) * (1 + 2.0 ** -23)  # s_x as float32 rounded it, or above
+    sw = np.abs(w).max(axis=0) / 127 * (1 + 2.0 ** -23)
+    ex = EPS * np.repeat(sx, BLOCK, axis=1)[:, :K]  # |e_k| per input
+    fw = EPS * sw  # |f_k| per column
+    aw = np.abs(w)
+    quant = ex @ aw + np.abs(x) @ np.ones_like(aw) * fw + ex @ np.ones_like(aw) * fw
+    u = 2.0 ** -24
+    gamma = (nb + 1) * u / (1 - (nb + 1) * u)
+    size = (np.abs(x) + ex) @ (aw + fw) + (0 if bias is None else np.abs(np.asarray(bias, np.float64)))
+    return quant + gamma * size
+
+
+def unit(want: str | None = None) -> str:
+    """The unit int8 products run on: ``want`` where this process can run it, else the next one
+    down; default ``cpu.I8`` (chosen at import: ``QKV_INT8``, capped by ``QKV_ISA``)."""
+    return cpu.i8_choose(want) if want is not None else cpu.I8
+
+
+def int8_matmul(x: np.ndarray, packed: Int8Weights, bias: np.ndarray | None, out: np.ndarray,
+                gelu: bool = False, isa: str | None = None) -> np.ndarray:
+    """out [R, N] = x [R, K] · W + bias (then BERT's exact GELU if ``gelu``), W as ``pack_int8``
+    made it, x quantised per row here; see the module's docstring. ``isa``: one of ``UNITS``
+    (default ``unit()``). One thread; x, bias and out float32, out C-contiguous."""
+    R, K = x.shape
+    N = packed.scale.size
+    if K != packed.k or out.shape != (R, N):
+        raise ValueError(f"int8_matmul: x {x.shape}, W {packed.shape}, out {out.shape} do not fit")
+    u = unit(isa)
+    if u in UNIT_CODE and cpu.native(x, out, *([] if bias is None else [bias])):
+        if gelu and bias is None:
+            bias = np.zeros(N, np.float32)
+        if cpu.lib.qkv_i8_gemm(x.ctypes.data, R, K, packed.q.ctypes.data, packed.scale.ctypes.data,
+                               packed.colsum.ctypes.data, N, cpu.ptr(bias), int(gelu), out.ctypes.data,
+                               UNIT_CODE[u]) == 0:
+            return out
+    return _twin(x, packed, bias, out, gelu)
