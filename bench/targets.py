@@ -463,10 +463,17 @@ def print_table(console, title: str, header: list[str], rows: list[list[str]]) -
     console.print(tb)
 
 
+def tag(info: dict) -> str:
+    """How the figures are labelled: native, or a stand-in for the CPU that QKV_ISA imitates."""
+    if not info["stand_in"]:
+        return "native"
+    return "Zen 4 stand-in" if info["ceiling"] == "avx512bf16" else "stand-in for a CPU without AVX-512 BF16"
+
+
 def describe(info: dict) -> str:
     units = ", ".join(k for k, v in info["has"].items() if v) or "none of AMX / AVX-512 BF16 / VNNI / AVX2"
-    where = (f"Zen 4 stand-in (QKV_ISA={info['ceiling']} on a CPU with {info['native_isa']})" if info["stand_in"]
-             else "native")
+    where = (f"{tag(info)} (QKV_ISA={info['ceiling']} on a CPU whose best unit is {info['native_isa']})"
+             if info["stand_in"] else "native")
     fam = f" (family {info.get('cpu family', '?')}, model {info.get('model', '?')}, stepping {info.get('stepping', '?')})"
     return (f"CPU: {info.get('model name', '?')}{fam}; has {units}. Run as: {where}. qkv uses: bfloat16 products on "
             f"{info['isa']}, 4-bit products on {info['q4']} (offered: {', '.join(info['q4_offered'])}).")
@@ -475,14 +482,14 @@ def describe(info: dict) -> str:
 def run_isa(console, isa: str, args, files: dict) -> dict:
     """Tables 0-2 for one ``--isa`` entry ("native": the environment as it is)."""
     env = {} if isa == "native" else {"QKV_ISA": isa}
-    threads = args.threads
+    threads, t0 = args.threads, time.monotonic()
     r = run_job({"kind": "cpu"}, threads, extra_env=env, entry=SELF)
     if not r["ok"]:
         console.print(f"[red]the CPU report failed: {r['error']}[/red]")
         return {"ok": False}
     info = r["result"]
-    tag = "Zen 4 stand-in" if info["stand_in"] else "native"
-    console.rule(f"[bold]{tag}: QKV_ISA={info['ceiling'] or '(unset)'}[/bold]")
+    label = tag(info)
+    console.rule(f"[bold]{label}: QKV_ISA={info['ceiling'] or '(unset)'}[/bold]")
     console.print(describe(info))
     plan = duel_plan(args.quick, args.rounds)
     out: dict = {"cpu": info, "minilm": {}}
@@ -491,7 +498,7 @@ def run_isa(console, isa: str, args, files: dict) -> dict:
     status.start()
 
     def progress(name):
-        return lambda rnd, sec: status.update(f"{tag}: {name}, round {rnd + 1}, {sec:.0f} s")
+        return lambda rnd, sec: status.update(f"{label}: {name}, round {rnd + 1}, {sec:.0f} s")
 
     for wl in TARGET_WORKLOADS:
         jobs = {e: {"engine": e, "workload": wl, "threads": threads, **files} for e, _ in ENGINES}
@@ -499,9 +506,9 @@ def run_isa(console, isa: str, args, files: dict) -> dict:
         out["minilm"][wl] = measure(jobs, env, threads, plan, reference=REFERENCE, on_slot=progress(f"MiniLM {wl}"))
         out["minilm"][wl]["load"] = [load0, os.getloadavg()]
     header, rows = minilm_rows(out["minilm"])
-    print_table(console, f"1. all-MiniLM-L6-v2, {threads} thread{'s' if threads > 1 else ''} — {tag}: sentences/s "
+    print_table(console, f"1. all-MiniLM-L6-v2, {threads} thread{'s' if threads > 1 else ''} — {label}: sentences/s "
                 f"(median over interleaved slots, wall) and cosine to transformers float32", header, rows)
-    print_table(console, f"1. targets (issue 25) — {tag}: paired ratio, median over rounds [25th–75th percentile]",
+    print_table(console, f"1. targets (issue 25) — {label}: paired ratio, median over rounds [25th–75th percentile]",
                 ["target", "workload", "measured", "mark"], [v[:4] for v in minilm_verdicts(out["minilm"])])
     for wl, r in out["minilm"].items():
         d = r["duel"]
@@ -520,15 +527,17 @@ def run_isa(console, isa: str, args, files: dict) -> dict:
                       on_slot=progress("lone queries"))
     status.stop()
     rows, verdicts = e5_rows(titles, queries, opt_in)
-    print_table(console, f"2. multilingual-e5-small, 1 thread — {tag}: titles 32 × ~24 tokens, lone ~9-token "
+    print_table(console, f"2. multilingual-e5-small, 1 thread — {label}: titles 32 × ~24 tokens, lone ~9-token "
                 "queries (median over interleaved slots)",
                 ["engine", "titles/s (wall)", "titles per CPU-second", "lone query ms (wall)"], rows)
-    print_table(console, f"2. targets (issue 25) — {tag}", ["target", "measured", "mark"], [v[:3] for v in verdicts])
+    print_table(console, f"2. targets (issue 25) — {label}", ["target", "measured", "mark"], [v[:3] for v in verdicts])
     for name, part in (("e5 titles", titles), ("lone queries", queries)):
         d = part["duel"]
         console.print(f"   {name}: {d['rounds']} rounds in {d['seconds']:.0f} s, load {d['load'][0]:.2f} → "
                       f"{d['load'][1]:.2f}")
-    out.update(e5_titles=titles, e5_queries=queries)
+    out.update(e5_titles=titles, e5_queries=queries, seconds=time.monotonic() - t0)
+    console.print(f"   {label} tables took {out['seconds']:.0f} s; load average now "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return out
 
 

@@ -154,3 +154,15 @@ def test_a_real_duel_of_fake_engines_fills_the_table():
     assert [x[0].split(" ≥")[0] for x in v] == ["qkv fastest within cosine 0.999 ÷ fastest peer within it",
                                                "qkv (a precision with better worst cosine) ÷ ORT int8 per tensor"]
     assert all(x[3] in ("met", "NOT met") for x in v)  # both measured: a mark either way
+
+
+def test_the_cpu_line_names_the_stand_in():
+    info = {"model name": "Some Xeon", "has": {"AMX": True, "AVX-512 BF16": True, "AVX2": True}, "isa": "avx512bf16",
+            "q4": "float32", "q4_offered": ["vnni", "avx2", "float32"], "ceiling": "avx512bf16", "stand_in": True,
+            "native_isa": "amx"}
+    assert targets.tag(info) == "Zen 4 stand-in"
+    line = targets.describe(info)
+    assert line.startswith("CPU: Some Xeon") and "has AMX, AVX-512 BF16, AVX2" in line
+    assert "bfloat16 products on avx512bf16, 4-bit products on float32" in line
+    assert targets.tag({**info, "ceiling": "float32"}) == "stand-in for a CPU without AVX-512 BF16"
+    assert targets.tag({**info, "stand_in": False}) == "native"
