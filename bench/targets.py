@@ -65,6 +65,10 @@ COSINE_FLOOR = 0.999  # "within cosine 0.999 of float32"
 SPEED_TARGET = 1.2
 E5_TODAY, E5_FACTOR = 80.0, 2.5  # e5 titles per CPU-second on a Zen 4 before issue 25, and the factor asked
 NOT_AVAILABLE = "not available in this build"
+# A stand-in holds torch to the same ceiling: oneDNN would otherwise run torch's bfloat16 on AMX tiles
+# under QKV_ISA=avx512bf16 (ONEDNN_VERBOSE: brg_matmul:avx10_1_512_amx vs avx512_core_bf16, ~10×
+# apart on this Xeon). ONNX Runtime's MLAS has no such switch: it picks its own kernels.
+ONEDNN_CEILING = {"avx512bf16": "AVX512_CORE_BF16", "float32": "AVX512_CORE_VNNI"}
 
 # Table 2's engines (this file's ``e5_engine``): (name, label); the titles and the lone-query duels.
 E5_TITLE_ENGINES = (("e5-qkv", "qkv e5 4-bit"), ("e5-transformers", "transformers e5 float32 (dequantized)"),
@@ -482,6 +486,8 @@ def describe(info: dict) -> str:
 def run_isa(console, isa: str, args, files: dict) -> dict:
     """Tables 0-2 for one ``--isa`` entry ("native": the environment as it is)."""
     env = {} if isa == "native" else {"QKV_ISA": isa}
+    if isa in ONEDNN_CEILING:
+        env["ONEDNN_MAX_CPU_ISA"] = ONEDNN_CEILING[isa]
     threads, t0 = args.threads, time.monotonic()
     r = run_job({"kind": "cpu"}, threads, extra_env=env, entry=SELF)
     if not r["ok"]:
@@ -491,6 +497,9 @@ def run_isa(console, isa: str, args, files: dict) -> dict:
     label = tag(info)
     console.rule(f"[bold]{label}: QKV_ISA={info['ceiling'] or '(unset)'}[/bold]")
     console.print(describe(info))
+    if "ONEDNN_MAX_CPU_ISA" in env:
+        console.print(f"   torch held to the same unit: ONEDNN_MAX_CPU_ISA={env['ONEDNN_MAX_CPU_ISA']}; ONNX Runtime "
+                      "(MLAS) has no such switch and chooses its kernels from the CPU itself.")
     plan = duel_plan(args.quick, args.rounds)
     out: dict = {"cpu": info, "minilm": {}}
 
