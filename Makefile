@@ -61,8 +61,12 @@ test-all: $(VENV)/.setup-test
 	@bash .ci/install-browser.sh
 	$(PY) -m pytest -q -m ''
 
+# issue 25's target tables for this CPU (bench/targets.py, ~10 min on 2 cores); e.g.
+# `make bench BENCH="--quick"`, `make bench BENCH="--isa native,avx512bf16"` (and as a Zen 4 runs it),
+# `make bench BENCH="--all"` (every bench area: hours)
+BENCH ?=
 bench: $(VENV)/.setup-bench
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

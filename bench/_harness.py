@@ -236,9 +236,10 @@ def thread_env(threads: int, extra: dict | None = None) -> dict:
     return env
 
 
-def run_job(job: dict, threads: int = 1, timeout: float = 1800, extra_env: dict | None = None) -> dict:
-    """Run one worker in a fresh interpreter; {"ok": bool, "result"| "error"}."""
-    cmd = [sys.executable, str(ENTRY), "--worker", json.dumps(job)]
+def run_job(job: dict, threads: int = 1, timeout: float = 1800, extra_env: dict | None = None,
+            entry: Path = ENTRY) -> dict:
+    """Run one worker in a fresh interpreter (``entry``'s --worker); {"ok": bool, "result"| "error"}."""
+    cmd = [sys.executable, str(entry), "--worker", json.dumps(job)]
     try:
         p = subprocess.run(cmd, env=thread_env(threads, extra_env), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

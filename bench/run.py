@@ -1,6 +1,10 @@
-"""`make bench`: run every bench/<area>.py's main(), each in its own process, and summarise.
+"""`make bench`: issue 25's target tables for this machine (bench/targets.py), or any bench areas.
 
-    .venv/bin/python bench/run.py                  # every area found in bench/
+    .venv/bin/python bench/run.py                  # the targets' tables (bench/targets.py), ~10 min
+    .venv/bin/python bench/run.py --quick          # the same, short duels: a smoke check
+    .venv/bin/python bench/run.py --isa native,avx512bf16   # and again as a Zen 4 runs it (stand-in)
+    .venv/bin/python bench/run.py --rounds 20 --threads 1
+    .venv/bin/python bench/run.py --all            # every area found in bench/ (hours)
     .venv/bin/python bench/run.py engine search    # only these areas
     .venv/bin/python bench/run.py --list           # what would run
     .venv/bin/python bench/run.py engine -- --quick   # arguments after -- go to every selected main()
@@ -9,6 +13,7 @@ An area is a bench/<name>.py that defines ``main()`` (files starting with "_" an
 skipped). Each runs in a fresh interpreter — torch and numpy in one process fight over threads, and
 one area's imports or thread settings must not colour another's figures — with its output streamed
 as it comes. A failing area is reported and the rest still run; the exit status is 1 if any failed.
+--quick, --rounds, --threads and --isa are the targets area's own options (bench/targets.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+DEFAULT_AREA = "targets"  # issue 25: `make bench` prints its targets' tables for the machine it runs on
 
 # Runs the area's main() with sys.argv as the area would see it standalone; exit code = main()'s
 # return value (None = 0). Loaded by path so bench/ needs no __init__.py.
@@ -65,8 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         i = argv.index("--")
         argv, passthrough = argv[:i], argv[i + 1:]
     ap = argparse.ArgumentParser(description="Run the qkv benchmarks (bench/<area>.py main()), each in its own process.")
-    ap.add_argument("areas", nargs="*", help="areas to run (default: all found)")
+    ap.add_argument("areas", nargs="*", help=f"areas to run (default: {DEFAULT_AREA})")
+    ap.add_argument("--all", action="store_true", help="run every area found")
     ap.add_argument("--list", action="store_true", help="list the areas and exit")
+    # the targets area's options, passed to it (bench/targets.py)
+    ap.add_argument("--quick", action="store_true", help="targets: short duels, a smoke check")
+    ap.add_argument("--rounds", type=int, help="targets: at least this many interleaved rounds per table")
+    ap.add_argument("--threads", type=int, help="targets: threads per MiniLM engine (default 1)")
+    ap.add_argument("--isa", help="targets: native and/or QKV_ISA values, e.g. native,avx512bf16 (Zen 4 stand-in)")
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("QKV_BENCH_TIMEOUT", 3600)),
                     help="seconds allowed per area (default 3600)")
     args = ap.parse_args(argv)
@@ -84,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         console.print(f"[red]unknown area(s): {', '.join(unknown)}; found: {', '.join(found) or 'none'}[/red]")
         return 2
-    selected = {a: found[a] for a in (args.areas or found)}
+    selected = {a: found[a] for a in (args.areas or (found if args.all else [DEFAULT_AREA] if DEFAULT_AREA in found else []))}
+    own = [*(["--quick"] if args.quick else []), *(["--rounds", str(args.rounds)] if args.rounds else []),
+           *(["--threads", str(args.threads)] if args.threads else []), *(["--isa", args.isa] if args.isa else [])]
+    if own and DEFAULT_AREA not in selected:
+        console.print(f"[red]--quick, --rounds, --threads and --isa are the {DEFAULT_AREA} area's options; "
+                      f"pass other areas' options after --[/red]")
+        return 2
     if not selected:
         console.print("[yellow]no bench/<area>.py with a main() found[/yellow]")
         return 0
@@ -97,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         console.rule(f"[bold]bench: {name}[/bold]")
         t0 = time.perf_counter()
         try:
-            rc = subprocess.run([sys.executable, "-c", _BOOT, str(path), *passthrough], env=env,
+            extra = own if name == DEFAULT_AREA else []
+            rc = subprocess.run([sys.executable, "-c", _BOOT, str(path), *extra, *passthrough], env=env,
                                 cwd=HERE.parent, timeout=args.timeout).returncode
             status = "ok" if rc == 0 else f"failed (exit {rc})"
         except subprocess.TimeoutExpired:
