@@ -242,7 +242,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     if plan.weighting is not None:  # loaded before the store is touched: a bad head changes nothing
         updating = upsert and not rebuild and (path / "manifest.json").is_file()  # its own Chinese scheme
         weigher = termweights.Weigher(plan.weighting, encoder,
-                                      han=textmod.han_scheme(read_manifest(path).extra) if updating else None)
+                                      han=textmod.han_scheme(read_manifest(path).extra) if updating else None,
+                                      catalog_titles=[r["title"] for r in cat.rows])
         weigh = lambda titles: weigher.keyword_texts(titles, weighed.add)  # noqa: E731
     weighed = None  # stage "weigh": counted over the titles written (known when ``embed`` is called)
     store = open_target(path, lambda: made, rebuild=rebuild, backend=backend, **store_options)

@@ -125,7 +125,8 @@ class Weigher:
     """Keyword documents for titles, by a head (``keyword_texts``): loads the head and the encoder
     its vectors come from (the index's own when it is that model)."""
 
-    def __init__(self, tw: TermWeighting, encoder=None, *, han: str | None = None):
+    def __init__(self, tw: TermWeighting, encoder=None, *, han: str | None = None,
+                 catalog_titles: Sequence[str] | None = None):
         from qkv.explain.terms import TermHead
 
         head = TermHead.load(tw.head)
@@ -135,12 +136,25 @@ class Weigher:
             encoder = shared_encoder(head.model)
         head.check(encoder)  # other weights under the same name are refused, saying which model
         self.tw, self.head, self.encoder, self.han = tw, head, encoder, han
+        # A head trained with catalog features (neighbour share, brands) reads the catalog being
+        # indexed, embedded by its own model once, when the first titles are weighed.
+        self._titles, self._catalog = (list(catalog_titles) if catalog_titles is not None else None), None
+        if head.needs_catalog and self._titles is None:
+            raise InputError("this term head reads the catalog (trained with catalog features); weigh titles "
+                             "with the catalog they belong to, or train it with --no-catalog-features")
+
+    def catalog(self):
+        if self.head.needs_catalog and self._catalog is None:
+            from qkv.explain.points import PointsCatalog
+
+            self._catalog = PointsCatalog.build(self._titles, self.encoder)
+        return self._catalog
 
     def keyword_texts(self, titles: Sequence[str], progress: Callable[[int], None] | None = None) -> list[str]:
         out: list[str] = []
         for a in range(0, len(titles), BATCH):
             part = list(titles[a:a + BATCH])
-            for t, (words, ys) in zip(part, self.head.title_scores(self.encoder, part)):
+            for t, (words, ys) in zip(part, self.head.title_scores(self.encoder, part, catalog=self.catalog())):
                 out.append(keyword_text(t, words, ys, scale=self.tw.scale, keep_zero=self.tw.keep_zero, han=self.han))
             if progress is not None:
                 progress(len(part))

@@ -155,3 +155,27 @@ def test_cli_index_with_term_weights(encoder, head_file, tmp_path):
     r = CliRunner().invoke(app, ["index", str(cat), "--index", str(tmp_path / "other"), "--model", "minilm",
                                  "--term-scale", "5"])
     assert r.exit_code != 0 and "give the head too" in f"{r.exception} {r.output}"
+
+
+def test_a_head_that_reads_the_catalog_weighs_titles_against_the_catalog_being_indexed(encoder, tmp_path):
+    """A head trained with catalog features (`qkv terms train` on BEIR data does so by default) needs
+    the catalog when it scores; an index build gives it the catalog it indexes, and the weights are
+    the ones the head gives against that catalog."""
+    from qkv.explain.points import PointsCatalog
+    from qkv.search.termweights import TermWeighting, Weigher
+
+    with open(tmp_path / "report.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["search term", "product title", "clicks"])
+        w.writerows(REPORT)
+    titles = [r.split(",", 1)[1] for r in CATALOG]
+    pc = PointsCatalog.build(titles, encoder)
+    head = T.train(encoder, T.examples_from_report(tmp_path / "report.csv"), catalog=pc)
+    assert head.needs_catalog
+    path = head.save(tmp_path / "cat-head.npz")
+    with pytest.raises(InputError, match="reads the catalog"):  # no catalog: refused, saying what to do
+        Weigher(TermWeighting.of_file(path), encoder)
+    build_index(_catalog(tmp_path), tmp_path / "idx", encoder, term_weights=path)
+    docs = _keyword_docs(tmp_path / "idx")
+    words, ys = head.title_scores(encoder, ["Glacier Bay Kitchen Faucet"], catalog=pc)[0]
+    assert docs["A"] == keyword_text("Glacier Bay Kitchen Faucet", words, ys, scale=10, keep_zero=True)
