@@ -352,40 +352,52 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
  * Why not BLAS: the weights are fixed, so they are packed once instead of on every call, and the
  * bias and the GELU are applied while each tile is still in L1, not in passes over memory.
  * Measured on the reviews batch (2048 rows) against OpenBLAS: see docs/engine.md. */
-#define GEMM_ROWS 12
 #define GEMM_MC 120 /* rows of x per block: MC × KC floats stay in L2 */
 #define GEMM_NC 384 /* columns per block: KC × NC floats of W stay in L2 */
 #define GEMM_KC 384 /* the whole of K = 384 in one block: one running sum per output, bias last */
 #define PREFETCH 8
+/* The tile is sized to the registers the build has. AVX-512: 12 rows × 32 columns in 24 of its 32
+ * zmm registers. Without it (an x86-64-v3 build: AVX2 + FMA, 16 ymm registers) a 16-float vector
+ * is two registers, and the 12-row tile's 48 would spill on every step (measured: 2 GFLOP/s, a
+ * hundredth of the AVX-512 build's rate); there 3 rows × 32 columns take 12 ymm registers, W's
+ * four vectors are read as operands. Each output is the same chain of fused multiply-adds over k
+ * in either build, so both give the same bits. */
+#if defined(__AVX512F__)
+#define GEMM_VW 16
+#define GEMM_ROWS 12
+#else
+#define GEMM_VW 8
+#define GEMM_ROWS 3
+#endif
+#define GEMM_VECS (PANEL / GEMM_VW)
+typedef float vgemm __attribute__((vector_size(GEMM_VW * 4)));
+static inline vgemm load_g(const float *p) { vgemm v; memcpy(&v, p, sizeof v); return v; }
+static inline void store_g(float *p, vgemm v) { memcpy(p, &v, sizeof v); }
 
 /* always_inline: otherwise GCC keeps one copy with rr a runtime value, and a branch per row */
 static inline __attribute__((always_inline)) void gemm_tile(
     const float *x, int64_t ldx, int64_t kk, const float *panel, float *y, int64_t ldy,
     const float *bias, int accumulate, const int rr)
 {
-    v16f acc[GEMM_ROWS][2];
-    for (int r = 0; r < rr; r++) {
-        acc[r][0] = accumulate ? load_f32(y + r * ldy) : (v16f){0};
-        acc[r][1] = accumulate ? load_f32(y + r * ldy + 16) : (v16f){0};
-    }
+    vgemm acc[GEMM_ROWS][GEMM_VECS];
+    for (int r = 0; r < rr; r++)
+        for (int j = 0; j < GEMM_VECS; j++)
+            acc[r][j] = accumulate ? load_g(y + r * ldy + j * GEMM_VW) : (vgemm){0};
     for (int64_t k = 0; k < kk; k++) {
         __builtin_prefetch(panel + (k + PREFETCH) * PANEL, 0, 3);
         __builtin_prefetch(panel + (k + PREFETCH) * PANEL + 16, 0, 3);
-        const v16f w0 = load_f32(panel + k * PANEL), w1 = load_f32(panel + k * PANEL + 16);
+        vgemm w[GEMM_VECS];
+        for (int j = 0; j < GEMM_VECS; j++) w[j] = load_g(panel + k * PANEL + j * GEMM_VW);
         for (int r = 0; r < rr; r++) {
             const float xr = x[r * ldx + k];
-            acc[r][0] += xr * w0;
-            acc[r][1] += xr * w1;
+            for (int j = 0; j < GEMM_VECS; j++) acc[r][j] += xr * w[j];
         }
     }
-    for (int r = 0; r < rr; r++) {
-        if (bias) { /* added to the finished sum, as BLAS-plus-bias does (same rounding) */
-            acc[r][0] += load_f32(bias);
-            acc[r][1] += load_f32(bias + 16);
+    for (int r = 0; r < rr; r++)
+        for (int j = 0; j < GEMM_VECS; j++) {
+            if (bias) acc[r][j] += load_g(bias + j * GEMM_VW); /* added to the finished sum, as BLAS-plus-bias does */
+            store_g(y + r * ldy + j * GEMM_VW, acc[r][j]);
         }
-        store_f32(y + r * ldy, acc[r][0]);
-        store_f32(y + r * ldy + 16, acc[r][1]);
-    }
 }
 
 static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *panel, float *y,
@@ -394,6 +406,7 @@ static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *pan
     switch (rr) { /* a constant row count per case: the compiler keeps the tile in registers */
     case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 1); break;
     case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 2); break;
+#if GEMM_ROWS > 3
     case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 3); break;
     case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 4); break;
     case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 5); break;
@@ -403,6 +416,7 @@ static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *pan
     case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 9); break;
     case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 10); break;
     case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 11); break;
+#endif
     default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, GEMM_ROWS); break;
     }
 }
@@ -453,6 +467,15 @@ void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t
 #define QROWS 8
 #define KEYS 32
 #define KCHUNK 512
+/* Rows of a block whose sums sit in registers at once: all 8 with AVX-512 (32 zmm registers);
+ * 2 in an AVX2 build, where a 16-float vector is two of its 16 ymm registers and 8 rows' sums
+ * would spill on every step (as the panel product did: see GEMM_ROWS). Each sum is the same chain
+ * of operations either way. */
+#if defined(__AVX512F__)
+#define QSUB QROWS
+#else
+#define QSUB 2
+#endif
 
 static inline int64_t round_keys(int64_t n) { return (n + KEYS - 1) / KEYS * KEYS; }
 
@@ -463,17 +486,29 @@ int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
     return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;
 }
 
-/* exp_f32 on 16 lanes (GCC vector extensions, so any target), the same operations lane by lane. */
-typedef int32_t v16i __attribute__((vector_size(64)));
-static inline v16f exp_v16(v16f x)
+/* exp_f32 lane by lane on a vector of VW floats (GCC vector extensions, so any target): 16 with
+ * AVX-512; 8 in an AVX2 build, whose 16 ymm registers hold a 16-float vector only in two halves
+ * that GCC moves through memory at every step (the fused attention ran 50× slower so). Loops
+ * below walk 16 floats as 16 / VW vectors; every lane's operations are the same either way. */
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+#define NV (16 / VW)
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+static inline vf load_v(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void store_v(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline vf exp_v(vf x)
 {
-    const v16f log2e = (v16f){0} + 1.44269504088896341f, ln2_hi = (v16f){0} + 0.693359375f,
-               ln2_lo = (v16f){0} + -2.12194440e-4f, round = (v16f){0} + 12582912.0f, low = (v16f){0} - 87.3f;
-    const v16i under = x < low; /* -1 where x < -87.3 */
-    const v16f xc = (v16f)(((v16i)x & ~under) | ((v16i)low & under));
-    const v16f n = (xc * log2e + round) - round;
-    const v16f r = xc - n * ln2_hi - n * ln2_lo;
-    v16f p = (v16f){0} + 1.0f / 5040.0f;
+    const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
+             ln2_lo = (vf){0} + -2.12194440e-4f, round = (vf){0} + 12582912.0f, low = (vf){0} - 87.3f;
+    const vi under = x < low; /* -1 where x < -87.3 */
+    const vf xc = (vf)(((vi)x & ~under) | ((vi)low & under));
+    const vf n = (xc * log2e + round) - round;
+    const vf r = xc - n * ln2_hi - n * ln2_lo;
+    vf p = (vf){0} + 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
     p = p * r + 1.0f / 24.0f;
@@ -481,8 +516,8 @@ static inline v16f exp_v16(v16f x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const v16i bits = (__builtin_convertvector(n, v16i) + 127) << 23;
-    return (v16f)((v16i)(p * (v16f)bits) & ~under);
+    const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    return (vf)((vi)(p * (vf)bits) & ~under);
 }
 
 /* s[r, 0:nkeys) = q_r·kᵀ over keys [j0, j0 + nkeys) of kt [d][ldk]; rows ≥ rows repeat the last. */
@@ -491,22 +526,21 @@ static inline void scores_block(const float *q, int64_t ld, int rows, const floa
 {
     const float *qr[QROWS];
     for (int r = 0; r < QROWS; r++) qr[r] = q + (r < rows ? r : rows - 1) * ld;
-    for (int64_t jb = 0; jb < nkeys; jb += KEYS) {
-        v16f acc[QROWS][2];
-        for (int r = 0; r < QROWS; r++) acc[r][0] = acc[r][1] = (v16f){0};
-        for (int64_t c = 0; c < d; c++) {
-            const float *kc = kt + c * ldk + j0 + jb;
-            const v16f k0 = load_f32(kc), k1 = load_f32(kc + 16);
-            for (int r = 0; r < QROWS; r++) {
-                acc[r][0] += qr[r][c] * k0;
-                acc[r][1] += qr[r][c] * k1;
+    for (int64_t jb = 0; jb < nkeys; jb += KEYS)
+        for (int r0 = 0; r0 < QROWS; r0 += QSUB) {
+            vf acc[QSUB][KEYS / VW];
+            for (int r = 0; r < QSUB; r++)
+                for (int t = 0; t < KEYS / VW; t++) acc[r][t] = (vf){0};
+            for (int64_t c = 0; c < d; c++) {
+                const float *kc = kt + c * ldk + j0 + jb;
+                vf kv[KEYS / VW];
+                for (int t = 0; t < KEYS / VW; t++) kv[t] = load_v(kc + t * VW);
+                for (int r = 0; r < QSUB; r++)
+                    for (int t = 0; t < KEYS / VW; t++) acc[r][t] += qr[r0 + r][c] * kv[t];
             }
+            for (int r = 0; r < QSUB; r++)
+                for (int t = 0; t < KEYS / VW; t++) store_v(s + (r0 + r) * KCHUNK + jb + t * VW, acc[r][t]);
         }
-        for (int r = 0; r < QROWS; r++) {
-            store_f32(s + r * KCHUNK + jb, acc[r][0]);
-            store_f32(s + r * KCHUNK + jb + 16, acc[r][1]);
-        }
-    }
 }
 
 /* o[r, c0:c0+16·DV] += Σ_j p[r, j]·v[j, c0:...] over j < nkeys */
@@ -514,19 +548,21 @@ static inline void scores_block(const float *q, int64_t ld, int rows, const floa
     static void weighted_sum_##DV(const float *p, int64_t nkeys, const float *v, int64_t ld,     \
                                   float *o, int64_t ldo)                                          \
     {                                                                                             \
-        v16f acc[QROWS][DV];                                                                      \
-        for (int r = 0; r < QROWS; r++)                                                           \
-            for (int c = 0; c < DV; c++) acc[r][c] = load_f32(o + r * ldo + 16 * c);              \
-        for (int64_t j = 0; j < nkeys; j++) {                                                     \
-            v16f vj[DV];                                                                          \
-            for (int c = 0; c < DV; c++) vj[c] = load_f32(v + j * ld + 16 * c);                   \
-            for (int r = 0; r < QROWS; r++) {                                                     \
-                const float pr = p[r * KCHUNK + j];                                               \
-                for (int c = 0; c < DV; c++) acc[r][c] += pr * vj[c];                             \
+        for (int r0 = 0; r0 < QROWS; r0 += QSUB) {                                                \
+            vf acc[QSUB][DV * NV];                                                                \
+            for (int r = 0; r < QSUB; r++)                                                        \
+                for (int c = 0; c < DV * NV; c++) acc[r][c] = load_v(o + (r0 + r) * ldo + VW * c); \
+            for (int64_t j = 0; j < nkeys; j++) {                                                 \
+                vf vj[DV * NV];                                                                   \
+                for (int c = 0; c < DV * NV; c++) vj[c] = load_v(v + j * ld + VW * c);            \
+                for (int r = 0; r < QSUB; r++) {                                                  \
+                    const float pr = p[(r0 + r) * KCHUNK + j];                                    \
+                    for (int c = 0; c < DV * NV; c++) acc[r][c] += pr * vj[c];                    \
+                }                                                                                 \
             }                                                                                     \
+            for (int r = 0; r < QSUB; r++)                                                        \
+                for (int c = 0; c < DV * NV; c++) store_v(o + (r0 + r) * ldo + VW * c, acc[r][c]); \
         }                                                                                         \
-        for (int r = 0; r < QROWS; r++)                                                           \
-            for (int c = 0; c < DV; c++) store_f32(o + r * ldo + 16 * c, acc[r][c]);              \
     }
 WEIGHTED_SUM(1)
 WEIGHTED_SUM(2)
@@ -598,17 +634,22 @@ void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t
                             m[r] = mx;
                         }
                     }
-                    v16f acc = {0};
-                    const v16f mxv = (v16f){0} + mx, lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-                    for (int64_t j = 0; j < n16; j += 16) {
-                        const v16i real = lane + (float)j < (v16f){0} + (float)nkeys;
-                        const v16f sj = (v16f)(((v16i)load_f32(row + j) & real) | ((v16i)mxv & ~real));
-                        const v16f e = exp_v16((sj - mxv) * scale);
-                        store_f32(row + j, e);
-                        acc += (v16f)((v16i)e & real);
-                    }
-                    float sum = 0.0f;
-                    for (int k = 0; k < 16; k++) sum += acc[k];
+                    vf acc[NV];
+                    const vf mxv = (vf){0} + mx;
+                    vf lane;
+                    for (int t = 0; t < VW; t++) lane[t] = (float)t;
+                    for (int t = 0; t < NV; t++) acc[t] = (vf){0};
+                    for (int64_t j = 0; j < n16; j += 16)
+                        for (int t = 0; t < NV; t++) { /* lanes j + t·VW … */
+                            const vi real = lane + (float)(j + t * VW) < (vf){0} + (float)nkeys;
+                            const vf sj = (vf)(((vi)load_v(row + j + t * VW) & real) | ((vi)mxv & ~real));
+                            const vf e = exp_v((sj - mxv) * scale);
+                            store_v(row + j + t * VW, e);
+                            acc[t] += (vf)((vi)e & real);
+                        }
+                    float sum = 0.0f; /* lane 0 to 15 in order, whatever VW */
+                    for (int t = 0; t < NV; t++)
+                        for (int k = 0; k < VW; k++) sum += acc[t][k];
                     l[r] += sum;
                 }
                 const float *vc = vh + j0 * ldv;
