@@ -238,17 +238,32 @@ void qkv_exp_tile(float *s, int64_t rows, int64_t n, int64_t ld, float *l)
  * of the 32 AVX-512 registers). This product reads float16 panels (IEEE binary16, half the memory
  * traffic, widened to float32 as they are read; sums stay float32); float32 panels are read by
  * the blocked product further down (qkv_gemm), which does better at any row count. GCC's vector
- * extension keeps the code plain C; without AVX-512 the compiler splits each 16-float vector. */
+ * extension keeps the code plain C, on vectors as wide as the build's registers (VW below). */
 #if defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 #define PANEL 32
-#define ROWS 8
 int64_t qkv_panel_width(void) { return PANEL; } /* read by qkv.kernels: the layout is one contract */
-typedef float v16f __attribute__((vector_size(64)));
+/* Vectors of VW floats: 16 with AVX-512; 8 in an AVX2 build, whose 16 ymm registers hold a
+ * 16-float vector only in two halves that GCC moves through memory at every step (the products
+ * and the fused attention ran 50× slower so). Tiles are sized to the registers the build has; each
+ * output is the same chain of operations either way, so both builds give the same bits. */
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+#define NV (16 / VW)
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+static inline vf load_v(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void store_v(float *p, vf v) { memcpy(p, &v, sizeof v); }
+#if defined(__AVX512F__)
+#define ROWS 8 /* rows of x per register tile of the few-row product: 8 × 32 columns in 16 zmm */
+#else
+#define ROWS 3 /* 3 × 32 columns in 12 ymm */
+#endif
 
-static inline v16f load_f32(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
-static inline void store_f32(float *p, v16f v) { memcpy(p, &v, sizeof v); }
 
 /* One binary16 value (bits) as a float, for machines without the conversion instruction. */
 static inline float half_to_float(uint16_t h)
@@ -270,19 +285,17 @@ static inline float half_to_float(uint16_t h)
     return f;
 }
 
-static inline v16f load_f16(const uint16_t *p)
+static inline vf load_f16(const uint16_t *p) /* VW binary16 values, widened */
 {
-    v16f v;
+    vf v;
 #if defined(__AVX512F__)
     __m512 r = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     memcpy(&v, &r, sizeof v);
 #elif defined(__F16C__) && defined(__AVX__)
-    __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
-    memcpy(&v, &lo, 32);
-    memcpy((char *)&v + 32, &hi, 32);
+    __m256 r = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    memcpy(&v, &r, sizeof v);
 #else
-    for (int j = 0; j < 16; j++) v[j] = half_to_float(p[j]);
+    for (int j = 0; j < VW; j++) v[j] = half_to_float(p[j]);
 #endif
     return v;
 }
@@ -293,23 +306,19 @@ static inline v16f load_f16(const uint16_t *p)
     static inline void panel_rows_##T(const float *x, int64_t K, const T *panel, const float *bias, \
                                       float *y, int64_t ldy, const int rr)                         \
     {                                                                                              \
-        v16f acc[ROWS][2];                                                                         \
-        for (int r = 0; r < rr; r++) {                                                             \
-            acc[r][0] = bias ? load_f32(bias) : (v16f){0};                                         \
-            acc[r][1] = bias ? load_f32(bias + 16) : (v16f){0};                                    \
-        }                                                                                          \
+        vf acc[ROWS][PANEL / VW];                                                                  \
+        for (int r = 0; r < rr; r++)                                                               \
+            for (int j = 0; j < PANEL / VW; j++) acc[r][j] = bias ? load_v(bias + j * VW) : (vf){0}; \
         for (int64_t k = 0; k < K; k++) {                                                          \
-            const v16f w0 = LOAD(panel + k * PANEL), w1 = LOAD(panel + k * PANEL + 16);            \
+            vf w[PANEL / VW];                                                                      \
+            for (int j = 0; j < PANEL / VW; j++) w[j] = LOAD(panel + k * PANEL + j * VW);          \
             for (int r = 0; r < rr; r++) {                                                         \
                 const float xr = x[r * K + k];                                                     \
-                acc[r][0] += xr * w0;                                                              \
-                acc[r][1] += xr * w1;                                                              \
+                for (int j = 0; j < PANEL / VW; j++) acc[r][j] += xr * w[j];                       \
             }                                                                                      \
         }                                                                                          \
-        for (int r = 0; r < rr; r++) {                                                             \
-            store_f32(y + r * ldy, acc[r][0]);                                                     \
-            store_f32(y + r * ldy + 16, acc[r][1]);                                                \
-        }                                                                                          \
+        for (int r = 0; r < rr; r++)                                                               \
+            for (int j = 0; j < PANEL / VW; j++) store_v(y + r * ldy + j * VW, acc[r][j]);         \
     }                                                                                              \
     static void panel_block_##T(const float *x, int64_t K, const T *p, const float *b, float *y,  \
                                 int64_t ldy, int64_t rr)                                           \
@@ -317,12 +326,12 @@ static inline v16f load_f16(const uint16_t *p)
         switch (rr) {                                                                              \
         case 1: panel_rows_##T(x, K, p, b, y, ldy, 1); break;                                      \
         case 2: panel_rows_##T(x, K, p, b, y, ldy, 2); break;                                      \
-        case 3: panel_rows_##T(x, K, p, b, y, ldy, 3); break;                                      \
-        case 4: panel_rows_##T(x, K, p, b, y, ldy, 4); break;                                      \
-        case 5: panel_rows_##T(x, K, p, b, y, ldy, 5); break;                                      \
-        case 6: panel_rows_##T(x, K, p, b, y, ldy, 6); break;                                      \
-        case 7: panel_rows_##T(x, K, p, b, y, ldy, 7); break;                                      \
-        default: panel_rows_##T(x, K, p, b, y, ldy, 8); break;                                     \
+        case 3: panel_rows_##T(x, K, p, b, y, ldy, 3 < ROWS ? 3 : ROWS); break;                    \
+        case 4: panel_rows_##T(x, K, p, b, y, ldy, 4 < ROWS ? 4 : ROWS); break;                    \
+        case 5: panel_rows_##T(x, K, p, b, y, ldy, 5 < ROWS ? 5 : ROWS); break;                    \
+        case 6: panel_rows_##T(x, K, p, b, y, ldy, 6 < ROWS ? 6 : ROWS); break;                    \
+        case 7: panel_rows_##T(x, K, p, b, y, ldy, 7 < ROWS ? 7 : ROWS); break;                    \
+        default: panel_rows_##T(x, K, p, b, y, ldy, ROWS); break;                                  \
         }                                                                                          \
     }                                                                                              \
     /* y [R, N] = x [R, K] · W + bias (bias may be NULL), W as panels [N / PANEL][K][PANEL]. */    \
@@ -356,38 +365,29 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
 #define GEMM_NC 384 /* columns per block: KC × NC floats of W stay in L2 */
 #define GEMM_KC 384 /* the whole of K = 384 in one block: one running sum per output, bias last */
 #define PREFETCH 8
-/* The tile is sized to the registers the build has. AVX-512: 12 rows × 32 columns in 24 of its 32
- * zmm registers. Without it (an x86-64-v3 build: AVX2 + FMA, 16 ymm registers) a 16-float vector
- * is two registers, and the 12-row tile's 48 would spill on every step (measured: 2 GFLOP/s, a
- * hundredth of the AVX-512 build's rate); there 3 rows × 32 columns take 12 ymm registers, W's
- * four vectors are read as operands. Each output is the same chain of fused multiply-adds over k
- * in either build, so both give the same bits. */
+/* The tile: 12 rows × 32 columns in 24 of AVX-512's 32 zmm registers; in an AVX2 build (16 ymm
+ * registers) 3 rows × 32 columns in 12, W's four vectors read as operands. */
 #if defined(__AVX512F__)
-#define GEMM_VW 16
 #define GEMM_ROWS 12
 #else
-#define GEMM_VW 8
 #define GEMM_ROWS 3
 #endif
-#define GEMM_VECS (PANEL / GEMM_VW)
-typedef float vgemm __attribute__((vector_size(GEMM_VW * 4)));
-static inline vgemm load_g(const float *p) { vgemm v; memcpy(&v, p, sizeof v); return v; }
-static inline void store_g(float *p, vgemm v) { memcpy(p, &v, sizeof v); }
+#define GEMM_VECS (PANEL / VW)
 
 /* always_inline: otherwise GCC keeps one copy with rr a runtime value, and a branch per row */
 static inline __attribute__((always_inline)) void gemm_tile(
     const float *x, int64_t ldx, int64_t kk, const float *panel, float *y, int64_t ldy,
     const float *bias, int accumulate, const int rr)
 {
-    vgemm acc[GEMM_ROWS][GEMM_VECS];
+    vf acc[GEMM_ROWS][GEMM_VECS];
     for (int r = 0; r < rr; r++)
         for (int j = 0; j < GEMM_VECS; j++)
-            acc[r][j] = accumulate ? load_g(y + r * ldy + j * GEMM_VW) : (vgemm){0};
+            acc[r][j] = accumulate ? load_v(y + r * ldy + j * VW) : (vf){0};
     for (int64_t k = 0; k < kk; k++) {
         __builtin_prefetch(panel + (k + PREFETCH) * PANEL, 0, 3);
         __builtin_prefetch(panel + (k + PREFETCH) * PANEL + 16, 0, 3);
-        vgemm w[GEMM_VECS];
-        for (int j = 0; j < GEMM_VECS; j++) w[j] = load_g(panel + k * PANEL + j * GEMM_VW);
+        vf w[GEMM_VECS];
+        for (int j = 0; j < GEMM_VECS; j++) w[j] = load_v(panel + k * PANEL + j * VW);
         for (int r = 0; r < rr; r++) {
             const float xr = x[r * ldx + k];
             for (int j = 0; j < GEMM_VECS; j++) acc[r][j] += xr * w[j];
@@ -395,8 +395,8 @@ static inline __attribute__((always_inline)) void gemm_tile(
     }
     for (int r = 0; r < rr; r++)
         for (int j = 0; j < GEMM_VECS; j++) {
-            if (bias) acc[r][j] += load_g(bias + j * GEMM_VW); /* added to the finished sum, as BLAS-plus-bias does */
-            store_g(y + r * ldy + j * GEMM_VW, acc[r][j]);
+            if (bias) acc[r][j] += load_v(bias + j * VW); /* added to the finished sum, as BLAS-plus-bias does */
+            store_v(y + r * ldy + j * VW, acc[r][j]);
         }
 }
 
@@ -486,20 +486,7 @@ int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
     return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;
 }
 
-/* exp_f32 lane by lane on a vector of VW floats (GCC vector extensions, so any target): 16 with
- * AVX-512; 8 in an AVX2 build, whose 16 ymm registers hold a 16-float vector only in two halves
- * that GCC moves through memory at every step (the fused attention ran 50× slower so). Loops
- * below walk 16 floats as 16 / VW vectors; every lane's operations are the same either way. */
-#if defined(__AVX512F__)
-#define VW 16
-#else
-#define VW 8
-#endif
-#define NV (16 / VW)
-typedef float vf __attribute__((vector_size(VW * 4)));
-typedef int32_t vi __attribute__((vector_size(VW * 4)));
-static inline vf load_v(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
-static inline void store_v(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* exp_f32 lane by lane on a vector of VW floats (GCC vector extensions, so any target). */
 static inline vf exp_v(vf x)
 {
     const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
