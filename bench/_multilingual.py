@@ -24,6 +24,7 @@ MODELS = ("multilingual-e5-small", "minilm")
 ENGINES = {  # (model, engine) pairs measured
     "qkv e5 (4-bit)": ("multilingual-e5-small", "qkv"),
     "transformers e5 (float32)": ("multilingual-e5-small", "transformers"),
+    "transformers e5 (bfloat16)": ("multilingual-e5-small", "transformers-bf16"),  # issue 25's second peer
     "onnxruntime e5 (float32)": ("multilingual-e5-small", "onnxruntime"),
     "qkv minilm (float32)": ("minilm", "qkv"),
 }
@@ -111,12 +112,14 @@ def _forward_fn(model: str, engine: str):
         def one(ids, mask):
             with blas_threads(1):
                 enc.forward(ids, mask)
-    elif engine == "transformers":
+    elif engine in ("transformers", "transformers-bf16"):
         import torch
         from transformers import BertModel
 
         torch.set_num_threads(1)
         m = BertModel.from_pretrained(str(dense_dir()), attn_implementation="eager").eval()
+        if engine == "transformers-bf16":
+            m = m.to(torch.bfloat16)  # weights and activations in bfloat16, as the MiniLM table's torch bf16
 
         def one(ids, mask):
             with torch.inference_mode():
@@ -317,6 +320,7 @@ def report(console, raw: dict, verdicts: list) -> None:
     for name in ENGINES:
         tb.add_column(name, justify="right")
     tb.add_column("qkv e5 ÷ transformers", justify="right")
+    tb.add_column("qkv e5 ÷ transformers bf16", justify="right")
     tb.add_column("qkv e5 ÷ onnxruntime", justify="right")
     tb.add_column("qkv e5 ÷ qkv minilm", justify="right")
     for wl in BATCHES:
@@ -332,7 +336,8 @@ def report(console, raw: dict, verdicts: list) -> None:
             rate[name] = (rs[0]["sentences"] / w, rs[0]["sentences"] / c)
             cells.append(f"{rate[name][0]:.1f} ({rate[name][1]:.1f})")
         ratios = []
-        for other, need in (("transformers e5 (float32)", 1.0), ("onnxruntime e5 (float32)", 1.0),
+        for other, need in (("transformers e5 (float32)", 1.2), ("transformers e5 (bfloat16)", 1.2),
+                            ("onnxruntime e5 (float32)", 1.0),
                             ("qkv minilm (float32)", 0.5)):
             if e5 in rate and other in rate:
                 rw, rc = rate[e5][0] / rate[other][0], rate[e5][1] / rate[other][1]
