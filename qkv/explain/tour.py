@@ -112,6 +112,7 @@ class Tour(ShowsHtml):
     word_weights: np.ndarray = None  # [heads, words, words] every head of the layer, word level
     question: tuple[int, int] | None = None  # (word i, word j): how much does i attend to j?
     unknown_chars: str = ""  # the characters the model's unknown tokens stand for
+    x_rounded: bool = False  # the products read X rounded to int8 blocks (4-bit without AMX), and so did the tour
     _extra: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -294,4 +295,4 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
     ww = merge_attention(wa.astype(np.float64), words)  # every head, from the hand computation (= the trace)
     return Tour(text, enc.name, layer, head, seq.tokens, _labels(seq, unk), seq.special, tuple(words), x_name, x,
                 wq, wk, wv, bq, bk, bv, q, k, v, s, ss, w, ctx, ca, lw.w_o, out, tuple(checks), len(unk), n_cjk,
-                ww, _question(words, ask), chars)
+                ww, _question(words, ask), chars, xs is not x)

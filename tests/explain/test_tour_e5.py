@@ -129,5 +129,8 @@ def test_the_tour_rounds_x_as_the_int8_products_do(e5, unit):
         assert t.ok, [(c.name, c.max_abs_diff) for c in t.checks if not c.ok]
         plain = project(t.x, t.wq, t.bq)
         assert np.abs(plain - t.q).max() > 1e-4 * max(1.0, np.abs(t.q).max())
+        assert t.x_rounded and "round X to int8" in t.steps("en")[1]["text"]  # and the page says so
+        cpu.select(before, q4="float32")
+        assert not tour(e5, ZH).x_rounded
     finally:
         cpu.select(before)
