@@ -232,8 +232,20 @@ def thread_env(threads: int, extra: dict | None = None) -> dict:
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     env["TOKENIZERS_PARALLELISM"] = "false"
     env["PYTHONWARNINGS"] = "ignore"
+    # QKV_ISA makes a machine with more units stand in for one with fewer (an AMX Xeon for AMD Zen 4);
+    # torch's oneDNN must stand in too, or its bfloat16 runs on the tiles qkv was told to ignore
+    # (measured on this Xeon under QKV_ISA=avx512bf16: transformers e5 bfloat16 titles 223.7 per
+    # CPU-second with the tiles, 71.4 capped at AVX512_CORE_BF16).
+    cap = ONEDNN_CAP.get(env.get("QKV_ISA", "").strip().lower())
+    if cap:
+        env.setdefault("ONEDNN_MAX_CPU_ISA", cap)
     env.update(extra or {})
     return env
+
+
+# oneDNN's names for the same ceilings. QKV_ISA=float32 runs qkv's float32 kernels as built (AVX-512
+# in a native build on these machines), so torch keeps AVX-512 too, without its BF16 and AMX.
+ONEDNN_CAP = {"avx512bf16": "AVX512_CORE_BF16", "float32": "AVX512_CORE_VNNI"}
 
 
 def run_job(job: dict, threads: int = 1, timeout: float = 1800, extra_env: dict | None = None,
@@ -249,6 +261,8 @@ def run_job(job: dict, threads: int = 1, timeout: float = 1800, extra_env: dict 
             return {"ok": True, "result": json.loads(line[len(MARK):])}
     tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
     return {"ok": False, "error": f"exit {p.returncode}: " + " | ".join(tail)}
+
+
 def median(xs):
     import statistics
 

@@ -44,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the harness and the sections, run by path too
 import _duel  # noqa: E402
-from _harness import TARGET_WORKLOADS, run_job, thread_env  # noqa: E402
+from _harness import ONEDNN_CAP, TARGET_WORKLOADS, run_job, thread_env  # noqa: E402
 
 SELF = Path(__file__).resolve()
 
@@ -65,10 +65,10 @@ COSINE_FLOOR = 0.999  # "within cosine 0.999 of float32"
 SPEED_TARGET = 1.2
 E5_TODAY, E5_FACTOR = 80.0, 2.5  # e5 titles per CPU-second on a Zen 4 before issue 25, and the factor asked
 NOT_AVAILABLE = "not available in this build"
-# A stand-in holds torch to the same ceiling: oneDNN would otherwise run torch's bfloat16 on AMX tiles
-# under QKV_ISA=avx512bf16 (ONEDNN_VERBOSE: brg_matmul:avx10_1_512_amx; with the ceiling
-# avx512_core_bf16, 0.61 against 21.3 ms for a 768×384 by 384×1536 bfloat16 product here, load ~13). ONNX Runtime's MLAS has no such switch: it picks its own kernels.
-ONEDNN_CEILING = {"avx512bf16": "AVX512_CORE_BF16", "float32": "AVX512_CORE_VNNI"}
+# A stand-in holds torch to the same ceiling (_harness.ONEDNN_CAP): oneDNN would otherwise run torch's
+# bfloat16 on AMX tiles under QKV_ISA=avx512bf16 (ONEDNN_VERBOSE: brg_matmul:avx10_1_512_amx; with the
+# ceiling avx512_core_bf16, 0.61 against 21.3 ms for a 768×384 by 384×1536 bfloat16 product here,
+# load ~13). ONNX Runtime's MLAS has no such switch: it picks its own kernels.
 
 # Table 2's engines (this file's ``e5_engine``): (name, label); the titles and the lone-query duels.
 E5_TITLE_ENGINES = (("e5-qkv", "qkv e5 4-bit"), ("e5-transformers", "transformers e5 float32 (dequantized)"),
@@ -487,8 +487,8 @@ def describe(info: dict) -> str:
 def run_isa(console, isa: str, args, files: dict) -> dict:
     """Tables 0-2 for one ``--isa`` entry ("native": the environment as it is)."""
     env = {} if isa == "native" else {"QKV_ISA": isa}
-    if isa in ONEDNN_CEILING:
-        env["ONEDNN_MAX_CPU_ISA"] = ONEDNN_CEILING[isa]
+    if isa in ONEDNN_CAP:
+        env["ONEDNN_MAX_CPU_ISA"] = ONEDNN_CAP[isa]
     threads, t0 = args.threads, time.monotonic()
     r = run_job({"kind": "cpu"}, threads, extra_env=env, entry=SELF)
     if not r["ok"]:

@@ -44,6 +44,7 @@ from qkv.explain.layer import head_slices, layer_input_name
 from qkv.explain.tour_text import LACKS_SCRIPT
 from qkv.explain.words import merge_attention
 from qkv.errors import InputError
+from qkv.model.linear import seen
 from qkv.model.tokenizer import Word
 
 MEASURED_E5 = (11, 6)  # see the module docstring and docs/explain.md for the figures
@@ -111,6 +112,7 @@ class Tour(ShowsHtml):
     word_weights: np.ndarray = None  # [heads, words, words] every head of the layer, word level
     question: tuple[int, int] | None = None  # (word i, word j): how much does i attend to j?
     unknown_chars: str = ""  # the characters the model's unknown tokens stand for
+    x_rounded: bool = False  # the products read X rounded to int8 blocks (4-bit without AMX), and so did the tour
     _extra: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -247,14 +249,19 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
         tr = enc.trace([text], keep=[x_name, f"layers.{layer}.attn.*"], truncate=truncate)
     seq = tr.seqs[0]
     x = tr.get(x_name, 0)
-    cfg, lw = enc.config, enc.weights.layers[layer].dense()  # matrices as numbers, whatever the format
+    packed = enc.weights.layers[layer]
+    cfg, lw = enc.config, packed.dense()  # matrices as numbers, whatever the format
     d, nh = cfg.head_dim, cfg.num_heads
+    # X as the engine's products read it: X itself, or rounded to int8 blocks where the 4-bit
+    # products quantise it (multilingual-e5-small without AMX tiles): the same quantisation as the
+    # trace, so the checks compare the same computation (qkv.model.linear.seen).
+    xs = seen(packed.w_qkv, x)
 
     # Steps 1–5 for the chosen head, with this head's columns of the fused Q|K|V weights.
     sq, sk, sv = head_slices(enc, head)
     wq, wk, wv = lw.w_qkv[:, sq], lw.w_qkv[:, sk], lw.w_qkv[:, sv]
     bq, bk, bv = lw.b_qkv[sq], lw.b_qkv[sk], lw.b_qkv[sv]
-    q, k, v = project(x, wq, bq), project(x, wk, bk), project(x, wv, bv)
+    q, k, v = project(xs, wq, bq), project(xs, wk, bk), project(xs, wv, bv)
     s = scores(q, k)
     ss = scale_scores(s, d)
     w = softmax(ss, axis=-1)
@@ -262,14 +269,14 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
 
     # Every head the same way (as one [H, H] projection split into heads), concatenated, then W_o.
     H = cfg.hidden_size
-    qa = split_heads(project(x, lw.w_qkv[:, :H], lw.b_qkv[:H]), nh)
-    ka = split_heads(project(x, lw.w_qkv[:, H:2 * H], lw.b_qkv[H:2 * H]), nh)
-    va = split_heads(project(x, lw.w_qkv[:, 2 * H:], lw.b_qkv[2 * H:]), nh)
+    qa = split_heads(project(xs, lw.w_qkv[:, :H], lw.b_qkv[:H]), nh)
+    ka = split_heads(project(xs, lw.w_qkv[:, H:2 * H], lw.b_qkv[H:2 * H]), nh)
+    va = split_heads(project(xs, lw.w_qkv[:, 2 * H:], lw.b_qkv[2 * H:]), nh)
     sa = scores(qa, ka)
     ssa = scale_scores(sa, d)
     wa = softmax(ssa, axis=-1)
     ca = weighted_sum(wa, va)
-    out = project(merge_heads(ca), lw.w_o, lw.b_o)
+    out = project(seen(packed.w_o, merge_heads(ca)), lw.w_o, lw.b_o)
 
     mine = {"attn.q": qa, "attn.k": ka, "attn.v": va, "attn.scores": sa, "attn.scaled_scores": ssa,
             "attn.weights": wa, "attn.context": ca, "attn.out": out}
@@ -288,4 +295,4 @@ def tour(enc, text: str, layer: int | None = None, head: int | None = None, *, t
     ww = merge_attention(wa.astype(np.float64), words)  # every head, from the hand computation (= the trace)
     return Tour(text, enc.name, layer, head, seq.tokens, _labels(seq, unk), seq.special, tuple(words), x_name, x,
                 wq, wk, wv, bq, bk, bv, q, k, v, s, ss, w, ctx, ca, lw.w_o, out, tuple(checks), len(unk), n_cjk,
-                ww, _question(words, ask), chars)
+                ww, _question(words, ask), chars, xs is not x)

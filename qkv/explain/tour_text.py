@@ -115,7 +115,11 @@ def steps(t, lang: str = "en") -> list[dict]:
                   f"键 k（我能提供什么）和值 v（我要传递的内容），各 {d} 维：Q、K、V 都是 {n}×{d}。" if zh else
                   f"Head {h} has its own Wq, Wk, Wv ({H}×{d} each, plus a bias). Every token's row is multiplied by "
                   f"them: a query q (what am I looking for), a key k (what do I offer) and a value v (what I pass "
-                  f"on), {d} numbers each. Q, K and V are {n}×{d}.")},
+                  f"on), {d} numbers each. Q, K and V are {n}×{d}.")
+                 + (("这个模型的 4 位权重乘法先把 X 的每 32 个数按一个比例四舍五入成 int8（没有 AMX 的 CPU 上），"
+                     "引擎乘的是这样取整后的 X，本导览也一样。" if zh else
+                     " This model's 4-bit products first round X to int8, 32 numbers to a scale (on CPUs without "
+                     "AMX tiles): the engine multiplies that rounded X, and so does this tour.") if t.x_rounded else "")},
         {"id": "scores", "arrays": [f"layers.{L}.attn.scores"],
          "title": "3 · 打分：S = Q·Kᵀ" if zh else "3 · Score: S = Q·Kᵀ",
          "text": (f"每个查询与每个键做点积：S[i, j] = q_i·k_j，{n}×{n} 的矩阵，行是“看”的词元，列是“被看”的词元。"

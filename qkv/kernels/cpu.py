@@ -25,11 +25,11 @@ or the kernel refuses falls to the next, never a crash.
 4-bit products (``Q4``, ``q4_offered()``) run on AMX tiles where the bfloat16 unit is AMX; else on
 integer dot products over x quantised to int8 blocks (``qkv/kernels/q4/int8.c``): "vnni" (AVX-512
 VNNI, e.g. Zen 4) unless ``QKV_ISA`` (or ``select``'s ``want``) is float32, which stands in for a
-CPU with no AVX-512 unit, then "avx2"; else the float32 kernel. ``select(q4=...)`` forces one
-(tests run each; the parity tests the exact ones). int8 products (``precision="int8"``,
-``qkv/kernels/int8``; ``I8``, ``i8_offered()``) run on "vnni" where the CPU has AVX-512 VNNI and
-``QKV_ISA`` is not float32, else "avx2", else "numpy" (the twin); ``QKV_INT8`` or ``select(i8=...)``
-forces one. ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
+CPU with no AVX-512 unit, then "avx2"; else the float32 kernel. ``QKV_Q4=amx|vnni|avx2|float32``
+or ``select(q4=...)`` forces one (tests run each; the parity tests the exact ones). int8 products
+(``precision="int8"``, ``qkv/kernels/int8``; ``I8``, ``i8_offered()``) run on "vnni" where the CPU has
+AVX-512 VNNI and ``QKV_ISA`` is not float32, else "avx2", else "numpy" (the twin); ``QKV_INT8`` or
+``select(i8=...)`` forces one. ``ISA`` is the bfloat16 unit in use, ``WHY`` the reasons any better one was passed over, ``STATUS``
 says all of it in one line (``qkv info``). This module imports nothing from qkv.
 """
 
@@ -283,8 +283,9 @@ def q4_offered(cap: str | None = None) -> list[str]:
 
 def q4_choose(want: str | None = None, cap: str | None = None) -> str:
     """The 4-bit unit: ``want`` if this process can run it, else the next one down that it can
-    ("amx" falls to the float32 kernel: both are exact), or, with no ``want``, ``QKV_Q4`` if set,
-    else "amx" where the bfloat16 unit is AMX, else float32 (the int8 units are opt-in)."""
+    ("amx" falls to the float32 kernel: both are exact), or, with no ``want``, ``QKV_Q4`` if set
+    (``QKV_Q4=float32`` forces the exact float32 kernel), else "amx" where the bfloat16 unit is
+    AMX, else the best integer unit ``q4_offered(cap)`` names, else float32."""
     if want is not None and want not in Q4_UNITS:
         raise ValueError(f"4-bit products run on one of {', '.join(Q4_UNITS)}, not {want!r}")
     if lib is None:
@@ -295,12 +296,7 @@ def q4_choose(want: str | None = None, cap: str | None = None) -> str:
         if want is not None and want not in Q4_UNITS:
             want = None  # an unknown name: the default, as an unknown QKV_ISA is ignored
     if want is None:
-        # The default stays exact (AMX tiles, else the float32 kernel): the tour, the match grid
-        # and an index's stored vectors are checked equal to the encoder's whatever path a text
-        # takes (one-call layer, batch, trace), and the int8 blocks differ by their stated bound
-        # from one path to another. QKV_Q4=vnni|avx2 (or select(q4=...)) opts in: 1.69x titles
-        # per CPU-second on a Zen 4 stand-in (docs/engine.md).
-        return "amx" if ISA == "amx" else "float32"
+        return "amx" if ISA == "amx" else next(u for u in have if u != "amx")
     if want == "amx":
         return "amx" if "amx" in have and request_amx() else "float32"
     return next(u for u in Q4_UNITS[Q4_UNITS.index(want):] if u in have)

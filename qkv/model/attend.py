@@ -27,6 +27,15 @@ int8, attention's two bfloat16 as above: MiniLM titles 500 -> 586 sentences per 
 Zen 4 stand-in, cosine to float32 unchanged at ~0.998 worst); elsewhere (an AVX2 CPU) attention
 stays float32.
 
+``per_text`` also runs every float32 batch, whatever its length, when the products quantise x
+(``invariant``: multilingual-e5-small's 4-bit products on int8 blocks, without AMX tiles). A
+quantised product is a step function of x: a last-bit difference between two attention kernels
+(BLAS over a padded batch against the per-text kernel) moves an element of x across a rounding
+edge now and then, and the output by a whole quantum (~1e-4 of the embedding). With every text's
+attention in the one per-text kernel — the one the lone text's one-call layer stack runs
+(q4/layer.c) — and every other step row by row, a text's vectors are the same bits alone, in any
+batch, padded or packed, and in an index (tests/model/test_e5_int8.py).
+
 Each route is tested equal to the reference layer (tests/model/test_layer.py).
 """
 
@@ -85,8 +94,10 @@ def compiled_lengths(mask: np.ndarray, dtype) -> np.ndarray | None:
     return None
 
 
-def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int = 0) -> str:
-    """The route for steps 2-5 (see the table above): the one place that decides."""
+def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int = 0,
+           invariant: bool = False) -> str:
+    """The route for steps 2-5 (see the table above): the one place that decides. ``invariant``:
+    the products quantise x, so every text runs the per-text kernel (see the module's docstring)."""
     if traced:
         return "reference"
     if batch.lens is None:
@@ -94,7 +105,7 @@ def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int
     if (precision in ("bfloat16", "int8") and cpu.ISA in BF16_ROUTES and head_dim == bfloat16.ATTENTION_HEAD
             and batch.L >= TILES_FROM):
         return BF16_ROUTES[cpu.ISA]
-    return "batched" if batch.L < TILED_FROM else "per_text"
+    return "batched" if batch.L < TILED_FROM and not invariant else "per_text"
 
 
 def attend(route: str, qkv: np.ndarray, ctx: np.ndarray, batch: Batch, heads: int, scale: float,

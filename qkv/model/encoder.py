@@ -242,15 +242,18 @@ class Encoder:
             emit("embeddings", x)
         packs, workers = self._packed, self._workers(threads)
         linear = lambda weight, rows: packs.linear(weight, precision, rows)  # noqa: E731
+        invariant = _quantises(layers)  # every text alone in attention: the same bits in any batch
         if keep is None:  # a lone short text on 4-bit layers: all of them in one compiled call
             y = fused_stack(layers, cfg, x, batch, choose_attention(batch, traced=False, precision=precision,
-                                                                   head_dim=cfg.head_dim), ws, self._scale)
+                                                                   head_dim=cfg.head_dim, invariant=invariant),
+                            ws, self._scale)
             if y is not None:
                 ws.keep_bits(None)
                 x, layers = y, []
         for i, p in enumerate(layers):
             name = f"layers.{i}.{{}}".format
-            route = choose_attention(batch, traced=i in inside, precision=precision, head_dim=cfg.head_dim)
+            route = choose_attention(batch, traced=i in inside, precision=precision, head_dim=cfg.head_dim,
+                                     invariant=invariant)
             if route == "reference":  # the tutorial's steps, every intermediate kept that is asked for
                 res = reference_layer(p, cfg, x.reshape(B, L, H), mask, linear=linear)
                 for n, a in res.items():
@@ -471,6 +474,12 @@ class Encoder:
         c = self.config
         return (f"Encoder({self.name!r}, {c.model_type}, layers={c.num_layers}, heads={c.num_heads}, "
                 f"hidden={c.hidden_size}, pooling={c.pooling}, normalize={c.normalize})")
+
+
+def _quantises(layers) -> bool:
+    """Whether the layers' products round x to a coarser grid (``Linear.quantises``: 4-bit on
+    int8 blocks), so that last-bit differences between ways through would show (see attend.py)."""
+    return bool(layers) and bool(getattr(layers[0].w_qkv, "quantises", False))
 
 
 def load(name: str | Path | None = None, *, threads: int | None = None) -> Encoder:

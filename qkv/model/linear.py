@@ -16,6 +16,8 @@ The interface a new precision or weight format implements (a class, never a bran
             workers: a ``qkv.model.workers.Workers`` the product may split its rows over.
         dense() -> np.ndarray     W [K, N] as float32 numbers: what the reference layer and the
                                   explain views read (a quantised format expands it here, once)
+        quantises: bool           the product rounds x to a coarser grid first (False: x·W to
+                                  float32 rounding); then seen(x) is x as rounded, x̃·W = the product
 
 A weight reader may put a ``Linear`` straight into the parameter set (a 4-bit format hands over its
 blocks that way, never expanded for the fast path); ``PackedWeights`` then uses it as it is.
@@ -60,6 +62,11 @@ class Linear:
 
     precision = "float32"
     shape: tuple[int, int]
+    quantises = False
+
+    def seen(self, x: np.ndarray) -> np.ndarray:
+        """x as the product reads it: x itself, unless it ``quantises``."""
+        return x
 
     def __call__(self, x: np.ndarray, out: np.ndarray, *, bias: np.ndarray | None = None,
                  act: str | None = None, workers=None) -> np.ndarray:
@@ -72,6 +79,11 @@ class Linear:
 def dense(w) -> np.ndarray:
     """W as an array of numbers, whether the parameter set holds an array or a ``Linear``."""
     return w.dense() if isinstance(w, Linear) else w
+
+
+def seen(w, x: np.ndarray) -> np.ndarray:
+    """x as the product with W reads it (``Linear.seen``): seen(w, x)·dense(w) is the product."""
+    return w.seen(x) if isinstance(w, Linear) else x
 
 
 def _finish(out: np.ndarray, bias, act) -> np.ndarray:

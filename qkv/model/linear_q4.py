@@ -69,5 +69,14 @@ class Q4Panels(Linear):
     def dense(self) -> np.ndarray:
         return q4.unpack_q4(self.panels)
 
+    @property
+    def quantises(self) -> bool:
+        """Whether the unit in use rounds x to int8 blocks (``q4.EXACT`` units do not)."""
+        return q4.unit() not in q4.EXACT
+
+    def seen(self, x: np.ndarray) -> np.ndarray:
+        """x as the unit in use reads it: x̂ = d_x·xq in int8 blocks (``q4.int8_seen``), else x."""
+        return q4.int8_seen(x) if self.quantises else x
+
     def __repr__(self) -> str:
         return f"Q4Panels({self.shape[0]}×{self.shape[1]}, {self.nbytes / 2**20:.1f} MiB)"

@@ -110,3 +110,27 @@ def test_selling_points_leave_bare_metaspace_pieces_out(e5):
     np.testing.assert_allclose(sp.salience, by_hand / by_hand.sum(), atol=1e-6)
     assert sp.special_share == pytest.approx(1 - by_hand.sum(), abs=1e-6)
     assert sp.ranked()[0][0] == "Stridewell"  # as occlusion and value zeroing rank it
+
+
+@pytest.mark.parametrize("unit", ["vnni", "avx2"])
+def test_the_tour_rounds_x_as_the_int8_products_do(e5, unit):
+    """Without AMX tiles e5's 4-bit products read x in int8 blocks (the default there); the tour's
+    hand computation reads the same x̂ (``Q4Panels.seen``), so its checks still hold to 1e-4, while
+    X·W unrounded would be further from the trace than the whole tolerance."""
+    from qkv.attention import project
+    from qkv.kernels import cpu
+
+    if unit not in cpu.q4_offered():
+        pytest.skip(f"this CPU (up to QKV_ISA) offers {cpu.q4_offered()}")
+    before = cpu.ISA
+    try:
+        cpu.select(before, q4=unit)
+        t = tour(e5, ZH)
+        assert t.ok, [(c.name, c.max_abs_diff) for c in t.checks if not c.ok]
+        plain = project(t.x, t.wq, t.bq)
+        assert np.abs(plain - t.q).max() > 1e-4 * max(1.0, np.abs(t.q).max())
+        assert t.x_rounded and "round X to int8" in t.steps("en")[1]["text"]  # and the page says so
+        cpu.select(before, q4="float32")
+        assert not tour(e5, ZH).x_rounded
+    finally:
+        cpu.select(before)

@@ -255,23 +255,27 @@ def _int_units() -> set[str]:
 @needs_lib
 @pytest.mark.parametrize("want", ["amx", "avx512bf16", "float32"])
 def test_the_4bit_unit_follows_the_bfloat16_unit(want, restore_unit, monkeypatch):
-    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it); without tiles the exact
-    float32 kernel by default; with QKV_Q4=vnni (opt-in), int8 blocks on VNNI where the CPU has it
-    (AVX-512 BF16 alone, e.g. Zen 4), on AVX2 where QKV_ISA=float32 stands in for a CPU without
-    AVX-512; STATUS and `qkv info` name it."""
+    """Tiles where the bfloat16 unit chosen is AMX (QKV_ISA forces it); without tiles, int8 blocks
+    on VNNI where the CPU has it (AVX-512 BF16 alone, e.g. Zen 4), on AVX2 where QKV_ISA=float32
+    stands in for a CPU without AVX-512; float32 where neither; QKV_Q4=float32 forces the exact
+    float32 kernel; STATUS and `qkv info` name it."""
     monkeypatch.delenv("QKV_Q4", raising=False)
-    got = cpu.select(want)
-    assert q4.unit() == ("amx" if got == "amx" else "float32")
-    monkeypatch.setenv("QKV_Q4", "vnni")
     got = cpu.select(want)
     ints = _int_units()
     as_avx2 = "float32" in (cpu.ceiling(), want)  # the stricter of QKV_ISA and the unit asked for
-    if "vnni" in ints and not as_avx2:
+    if got == "amx":
+        expect = "amx"
+    elif "vnni" in ints and not as_avx2:
         expect = "vnni"
     else:
         expect = "avx2" if "avx2" in ints else "float32"
     assert q4.unit() == expect
     assert f"4-bit products: {cpu.Q4_WORDS[expect]}" in cpu.STATUS
+    monkeypatch.setenv("QKV_Q4", "float32")
+    cpu.select(want)
+    assert q4.unit() == "float32" and "4-bit products: float32" in cpu.STATUS
+    monkeypatch.delenv("QKV_Q4")
+    cpu.select(want)
     from qkv.cli.info import info_dict
 
     assert info_dict()["4bit_unit"] == q4.unit()
@@ -309,31 +313,30 @@ def test_qkv_isa_in_the_environment_chooses_the_4bit_kernel(isa, monkeypatch):
     monkeypatch.delenv("QKV_ISA", raising=False)  # the child's QKV_ISA, not this process's ceiling
     tiles = "amx" in cpu.offered() and cpu.request_amx()
     env = dict(os.environ, QKV_ISA=isa)
+    env.pop("QKV_Q4", None)
     out = subprocess.run([sys.executable, "-c", "from qkv.kernels import cpu, q4; print(q4.unit()); "
                           "print(cpu.STATUS)"], capture_output=True, text=True, env=env, check=True).stdout
     unit, status = out.splitlines()
     if isa == "amx" and tiles:
         assert unit == "amx"
-    else:  # without tiles: the exact float32 kernel unless QKV_Q4 opts in to int8 blocks
-        assert unit == "float32"
+    else:  # QKV_ISA=float32: as a CPU without AVX-512 (AVX2 where the CPU has it); amx without tiles: the best
+        ints = _int_units() - ({"vnni"} if isa == "float32" else set())
+        assert unit == next((u for u in ("vnni", "avx2") if u in ints), "float32")
     assert f"4-bit products: {cpu.Q4_WORDS[unit]}" in status
-    if isa == "float32":  # QKV_Q4=vnni as a CPU without AVX-512: AVX2 where the CPU has it
-        env["QKV_Q4"] = "vnni"
+    if unit != "amx":  # QKV_Q4=float32 forces the exact float32 kernel
+        env["QKV_Q4"] = "float32"
         unit = subprocess.run([sys.executable, "-c", "from qkv.kernels import q4; print(q4.unit())"],
                               capture_output=True, text=True, env=env, check=True).stdout.strip()
-        assert unit == ("avx2" if "avx2" in _int_units() else "float32")
+        assert unit == "float32"
 
 
 # ------------------------------------------------------------------ without tiles: x in int8 blocks
 def _q8(x: np.ndarray):
-    """The kernel's quantisation of x [R, K] per block of 32, in NumPy: (x̂ = d_x·xq as float64, d_x
-    [R, K/32] float64)."""
-    xb = x.reshape(x.shape[0], -1, 32)
-    amax = np.abs(xb).max(-1, keepdims=True)
-    inv = (np.float32(127) / np.where(amax > 0, amax, 1)).astype(np.float32) * (amax > 0)
-    xq = np.clip(np.rint(xb * inv), -127, 127)
-    dx = (amax / np.float32(127)).astype(np.float32).astype(np.float64)
-    return (xq * dx).reshape(x.shape), dx[..., 0]
+    """The kernel's quantisation of x [R, K] per block of 32 (``q4.int8_blocks``, NumPy): (x̂ = d_x·xq
+    as float64, d_x [R, K/32] float64)."""
+    xq, dx = q4.int8_blocks(x)
+    dx = dx.astype(np.float64)
+    return (xq.reshape(x.shape[0], -1, 32) * dx[..., None]).reshape(x.shape), dx
 
 
 def _int8_inputs(rng, rows, k_in):

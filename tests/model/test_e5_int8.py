@@ -72,3 +72,47 @@ def test_e5_embeddings_on_int8_blocks_stay_within_cosine_of_the_float64_model(e5
     assert len(calls) == 5 and all(c is not None for c in calls)  # each ran as one compiled call
     print(f"{unit}: worst cosine {worst:.6f}")
     assert worst < 1 - 1e-7  # the products really were quantised (a float32 path would be ~1 − 1e-12)
+
+
+@pytest.mark.parametrize("unit", INT_UNITS)
+def test_a_text_gets_the_same_bits_alone_in_any_batch_and_threads(e5, unit, unit_restored):
+    """x quantised per block is a step function of x, so last-bit differences between ways through
+    would show as whole quanta. Every way a text goes untraced (alone: the one-call layer stack; in a
+    padded or packed batch beside texts of other lengths; in batches of another size; on two
+    threads) runs attention per text in one kernel and every other step row by row: the same bits."""
+    cpu.select(None, q4=unit)
+    assert e5.weights.layers[0].w_qkv.quantises
+    texts = TITLES[:4] + ["query: " + TITLES[0], "a " * 40 + "b"]  # 5 to ~45 tokens: padded and packed batches
+    alone = np.stack([e5.encode([t])[0] for t in texts])
+    together = e5.encode(texts)
+    in_twos = e5.encode(texts, batch_size=2)
+    tv = e5.token_vectors(texts)
+    threads = e5.threads
+    try:
+        e5.threads = 2
+        two = e5.encode(texts)
+    finally:
+        e5.threads = threads
+    for got in (together, in_twos, two):
+        np.testing.assert_array_equal(got, alone)
+    for (_, T), t in zip(tv, texts):
+        np.testing.assert_array_equal(normalize(T.mean(0, keepdims=True)), normalize(
+            e5.token_vectors([t])[0][1].mean(0, keepdims=True)))
+
+
+def test_seen_is_x_as_the_product_reads_it(e5, unit_restored):
+    """``Q4Panels.seen``: x̂·W (float64, the dequantized W) is the product to float32 rounding on an
+    int8 unit, and x itself on an exact one."""
+    rng = np.random.default_rng(3)
+    w = e5.weights.layers[2].w_in
+    x = rng.standard_normal((7, w.shape[0])).astype(np.float32)
+    W = w.dense().astype(np.float64)
+    for unit in [u for u in ("vnni", "avx2") if u in cpu.q4_offered()]:
+        cpu.select(None, q4=unit)
+        y = w(x, np.empty((7, w.shape[1]), np.float32))
+        xs = w.seen(x.astype(np.float64))
+        err = np.abs(y - xs @ W)
+        assert np.all(err <= (w.shape[0] // 32 + 3) * 2.0 ** -24 * (np.abs(xs) @ np.abs(W)))  # float32 rounding
+        assert np.abs(y - x.astype(np.float64) @ W).max() > 10 * err.max()  # x itself is not what it reads
+    cpu.select(None, q4="float32")
+    assert not w.quantises and w.seen(x) is x

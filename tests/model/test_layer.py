@@ -74,6 +74,9 @@ def test_the_dispatcher_picks_one_route_per_case():
     lens = np.array([10, 10])
     assert attend.choose(attend.Batch(2, 10, mask, lens), traced=True) == "reference"
     assert attend.choose(attend.Batch(2, 10, mask, lens), traced=False) == "batched"
+    # products that quantise x: every text through the per-text kernel, whatever the length; traced as ever
+    assert attend.choose(attend.Batch(2, 10, mask, lens), traced=False, invariant=True) == "per_text"
+    assert attend.choose(attend.Batch(2, 10, mask, lens), traced=True, invariant=True) == "reference"
     assert attend.choose(attend.Batch(2, 64, np.ones((2, 64), bool), lens), traced=False) == "per_text"
     assert attend.choose(attend.Batch(2, 10, mask, None), traced=False) == "math"
     with pytest.raises(ValueError, match="route"):

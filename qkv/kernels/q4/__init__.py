@@ -96,6 +96,30 @@ def unit(isa: str | None = None) -> str:
     return cpu.q4_choose(isa)
 
 
+def int8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x [R, K] as the int8-block units quantise it (q4/int8.c's quantize_rows, in NumPy, the same
+    float32 steps): (xq [R, K] integers in [−127, 127] as float32, d_x [R, K/32] float32), x̂ = d_x·xq.
+    Rounds to nearest even, as VCVTPS2DQ under the default MXCSR."""
+    x = np.asarray(x, np.float32)
+    xb = x.reshape(x.shape[0], -1, BLOCK)
+    amax = np.abs(xb).max(-1, keepdims=True)
+    inv = (np.float32(127) / np.where(amax > 0, amax, np.float32(1))).astype(np.float32) * (amax > 0)
+    xq = np.clip(np.rint(xb * inv), -127, 127)
+    dx = (amax / np.float32(127)).astype(np.float32)
+    return xq.reshape(x.shape), dx[..., 0]
+
+
+def int8_seen(x: np.ndarray) -> np.ndarray:
+    """x̂ = d_x·xq: x [..., K] as the int8-block product reads it, in float64 (exact) for float64 x,
+    else float32 (one rounding of 2^-24 relative). x̂·W is then the product to float32 rounding."""
+    x = np.asarray(x)
+    rows = x.reshape(-1, x.shape[-1])
+    xq, dx = int8_blocks(rows)
+    dt = np.float64 if x.dtype == np.float64 else np.float32
+    out = xq.reshape(len(rows), -1, BLOCK).astype(dt) * dx[..., None].astype(dt)
+    return out.reshape(x.shape)
+
+
 def q4_work(k: int, n: int) -> int:
     """Floats of scratch ``q4_matmul`` needs for many rows of a [K, N] matrix (its float32 panels)."""
     return k * n
