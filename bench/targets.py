@@ -73,7 +73,7 @@ NOT_AVAILABLE = "not available in this build"
 # Table 2's engines (this file's ``e5_engine``): (name, label); the titles and the lone-query duels.
 E5_TITLE_ENGINES = (("e5-qkv", "qkv e5 4-bit"), ("e5-transformers", "transformers e5 float32 (dequantized)"),
                     ("e5-transformers-bf16", "torch e5 bfloat16 (dequantized)"))
-E5_OPT_IN = ("e5-qkv-opt-in", "qkv e5 4-bit, opt-in int8 blocks (QKV_Q4={unit})")
+E5_OPT_IN = ("e5-qkv-opt-in", "qkv e5 4-bit, int8 blocks forced (QKV_Q4={unit}), not this CPU's default")
 QUERY_ENGINES = (("e5-qkv-query", "qkv e5 4-bit, lone query"), ("minilm-qkv-query", "qkv MiniLM float32, lone query"),
                  ("e5-transformers-query", "transformers e5 float32, lone query"),
                  ("e5-transformers-bf16-query", "torch e5 bfloat16, lone query"))
@@ -433,7 +433,7 @@ def e5_rows(titles: dict | None, queries: dict | None, opt_in: str | None) -> tu
                 per_cpu = s["sps"] * s["rate_cpu"] / s["rate_wall"]
                 ok = per_cpu >= need if counts else None
                 verdicts.append([f"{labels[eng]}: titles per CPU-second ≥ {E5_FACTOR} × {E5_TODAY:.0f} = {need:.0f}"
-                                 + ("" if counts else " (opt-in: information)"), f"{per_cpu:.1f}",
+                                 + ("" if counts else " (information)"), f"{per_cpu:.1f}",
                                  mark(ok) if counts else "info", ok])
         for peer in ("e5-transformers", "e5-transformers-bf16"):
             p = _duel.paired(d, "e5-qkv", peer)
@@ -525,7 +525,7 @@ def run_isa(console, isa: str, args, files: dict) -> dict:
         console.print(f"   {wl}: {d['rounds']} rounds in {d['seconds']:.0f} s, load average {r['load'][0][0]:.2f} → "
                       f"{r['load'][1][0]:.2f}, steal {d['steal_s']:.1f} s")
 
-    # table 2: e5 titles (with the opt-in int8-block unit where the default is another) and the lone query
+    # table 2: e5 titles (with the int8-block unit forced where the default is another: AMX) and the lone query
     opt_in = next((u for u in info["q4_offered"] if u in ("vnni", "avx2")), None)
     opt_in = opt_in if opt_in and opt_in != info["q4"] else None
     jobs = {e: {"engine": e, "threads": 1} for e, _ in E5_TITLE_ENGINES}
