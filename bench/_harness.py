@@ -182,6 +182,20 @@ def load_torch_model(threads: int, attn: str | None = None):
     return BertModel.from_pretrained(str(model_path()), **kw).eval()
 
 
+def torch_runner(model, batches):
+    """run(indices): the torch model over those of ``batches`` ((texts, ids, mask) each), no grad."""
+    import numpy as np
+    import torch
+
+    tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
+
+    def run(indices):
+        with torch.inference_mode():
+            for i in indices:
+                model(input_ids=tb[i][0], attention_mask=tb[i][1])
+    return run
+
+
 def onnx_path(fingerprint: str) -> Path:
     import torch
 

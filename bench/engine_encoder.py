@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import _duel
-from _harness import (ENTRY, TARGET_WORKLOADS, WORKLOADS, encoder_flops, fmt_ratio, load_torch_model, median,
+from _harness import (ENTRY, TARGET_WORKLOADS, WORKLOADS, encoder_flops, fmt_ratio, load_torch_model, median, torch_runner,
                       ort_session, ratio_text, thread_env, timed, workload_batches)
 
 
@@ -118,12 +118,7 @@ def encoder_engine(job: dict):
         model = load_torch_model(threads)
         if engine == "transformers-bf16":
             model = model.to(torch.bfloat16)
-        tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
-
-        def run(indices):
-            with torch.inference_mode():
-                for i in indices:
-                    model(input_ids=tb[i][0], attention_mask=tb[i][1])
+        run = torch_runner(model, batches)
     elif engine in ("onnxruntime", "onnxruntime-int8", "onnxruntime-int8-pc"):
         if engine == "onnxruntime-int8-pc":  # made from the float32 export on first use, cached beside it
             from _onnx import quantized

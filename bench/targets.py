@@ -44,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the harness and the sections, run by path too
 import _duel  # noqa: E402
-from _harness import ONEDNN_CAP, TARGET_WORKLOADS, run_job, thread_env  # noqa: E402
+from _harness import ONEDNN_CAP, TARGET_WORKLOADS, run_job, thread_env, torch_runner  # noqa: E402
 
 SELF = Path(__file__).resolve()
 
@@ -203,12 +203,7 @@ def e5_engine(job: dict):
         m = BertModel.from_pretrained(str(dense_dir())).eval()
         if "bf16" in name:
             m = m.to(torch.bfloat16)
-        tb = [(torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))) for _, ids, mask in batches]
-
-        def run(indices):
-            with torch.inference_mode():
-                for i in indices:
-                    m(input_ids=tb[i][0], attention_mask=tb[i][1])
+        run = torch_runner(m, batches)
     else:
         from qkv.model.threads import blas_threads
 
