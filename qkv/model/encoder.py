@@ -378,7 +378,8 @@ class Encoder:
         of float32 ones (tested; ~0.99997 on the parity inputs). Without such a unit it is float32.
         ``precision="int8"`` (float32 models): the products read int8 weights (per output column,
         packed on first use) and x quantised per row and block of 64, exact int32 sums on AVX-512
-        VNNI or AVX2 (``qkv info`` names the unit; the NumPy twin elsewhere); attention, LayerNorm,
+        VNNI or AVX2 (``qkv info`` names the unit; the NumPy twin elsewhere); attention takes the
+        bfloat16 routes where a bfloat16 unit is in use (attend.py), float32 elsewhere; LayerNorm,
         GELU and every scale stay float32. A lone query's vector matched its in-batch one within
         1e-6 (tested; x is quantised per row, but short batches take another attention kernel). Cosine to
         float32 ≥ 0.995 worst case (tested; measured ~0.998 worst, 0.999 mean: docs/engine.md).
