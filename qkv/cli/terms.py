@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="Seed of the title sample.")] = 0,
         method: Annotated[Optional[list[str]], typer.Option(
             "--method", help="Selling-points method(s) to score: catalog (the corpus is the catalog), title, query, "
-                             "learned (needs --head), rollout. Default: catalog, title and rollout.")] = None,
+                             "learned (needs --terms), rollout. Default: catalog, title and rollout (and learned with --terms).")] = None,
         random_seeds: Annotated[int, typer.Option(help="Random orders averaged for the random baseline.")] = 10,
         terms: Annotated[Optional[Path], typer.Option(help="A term-weight head (`qkv terms train`): also score "
                                                       "the learned method.")] = None,
