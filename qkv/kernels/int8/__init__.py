@@ -1,28 +1,35 @@
-"""int8 products for float32 weights: W quantised once per output column, x per row and block of
-64 inputs as each call starts, integer dot products with exact int32 sums, one scale multiply per
-(row, block, column).
+"""int8 products for float32 weights: W quantised once per output column and block of 32 inputs,
+x per row and block of 32 inputs with a zero point as each call starts, integer dot products with
+exact int32 sums, one scale multiply-add per (row, block, column).
 
-``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n a scale
-s_w[n] = max_k |W[k, n]| / 127 and the weights wq = round(W / s_w) ∈ [−127, 127] (symmetric int8,
-ONNX Runtime's and LLM.int8()'s per-channel weights), laid out for the kernel (``int8/kernels.c``):
+``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n and block b of 32
+inputs a scale s_w[b, n] = max_{k∈b} |W[k, n]| / 127 and the weights wq = round(W / s_w) ∈
+[−127, 127] (symmetric int8, ggml's Q8_0 blocks), laid out for the kernel (``int8/kernels.c``):
 groups of 16 columns, four consecutive inputs of a column in one 32-bit lane (the operand order of
-VPDPBUSD and of VPMADDUBSW + VPMADDWD), K padded to whole blocks of 64 with zeros; and the column
-sums per block Σ_{k∈b} wq[k, n], which the VNNI unit needs to take back the +128 that makes x
-unsigned.
+VPDPBUSD and of VPMADDUBSW + VPMADDWD), K padded to whole blocks with zeros; and the column sums
+per block Σ_{k∈b} wq[k, n] (float32: small integers), with which the units take back x's zero
+point (and the VNNI unit its +128).
 
-``int8_matmul(x, packed, bias, out, gelu=)``: each row of x is quantised per block b of 64 inputs
-with its own scale s_x[r, b] = max_{k∈b} |x[r, k]| / 127, xq = round(x · 127 / max|x|) (float32,
-ties to even); the int32 sums I[r, b, n] = Σ_{k∈b} xq[r, k]·wq[k, n] are exact (|I| ≤ 127²·64 <
-2^24, so float32 holds them exactly too); then acc = Σ_b I·s_x[r, b] (float32 fused multiply-adds,
-block by block) and out = acc · s_w[n] + bias, then BERT's exact GELU if asked.
+``int8_matmul(x, packed, bias, out, gelu=)``: each row of x is quantised per block b of 32 inputs,
+asymmetrically: lo = min(min x, 0), hi = max(max x, 0), s_x[r, b] = (hi − lo) / 255, zero point
+z = −128 − rint(lo / s_x), xq = rint(x / s_x) + z ∈ [−128, 127] (float32, ties to even), so that
+x ≈ s_x·(xq − z) on all 256 levels (ONNX Runtime's uint8 activations have a zero point too, per
+tensor). The integer sums T[r, b, n] = Σ_{k∈b} (xq − z)·wq are exact (|T| ≤ 255·127·32 < 2^24,
+so float32 holds them exactly too); then acc = Σ_b T·(s_x[r, b]·s_w[b, n]) (float32 fused
+multiply-adds, block by block) and out = acc + bias, then BERT's exact GELU if asked.
 
-Why blocks and not whole rows: BERT's hidden states have a few outlier features (a handful of
-columns tens of times larger than the rest); with one scale a row, they set the step of every
-other input. Measured on all-MiniLM-L6-v2 (embeddings' cosine to float32, worst on the sample
-catalogue's 276 titles): one scale a row 0.9948, blocks of 128 0.9977, of 64 0.9983, of 32 0.9985;
-LLM.int8()'s split (Dettmers et al. 2022: input columns above 4× the median column maximum kept in
-float32, ~4 a product) 0.9986, but which columns are split depends on the other texts of the batch,
-so a text's vector would too; blocks keep every row's numbers its own. docs/engine.md has the rest.
+Why (measured on all-MiniLM-L6-v2, embeddings' cosine to float32, worst on the sample catalogue's
+276 titles; each choice first in a float64 model of it, one product kind at a time). The first
+scheme (symmetric x per block of 64, W per column: 0.9983) lost most on the feed-forward's second
+product's weights — a few of its input rows are up to 55× the median row, and with one scale a
+column they set every weight's step (0.99915 with only those weights quantised) — and on the QKV
+product (inputs and weights). Per block of W (as ggml's Q8_0) and a zero point for x (post-GELU
+inputs lie in [−0.17, max]; a LayerNorm's output block is often lopsided by one outlier feature):
+either alone 0.9990 / 0.9987 at blocks of 64, both 0.9994 at 64, 0.9996 at 32. Blocks keep every
+row's numbers its own (LLM.int8()'s split of outlier columns, Dettmers et al. 2022, would make a
+text's vector depend on its batch; SmoothQuant, Xiao et al. 2022, needs calibration statistics of
+x: scales guessed from the LayerNorm weights instead made things worse here). docs/engine.md has
+the figures.
 
 The error bound of one product is stated in ``kernels.c`` and docs/engine.md, and
 tests/kernels/test_int8.py holds each unit to it and to this module's NumPy twin (the same
@@ -164,7 +171,7 @@ def _twin(x: np.ndarray, packed: Int8Weights, bias, out: np.ndarray, gelu: bool)
     return out
 
 
-EPS = 0.5 + 2.0 ** -15  # a quantised number's error, in steps of its scale (kernels.c: rounding and float32 roundings)
+EPS = 0.5 + 2.0 ** -13  # a quantised number's error, in steps of its scale (kernels.c: rounding, float32 roundings, the clamp)
 
 
 def error_bound(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:

@@ -1,39 +1,44 @@
-/* int8 products for float32 models (precision="int8"): W quantised once per output column
- * (symmetric, wq ∈ [−127, 127], scale s_w[n] = max|W[:, n]| / 127), x per row as each call starts
- * (xq ∈ [−127, 127], s_x[r] = max|x[r, :]| / 127), exact int32 sums, one scale multiply per
- * (row, column): y[r, n] = float(I[r, n]) · (s_x[r]·s_w[n]) + b[n], I = Σ_k xq[r, k]·wq[k, n].
- * The layout and the NumPy twin are in __init__.py beside this file.
+/* int8 products for float32 models (precision="int8"): W quantised once per output column and
+ * block of BLOCK = 32 inputs (symmetric, wq ∈ [−127, 127], s_w[b, n] = max_{k∈b} |W[k, n]| / 127,
+ * ggml's Q8_0 blocks), x per row and block of 32 as each call starts, asymmetric (xq ∈ [−128, 127],
+ * zero point z, s_x[r, b] = (hi − lo) / 255 over the block's range [lo, hi] ∋ 0), exact int32 sums,
+ * one scale multiply-add per (row, block, column):
+ *   y[r, n] = Σ_b T[r, b, n]·(s_x[r, b]·s_w[b, n]) + b[n],   T = Σ_{k∈b} (xq[r, k] − z[r, b])·wq[k, n].
+ * The layout, the NumPy twin and the measurements that chose this are in __init__.py beside this file.
  *
- * The recipe is the one dynamic-quantisation engines use (ONNX Runtime's MatMulInteger with
- * per-channel weights; the VNNI and AVX2 integer dot products of ggml's q8_0 code); written here
- * for qkv's layout, per row rather than per tensor for x, and with the GELU and bias of BERT fused
- * after the integer sums.
+ * The recipe is the one dynamic-quantisation engines use (ONNX Runtime's MatMulInteger with a
+ * zero point for the uint8 activations, per tensor there; the VNNI and AVX2 integer dot products of
+ * ggml's q8_0 code, one scale multiply per block); written here for qkv's layout, per row and block
+ * rather than per tensor for x, and with the GELU and bias of BERT fused after the sums.
  *
  * Units, each behind a CPUID/XGETBV check (qkv_q4_int_cpu, q4/int8.c: the same features):
  *  - VNNI (AVX-512 F/BW/VNNI): VPDPBUSD multiplies unsigned bytes by signed bytes and adds four
- *    products into an int32 lane without saturation. x goes in shifted, xq + 128 ∈ [1, 255] (u8),
- *    the weights as they are (s8); the shift is taken back once per column at the end:
- *    I = Σ (xq + 128)·wq − 128·Σ_k wq[k, n]. 6 rows × 64 columns of int32 sums stay in 24 zmm;
- *    per four inputs, 4 weight loads and 6 broadcasts feed 24 VPDPBUSD.
+ *    products into an int32 lane without saturation. x goes in shifted, xq + 128 ∈ [0, 255] (u8),
+ *    the weights as they are (s8); the shift and the zero point are taken back per block and
+ *    column: T = Σ (xq + 128)·wq − (z + 128)·Σ_{k∈b} wq[k, n]. 4 rows × 48 columns: 12 int32 sums
+ *    and 12 float32 sums stay in zmm registers; per four inputs, 3 weight loads and 4 broadcasts
+ *    feed 12 VPDPBUSD.
  *  - AVX2: VPMADDUBSW (u8 × s8, pairs summed into int16 with saturation) then VPMADDWD by ones
- *    (pairs into int32). With x shifted to u8 a pair could reach 2·255·127 > 32767, so x goes in
- *    as |xq| and its sign moves onto the weights (VPSIGNB, as ggml's mul_sum_i8_pairs does): pairs
- *    stay within 2·127·127 = 32258, never saturate, and the sums are exact as in the VNNI unit.
- * Either way I is exact: |I| ≤ 127·127·K < 2^31 (K ≤ 65 536 accepted; the VNNI unit's shifted sum
- * ≤ 255·127·K as well).
+ *    (pairs into int32). x goes in as |xq| ≤ 128 (u8; −128 stays 0x80 = 128) and its sign moves
+ *    onto the weights (VPSIGNB, as ggml's mul_sum_i8_pairs does): pairs stay within
+ *    2·128·127 = 32512, never saturate; T = Σ xq·wq − z·Σ wq, the VNNI unit's integer exactly.
+ * Either way T is exact, and so is its float32 value: |Σ (xq + 128)·wq|, |(z + 128)·Σ wq| ≤
+ * 255·127·32 < 2^24, so converting the sum and one fused multiply-add with the zero point's term
+ * give T without rounding. The units and the twin therefore make the same bits.
  *
  * Error bound of one product (tests/kernels/test_int8.py holds every unit to it, at block edges
  * and odd shapes; docs/engine.md states it), against the float64 product y = Σ_k x_k·w_k + b:
- *   x_k = s_x·xq_k + e_k with |e_k| ≤ s_x/2 + (3 float32 roundings: of s_x, of 127/max|x| and of
- *   x·that) ≤ (1/2 + 2^-15)·s_x; likewise w_k = s_w·wq_k + f_k with |f_k| ≤ (1/2 + 2^-15)·s_w
- *   (rounded once, at packing). The integer sum is exact; converting I to float32, forming
- *   s_x·s_w and the fused multiply-add of the bias round three times more (≤ γ_3). So
- *     |ŷ − y| ≤ (1/2 + 2^-15)·(s_x·Σ_k |w_k| + s_w·Σ_k |x_k| + (1/2 + 2^-15)·K·s_x·s_w)
- *               + γ_3·(Σ_k |x_k||w_k| + E + |b|),   γ_3 = 3·2^-24 / (1 − 3·2^-24),
- *   E the first line. The first line dominates: each input off by at most half of 1/127 of its
- *   row's largest |x|, each weight by half of 1/127 of its column's largest |w|. It is a worst
- *   case; real errors are of both signs and mostly cancel (all-MiniLM-L6-v2's embeddings:
- *   docs/engine.md, "int8 for float32 models"). GELU follows (slope ≤ 1.13).
+ *   x_k = s_x·(xq_k − z) + e_k with |e_k| ≤ s_x/2 + (the float32 roundings of d = hi − lo,
+ *   of 255/d and d/255 and of x·255/d, on |x·255/d| ≤ 255, and the clamp at 127 that they may
+ *   cause) ≤ (1/2 + 2^-13)·s_x; w_k = s_w·wq_k + f_k with |f_k| ≤ (1/2 + 2^-13)·s_w (rounded once,
+ *   at packing). T is exact; s = s_x·s_w rounds once, each block's fused multiply-add once, the
+ *   bias add once: every term sees at most nb + 2 roundings. So, ε = 1/2 + 2^-13, b(k) input k's block,
+ *     |ŷ − y| ≤ Σ_k (ε·s_x,b(k)·|w_k| + ε·s_w,b(k)·|x_k| + ε²·s_x,b(k)·s_w,b(k))
+ *               + γ_(nb+2)·(Σ_k (|x_k| + ε·s_x,b(k))(|w_k| + ε·s_w,b(k)) + |b|),   γ_n = n·u / (1 − n·u).
+ *   The first sum dominates: each input off by at most half of 1/255 of its block's range, each
+ *   weight by half of 1/127 of its block's largest |w|. It is a worst case; real errors are of both
+ *   signs and mostly cancel (all-MiniLM-L6-v2's embeddings: docs/engine.md, "int8 for float32
+ *   models"). GELU follows (slope ≤ 1.13).
  * NaN or infinite activations do not survive quantisation as they do in float32: not for encoders.
  */
 #include <stdint.h>
