@@ -283,9 +283,9 @@ static int cpu_bits = -1;
  * W packed by qkv.kernels.int8.pack_int8: wq [N/16, Kp/4, 64] int8 (Kp = K rounded up to BLOCK),
  * s_w [Kp/BLOCK, N] and Σ_{k∈block} wq [Kp/BLOCK, N] (float32: small integers, exact). unit 1: AVX-512 VNNI, 2: AVX2. Returns 0, or -1 when it
  * could not run (the CPU lacks the unit, a shape, no memory): the caller then runs the NumPy twin.
- * Rows in chunks of CHUNK (quantised once); within a chunk, 64 (VNNI) or 32 (AVX2) columns at a
- * time, the weights of those columns (Kp × 64 bytes) staying in L1/L2 while every row block of the
- * chunk reads them; the GELU runs on the chunk while it is in cache. */
+ * Rows in chunks of CHUNK (quantised once); within a chunk, 48 (VNNI) or 32 (AVX2) columns at a
+ * time, the weights of those columns (Kp × 48 or 32 bytes) staying in L1/L2 while every row block
+ * of the chunk reads them; the GELU runs on the chunk while it is in cache. */
 int64_t qkv_i8_gemm(const float *x, int64_t R, int64_t K, const int8_t *wq, const float *sw,
                     const float *colsum, int64_t N, const float *bias, int gelu, float *y, int64_t unit)
 {
