@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
                "avx2": " (x in int8 blocks of 32, AVX2 dot products: bound in docs/engine.md)"}
         console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]{how.get(d['4bit_unit'], '')}")
         console.print(f"int8 products (precision=\"int8\", float32 models): [bold]{d['int8_unit']}[/]"
-                      " (weights per column, x per row and block of 64, int32 sums: bound and cosine in "
+                      " (weights per column and block of 32, x per row and block of 32 with a zero point, int32 sums: "
+                      "bound and cosine in "
                       "docs/engine.md; a default nowhere)")
         for k, v in d["precision"].items():
             console.print(f"  {k}: {v}")

@@ -34,12 +34,13 @@ Today's products (see ``qkv.kernels``):
   ``bfloat16.gemm_bf16`` on the best unit the CPU offers and the kernel permits (AMX tiles,
   else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
   is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
-- ``Int8Panels``: ``precision="int8"`` (float32 models): W quantised once per output column to
-  int8, x per row as each call starts, integer dot products with exact int32 sums on AVX-512 VNNI
-  or AVX2 (``int8.int8_matmul``; ``qkv info`` names the unit), one scale multiply per (row,
-  column); bias and GELU in float32. Packed on first use: 11 MB for all-MiniLM-L6-v2. Without the
-  compiled kernels its NumPy twin computes the same numbers. Bound and measured cosine:
-  docs/engine.md, "int8 for float32 models".
+- ``Int8Panels``: ``precision="int8"`` (float32 models): W quantised once per output column and
+  block of 32 inputs to int8, x per row and block of 32 (with a zero point) as each call starts,
+  integer dot products with exact int32 sums on AVX-512 VNNI or AVX2 (``int8.int8_matmul``; ``qkv
+  info`` names the unit), one scale multiply-add per (row, block, column); bias and GELU in float32.
+  Packed on first use: 13 MB for all-MiniLM-L6-v2 (int8 weights, a scale and a block sum per 32).
+  Without the compiled kernels its NumPy twin computes the same numbers. Bound and measured
+  cosine: docs/engine.md, "int8 for float32 models".
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
   fastest.
@@ -188,7 +189,7 @@ class BFloat16Panels(Linear):
 
 
 class Int8Panels(Linear):
-    """W as int8 per output column (``int8.pack_int8``), x quantised per row at each call, int32
+    """W as int8 per output column and block (``int8.pack_int8``), x quantised per row and block at each call, int32
     sums on the CPU's integer unit (``int8.int8_matmul``: VNNI, else AVX2, else the NumPy twin);
     bias and BERT's exact GELU in float32, fused; rows split between the workers in 6-row blocks.
     ``dense()`` is W as the product reads it (wq·s_w)."""

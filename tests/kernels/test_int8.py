@@ -1,6 +1,6 @@
 """int8 products for float32 weights (qkv/kernels/int8): the packing, the NumPy twin, each compiled
 unit this CPU has (AVX-512 VNNI, AVX2) against the twin and against the stated error bound, at the
-edges of the row tiles, column groups, blocks of 64 inputs and row chunks; and which unit runs."""
+edges of the row tiles, column groups, blocks of 32 inputs and row chunks; and which unit runs."""
 
 import numpy as np
 import pytest
@@ -30,24 +30,30 @@ def _case(rng, R, K, N, outlier=True):
 
 
 def _twin(x, packed, b, gelu=False):
-    return int8._twin(x, packed, b, np.empty((x.shape[0], packed.scale.size), np.float32), gelu)
+    return int8._twin(x, packed, b, np.empty((x.shape[0], packed.shape[1]), np.float32), gelu)
 
 
 # ------------------------------------------------------------------------------------- packing
 @pytest.mark.parametrize("K,N", [(1, 16), (37, 48), (64, 64), (65, 80), (384, 1152)])
-def test_weights_are_quantised_per_column_and_the_layout_round_trips(K, N):
+def test_weights_are_quantised_per_column_and_block_and_the_layout_round_trips(K, N):
     rng = np.random.default_rng(1)
     w = (rng.standard_normal((K, N)) * rng.uniform(0.01, 3, N)).astype(np.float32)
     w[:, 5] = 0  # a zero column: scale 0, no division by it
+    if K > BLOCK:
+        w[0, 6] = 100  # an outlier weight sets the step of its own block only
     p = pack_int8(w)
     wq, s = int8.quantize_columns(w)
-    assert np.array_equal(unpack_int8(p), wq) and np.array_equal(p.scale, s)
-    assert np.abs(wq).max() <= 127 and s[5] == 0 and not wq[:, 5].any()
-    assert np.all(np.abs(int8.dense(p) - w) <= s * 0.5000001 + 1e-30)
-    # the per-block column sums the VNNI unit takes back
+    nb = int8.padded(K) // BLOCK
+    assert np.array_equal(unpack_int8(p), wq) and np.array_equal(p.scale, s) and s.shape == (nb, N)
+    assert np.abs(wq).max() <= 127 and not s[:, 5].any() and not wq[:, 5].any()
+    step = np.repeat(s, BLOCK, axis=0)[:K]
+    assert np.all(np.abs(int8.dense(p) - w) <= step * 0.5000001 + 1e-30)
+    if K > BLOCK:
+        assert s[0, 6] == np.float32(100) / np.float32(127) and s[1, 6] < 0.1
+    # the per-block column sums the units take back with the zero point
     full = np.zeros((int8.padded(K), N), np.int64)
     full[:K] = wq
-    assert np.array_equal(p.colsum, full.reshape(-1, BLOCK, N).sum(axis=1))
+    assert p.colsum.dtype == np.float32 and np.array_equal(p.colsum, full.reshape(-1, BLOCK, N).sum(axis=1))
     assert p.q.ctypes.data % 64 == 0
 
 
@@ -58,22 +64,40 @@ def test_pack_refuses_what_it_cannot_pack():
         pack_int8(np.zeros((8, 16), np.float64))
 
 
-def test_rows_are_quantised_per_block_with_their_own_scale():
+def _dequantised(xq, sx, z, K):
+    return (np.repeat(sx, BLOCK, axis=1) * (xq.astype(np.float64) - np.repeat(z, BLOCK, axis=1)))[:, :K]
+
+
+def test_rows_are_quantised_per_block_with_their_own_scale_and_zero_point():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 130)).astype(np.float32)
-    x[1] = 0  # a zero row: scale 0, zeros
+    x[1] = 0  # a zero row: scale 0, every byte its zero point
     x[2, 70] = 500  # an outlier sets the step of its own block only
-    xq, sx = quantize_rows(x)
-    assert xq.shape == (3, 192) and sx.shape == (3, 3) and not xq[:, 130:].any()
-    assert not xq[1].any() and not sx[1].any()
-    assert sx[2, 1] == np.float32(500) / np.float32(127) and sx[2, 0] < 1
-    err = np.abs(x - np.repeat(sx, BLOCK, axis=1)[:, :130] * xq[:, :130])
+    xq, sx, z = quantize_rows(x)
+    assert xq.shape == (3, 160) and sx.shape == z.shape == (3, 5)
+    assert np.array_equal(xq[:, 130:], np.repeat(z[:, -1:], 30, axis=1))  # past K: zeros
+    assert not sx[1].any() and np.array_equal(xq[1], np.full(160, -128))
+    assert sx[2, 2] > 500 / 255 and sx[2, 0] < 0.05
+    err = np.abs(x - _dequantised(xq, sx, z, 130))
     assert np.all(err <= np.repeat(sx, BLOCK, axis=1)[:, :130] * int8.EPS)
 
 
+def test_a_one_sided_block_uses_every_level():
+    """Post-GELU inputs (≥ −0.17): the zero point puts all 256 levels on [lo, hi], half the step of
+    a symmetric ±max|x| scale."""
+    rng = np.random.default_rng(3)
+    x = np.abs(rng.standard_normal((4, 96))).astype(np.float32) * 3 - 0.17
+    x[:, ::BLOCK] = -0.17  # each block's low end
+    xq, sx, z = quantize_rows(x)
+    assert xq.min() == -128 and xq.max() == 127
+    amax = np.abs(x.reshape(4, 3, BLOCK)).max(axis=2)
+    assert np.all(sx <= amax / 127 * 0.55)  # (max + 0.17) / 255 against max / 127
+    assert np.all(np.abs(x - _dequantised(xq, sx, z, 96)) <= np.repeat(sx, BLOCK, axis=1) * int8.EPS)
+
+
 # ------------------------------------------------------------------------------ the products
-SHAPES = [(1, 384, 384), (5, 64, 64), (25, 64, 64), (6, 63, 48), (7, 65, 80), (13, 1, 16), (95, 130, 32), (96, 384, 1536),
-          (97, 1536, 384), (200, 3, 16)]
+SHAPES = [(1, 384, 384), (5, 64, 64), (25, 32, 64), (6, 31, 48), (7, 33, 80), (4, 63, 32), (8, 65, 16), (13, 1, 16),
+          (95, 130, 32), (96, 384, 1536), (97, 1536, 384), (200, 3, 16)]
 
 
 @pytest.mark.parametrize("R,K,N", SHAPES)

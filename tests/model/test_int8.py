@@ -13,6 +13,10 @@ from qkv.kernels import cpu, int8
 from qkv.model.linear import PRECISIONS, Int8Panels, PackedWeights, effective_precision
 
 COSINE = 0.995  # issue 25's floor, worst case (ONNX Runtime's dynamic int8: 0.885 per tensor, 0.988 per channel)
+# what blocks of 32 with a zero point and per-block weight scales hold (measured 0.99960 worst on the
+# sample titles, 0.99955 on the reviews below, on every unit and attention route here; the
+# symmetric blocks of 64 with one weight scale a column held 0.9981 and 0.9989)
+TITLES_WORST, TITLES_MEAN, REVIEWS_WORST = 0.9995, 0.9997, 0.9993
 
 
 def _titles(sample_catalog) -> list[str]:
@@ -57,7 +61,7 @@ def test_int8_is_a_precision_and_a_wrong_one_names_the_choices(encoder):
 def test_titles_stay_near_float32(encoder, sample_catalog):
     titles = _titles(sample_catalog)
     c = _cosines(encoder.encode(titles), encoder.encode(titles, precision="int8"))
-    assert c.min() >= COSINE and c.mean() >= 0.998, (c.min(), c.mean())
+    assert c.min() >= TITLES_WORST and c.mean() >= TITLES_MEAN, (c.min(), c.mean())
 
 
 def test_review_length_texts_stay_near_float32(encoder):
@@ -65,7 +69,7 @@ def test_review_length_texts_stay_near_float32(encoder):
     lens = [len(t.ids) for t in encoder.tokenize(texts)]
     assert min(lens) >= 200 and max(lens) <= encoder.config.window_tokens  # one window each, near 256 tokens
     c = _cosines(encoder.encode(texts, batch_size=4), encoder.encode(texts, batch_size=4, precision="int8"))
-    assert c.min() >= COSINE, c
+    assert c.min() >= REVIEWS_WORST, c
 
 
 def test_a_lone_query_is_embedded_as_in_a_batch(encoder, sample_catalog):
@@ -119,7 +123,8 @@ def test_the_int8_pack_is_made_on_first_use_only():
     enc.encode(["a first title"], precision="int8")
     made = [lin for lin in enc._packed.made() if isinstance(lin, Int8Panels)]
     assert len(made) == 4 * enc.config.num_layers
-    # int8 weights are a quarter of float32's bytes (plus a scale and block sums per column)
+    # int8 weights are a quarter of float32's bytes, plus a float32 scale and block sum per column
+    # and block of 32 (8 bytes per 32 weights): 0.3125 of float32
     f32 = sum(p.w_qkv.nbytes + p.w_o.nbytes + p.w_in.nbytes + p.w_out.nbytes for p in enc.weights.layers)
-    assert sum(lin.packed.nbytes for lin in made) < 0.3 * f32
+    assert sum(lin.packed.nbytes for lin in made) <= 0.3126 * f32
     assert isinstance(PackedWeights().linear(enc.weights.layers[0].w_o, "int8"), Int8Panels)
