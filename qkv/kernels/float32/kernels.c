@@ -114,16 +114,6 @@ static inline float gelu_f32(float x)
     return x * (x < 0.0f ? 0.5f - half : 0.5f + half);
 }
 
-/* h[i, j] = gelu(h[i, j] + b[j]). */
-void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width)
-{
-    for (int64_t i = 0; i < rows; i++) {
-        float *r = h + i * width;
-#pragma omp simd
-        for (int64_t j = 0; j < width; j++) r[j] = gelu_f32(r[j] + b[j]);
-    }
-}
-
 /* x[i] = LayerNorm(x[i] + bias + res[i]) · g + beta over rows of ``width``; bias and res may be
  * NULL. Two passes over each row (mean, then variance of the centred values), as the textbook
  * formula, with the row in L1 cache; the sums are kept in double, which costs nothing measurable
@@ -258,6 +248,53 @@ typedef float vf __attribute__((vector_size(VW * 4)));
 typedef int32_t vi __attribute__((vector_size(VW * 4)));
 static inline vf load_v(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 static inline void store_v(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* exp_f32 lane by lane on a vector of VW floats (GCC vector extensions, so any target). */
+static inline vf exp_v(vf x)
+{
+    const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
+             ln2_lo = (vf){0} + -2.12194440e-4f, round = (vf){0} + 12582912.0f, low = (vf){0} - 87.3f;
+    const vi under = x < low; /* -1 where x < -87.3 */
+    const vf xc = (vf)(((vi)x & ~under) | ((vi)low & under));
+    const vf n = (xc * log2e + round) - round;
+    const vf r = xc - n * ln2_hi - n * ln2_lo;
+    vf p = (vf){0} + 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    return (vf)((vi)(p * (vf)bits) & ~under);
+}
+
+/* gelu_f32 lane by lane (the same formula, step by step): the GELU of the blocked product's
+ * epilogue, applied to a tile's sums while they are still in registers. GCC left the scalar
+ * gelu_f32 under `omp simd` unvectorised in an AVX2 build (the masked return of exp_f32): the
+ * feed-forward product with its GELU ran at 54 GFLOP/s there against 102 without, on 2048 rows. */
+static inline vf gelu_v(vf x)
+{
+    const float p = 0.3275911f * 0.70710678118654752f;
+    const vi neg = x < (vf){0};
+    const vf ax = (vf)(((vi)x & ~neg) | ((vi)(-x) & neg));
+    const vf t = ((vf){0} + 1.0f) / ((vf){0} + 1.0f + p * ax);
+    const vf poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const vf half = 0.5f - 0.5f * poly * exp_v(-0.5f * x * x);
+    return x * (vf)(((vi)(0.5f - half) & neg) | ((vi)(0.5f + half) & ~neg));
+}
+
+/* h[i, j] = gelu(h[i, j] + b[j]): whole vectors by gelu_v, the row's tail by gelu_f32. */
+void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = h + i * width;
+        int64_t j = 0;
+        for (; j + VW <= width; j += VW) store_v(r + j, gelu_v(load_v(r + j) + load_v(b + j)));
+        for (; j < width; j++) r[j] = gelu_f32(r[j] + b[j]);
+    }
+}
+
 #if defined(__AVX512F__)
 #define ROWS 8 /* rows of x per register tile of the few-row product: 8 × 32 columns in 16 zmm */
 #else
@@ -377,7 +414,7 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
 /* always_inline: otherwise GCC keeps one copy with rr a runtime value, and a branch per row */
 static inline __attribute__((always_inline)) void gemm_tile(
     const float *x, int64_t ldx, int64_t kk, const float *panel, float *y, int64_t ldy,
-    const float *bias, int accumulate, const int rr)
+    const float *bias, int gelu, int accumulate, const int rr)
 {
     vf acc[GEMM_ROWS][GEMM_VECS];
     for (int r = 0; r < rr; r++)
@@ -396,28 +433,28 @@ static inline __attribute__((always_inline)) void gemm_tile(
     for (int r = 0; r < rr; r++)
         for (int j = 0; j < GEMM_VECS; j++) {
             if (bias) acc[r][j] += load_v(bias + j * VW); /* added to the finished sum, as BLAS-plus-bias does */
-            store_v(y + r * ldy + j * VW, acc[r][j]);
+            store_v(y + r * ldy + j * VW, gelu ? gelu_v(acc[r][j]) : acc[r][j]);
         }
 }
 
 static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *panel, float *y,
-                       int64_t ldy, const float *bias, int accumulate, int64_t rr)
+                       int64_t ldy, const float *bias, int gelu, int accumulate, int64_t rr)
 {
     switch (rr) { /* a constant row count per case: the compiler keeps the tile in registers */
-    case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 1); break;
-    case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 2); break;
+    case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 1); break;
+    case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 2); break;
 #if GEMM_ROWS > 3
-    case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 3); break;
-    case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 4); break;
-    case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 5); break;
-    case 6: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 6); break;
-    case 7: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 7); break;
-    case 8: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 8); break;
-    case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 9); break;
-    case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 10); break;
-    case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 11); break;
+    case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 3); break;
+    case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 4); break;
+    case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 5); break;
+    case 6: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 6); break;
+    case 7: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 7); break;
+    case 8: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 8); break;
+    case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 9); break;
+    case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 10); break;
+    case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 11); break;
 #endif
-    default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, GEMM_ROWS); break;
+    default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, GEMM_ROWS); break;
     }
 }
 
@@ -438,13 +475,7 @@ void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t
                     for (int64_t p = n0 / PANEL; p < p1; p++) {
                         float *tile = y + r * N + p * PANEL;
                         gemm_block(x + r * K + k0, K, kk, panels + (p * K + k0) * PANEL, tile, N,
-                                   bias && last ? bias + p * PANEL : NULL, k0 > 0, rr);
-                        if (gelu && last)
-                            for (int64_t i = 0; i < rr; i++) {
-                                float *row = tile + i * N;
-#pragma omp simd
-                                for (int j = 0; j < PANEL; j++) row[j] = gelu_f32(row[j]);
-                            }
+                                   bias && last ? bias + p * PANEL : NULL, gelu && last, k0 > 0, rr);
                     }
                 }
             }
@@ -484,27 +515,6 @@ static inline int64_t round_keys(int64_t n) { return (n + KEYS - 1) / KEYS * KEY
 int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv)
 {
     return d * round_keys(nk) + QROWS * KCHUNK + QROWS * dv;
-}
-
-/* exp_f32 lane by lane on a vector of VW floats (GCC vector extensions, so any target). */
-static inline vf exp_v(vf x)
-{
-    const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
-             ln2_lo = (vf){0} + -2.12194440e-4f, round = (vf){0} + 12582912.0f, low = (vf){0} - 87.3f;
-    const vi under = x < low; /* -1 where x < -87.3 */
-    const vf xc = (vf)(((vi)x & ~under) | ((vi)low & under));
-    const vf n = (xc * log2e + round) - round;
-    const vf r = xc - n * ln2_hi - n * ln2_lo;
-    vf p = (vf){0} + 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
-    return (vf)((vi)(p * (vf)bits) & ~under);
 }
 
 /* s[r, 0:nkeys) = q_r·kᵀ over keys [j0, j0 + nkeys) of kt [d][ldk]; rows ≥ rows repeat the last. */
