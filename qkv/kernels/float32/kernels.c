@@ -269,10 +269,12 @@ static inline vf exp_v(vf x)
     return (vf)((vi)(p * (vf)bits) & ~under);
 }
 
-/* gelu_f32 lane by lane (the same formula, step by step): the GELU of the blocked product's
- * epilogue, applied to a tile's sums while they are still in registers. GCC left the scalar
+/* gelu_f32 lane by lane (the same formula, step by step): the GELU of the blocked product,
+ * applied to each finished tile while it is in L1, and of bias_gelu. GCC left the scalar
  * gelu_f32 under `omp simd` unvectorised in an AVX2 build (the masked return of exp_f32): the
- * feed-forward product with its GELU ran at 54 GFLOP/s there against 102 without, on 2048 rows. */
+ * feed-forward product with its GELU ran at 55 GFLOP/s there against 102 without, on 2048 rows;
+ * 93 with this (paired A/B, the same bits). Applying it to the sums still in registers instead
+ * was no faster and cost the AVX-512 build's plain products 1-4% (code layout). */
 static inline vf gelu_v(vf x)
 {
     const float p = 0.3275911f * 0.70710678118654752f;
@@ -414,7 +416,7 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
 /* always_inline: otherwise GCC keeps one copy with rr a runtime value, and a branch per row */
 static inline __attribute__((always_inline)) void gemm_tile(
     const float *x, int64_t ldx, int64_t kk, const float *panel, float *y, int64_t ldy,
-    const float *bias, int gelu, int accumulate, const int rr)
+    const float *bias, int accumulate, const int rr)
 {
     vf acc[GEMM_ROWS][GEMM_VECS];
     for (int r = 0; r < rr; r++)
@@ -433,28 +435,28 @@ static inline __attribute__((always_inline)) void gemm_tile(
     for (int r = 0; r < rr; r++)
         for (int j = 0; j < GEMM_VECS; j++) {
             if (bias) acc[r][j] += load_v(bias + j * VW); /* added to the finished sum, as BLAS-plus-bias does */
-            store_v(y + r * ldy + j * VW, gelu ? gelu_v(acc[r][j]) : acc[r][j]);
+            store_v(y + r * ldy + j * VW, acc[r][j]);
         }
 }
 
 static void gemm_block(const float *x, int64_t ldx, int64_t kk, const float *panel, float *y,
-                       int64_t ldy, const float *bias, int gelu, int accumulate, int64_t rr)
+                       int64_t ldy, const float *bias, int accumulate, int64_t rr)
 {
     switch (rr) { /* a constant row count per case: the compiler keeps the tile in registers */
-    case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 1); break;
-    case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 2); break;
+    case 1: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 1); break;
+    case 2: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 2); break;
 #if GEMM_ROWS > 3
-    case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 3); break;
-    case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 4); break;
-    case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 5); break;
-    case 6: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 6); break;
-    case 7: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 7); break;
-    case 8: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 8); break;
-    case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 9); break;
-    case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 10); break;
-    case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, 11); break;
+    case 3: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 3); break;
+    case 4: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 4); break;
+    case 5: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 5); break;
+    case 6: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 6); break;
+    case 7: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 7); break;
+    case 8: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 8); break;
+    case 9: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 9); break;
+    case 10: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 10); break;
+    case 11: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, 11); break;
 #endif
-    default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, gelu, accumulate, GEMM_ROWS); break;
+    default: gemm_tile(x, ldx, kk, panel, y, ldy, bias, accumulate, GEMM_ROWS); break;
     }
 }
 
@@ -475,7 +477,10 @@ void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t
                     for (int64_t p = n0 / PANEL; p < p1; p++) {
                         float *tile = y + r * N + p * PANEL;
                         gemm_block(x + r * K + k0, K, kk, panels + (p * K + k0) * PANEL, tile, N,
-                                   bias && last ? bias + p * PANEL : NULL, gelu && last, k0 > 0, rr);
+                                   bias && last ? bias + p * PANEL : NULL, k0 > 0, rr);
+                        if (gelu && last) /* the tile's GELU while it is in L1, in whole vectors */
+                            for (int64_t i = 0; i < rr; i++)
+                                for (int j = 0; j < PANEL; j += VW) store_v(tile + i * N + j, gelu_v(load_v(tile + i * N + j)));
                     }
                 }
             }
