@@ -399,7 +399,13 @@ PANEL_PRODUCT(f16bits, load_f16) /* float32 panels go to qkv_gemm below, faster 
  * two loads of W and GEMM_ROWS broadcasts of x feed 2·GEMM_ROWS fused multiply-adds.
  * Why not BLAS: the weights are fixed, so they are packed once instead of on every call, and the
  * bias and the GELU are applied while each tile is still in L1, not in passes over memory.
- * Measured on the reviews batch (2048 rows) against OpenBLAS: see docs/engine.md. */
+ * Measured on the reviews batch (2048 rows) against OpenBLAS: see docs/engine.md.
+ * The other order, BLIS's (each W panel's KC × 32 block kept in L1 for every row strip of an MC
+ * block, x packed [k][GEMM_ROWS] per strip and read from L2; Goto & van de Geijn 2008, sec. 4.2;
+ * Van Zee & van de Geijn 2015), was tried for 2048 rows: 0.70-0.94x this one on the four MiniLM
+ * shapes (MC 96-240, KC 128-256, NC 384-1536; same bits), in a paired A/B. Here x's strip
+ * (GEMM_ROWS × KC) stays in L1 and W streams from L2 with its prefetch; at 2048 rows this runs at
+ * 180-215 GFLOP/s against the 245 of 24 independent FMA chains on this Xeon's core. */
 #define GEMM_MC 120 /* rows of x per block: MC × KC floats stay in L2 */
 #define GEMM_NC 384 /* columns per block: KC × NC floats of W stay in L2 */
 #define GEMM_KC 384 /* the whole of K = 384 in one block: one running sum per output, bias last */
