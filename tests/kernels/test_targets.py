@@ -85,6 +85,7 @@ def test_qkv_info_names_the_librarys_target():
 
     d = info_dict()
     assert d["built_for"] == cpu.TARGET and d["library"] == str(cpu.LIB_PATH)
+    assert ("NumPy's BLAS for batches" in d["float32_products"]) == cpu.BLAS_WIDER
     if cpu.available():
         assert f"built for {cpu.TARGET}" in d["kernels"]
 
