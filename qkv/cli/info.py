@@ -18,7 +18,11 @@ def info_dict() -> dict:
     from qkv.search.index import query_precision
     from qkv.summarize.core import PRECISION as SUMMARIES
 
+    products = ("NumPy's BLAS for batches (its AVX-512 kernels are wider than this AVX2 build's), "
+                "the compiled kernel for up to 32 rows" if cpu.BLAS_WIDER
+                else "compiled (blocked, bias and GELU fused)" if cpu.available() else "NumPy's BLAS")
     return {"kernels": cpu.STATUS, "library": str(cpu.LIB_PATH), "built_for": cpu.TARGET,
+            "float32_products": products,
             "bfloat16_unit": cpu.ISA, "passed_over": cpu.WHY,
             "units_offered": cpu.offered(), "bfloat16_attention": bfloat16.attention_unit(),
             "4bit_unit": q4.unit(), "int8_unit": int8.unit(),
@@ -39,6 +43,7 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"compiled kernels: {d['kernels']}")
         console.print(f"library: {d['library']}, built for [bold]{d['built_for']}[/] (QKV_KERNELS_LIB=path loads another)")
+        console.print(f"float32 products: {d['float32_products']}")
         console.print(f"bfloat16 unit: [bold]{d['bfloat16_unit']}[/] (this CPU offers {', '.join(d['units_offered'])})"
                       + (f"; passed over: {d['passed_over']}" if d["passed_over"] else ""))
         console.print(f"bfloat16 attention (Q·Kᵀ and P·V): [bold]{d['bfloat16_attention']}[/]")

@@ -173,6 +173,21 @@ lib, LOADED, BUILT_FOR = _load(LIB_PATH, cpu_flags())
 TARGET = target_name(BUILT_FOR) if lib is not None else "none"  # what the float32 kernels were compiled for
 
 
+def blas_is_wider(built: set[str], flags: set[str] | None) -> bool:
+    """True when NumPy's BLAS multiplies batches with wider vectors than this library: the library
+    was built without AVX-512 (an x86-64-v3 build) on a CPU that has it, where OpenBLAS picks its
+    AVX-512 kernels at run time. Then the float32 products of more than a few rows go to BLAS
+    (``qkv.model.linear.choose``). Measured on this project's Xeon, one thread, the v3 build's
+    blocked product against NumPy's matmul plus the same compiled bias and GELU (docs/engine.md,
+    "Performance"): BLAS 1.3-1.6x faster from 96 rows on all four MiniLM shapes, the v3 product
+    faster or even up to 32 rows (12 rows: 1.0-2.2x). On an AVX2 CPU both run AVX2 and the
+    library keeps every product."""
+    return bool(built) and "avx512f" not in built and flags is not None and "avx512f" in flags
+
+
+BLAS_WIDER = lib is not None and blas_is_wider(BUILT_FOR, cpu_flags())
+
+
 def available() -> bool:
     """True when the compiled kernels are in use (see ``STATUS`` for why not)."""
     return lib is not None

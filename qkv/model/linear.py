@@ -43,7 +43,9 @@ Today's products (see ``qkv.kernels``):
   cosine: docs/engine.md, "int8 for float32 models".
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
-  fastest.
+  fastest. Also float32 batches (more than FEW_ROWS rows) where the library was built without
+  AVX-512 on a CPU that has it (``cpu.BLAS_WIDER``: OpenBLAS runs AVX-512 kernels there, 1.3-1.6×
+  the v3 build's product from 96 rows, measured); bias and GELU then in the compiled kernel.
 """
 
 from __future__ import annotations
@@ -220,6 +222,8 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
         return Float16Panels
     if precision == "bfloat16" and cpu.ISA != "float32":
         return BFloat16Panels
+    if cpu.BLAS_WIDER and rows > FEW_ROWS:  # a v3 build on an AVX-512 CPU: OpenBLAS's kernels are wider
+        return Blas
     return Float32Panels
 
 

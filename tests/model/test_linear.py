@@ -56,17 +56,36 @@ def test_the_dispatcher_chooses_by_precision_rows_and_shape():
     w = np.zeros((64, 96), np.float32)
     assert L.choose(w, "float32", 5) is L.Float32Panels
     assert L.choose(w, "float16", L.FEW_ROWS) is L.Float16Panels
-    assert L.choose(w, "float16", L.FEW_ROWS + 1) is L.Float32Panels  # many rows: bound by arithmetic
+    batch = L.Blas if cpu.BLAS_WIDER else L.Float32Panels  # (a v3 build on an AVX-512 CPU: the next test)
+    assert L.choose(w, "float16", L.FEW_ROWS + 1) is batch  # many rows: bound by arithmetic
     assert L.choose(np.zeros((64, 90), np.float32), "float32", 5) is L.Blas  # not whole panels
     assert L.choose(w.astype(np.float64), "float32", 5) is L.Blas
     packed = L.Float32Panels(w)
     assert L.choose(packed, "float16", 1) is None  # a reader's own packed weight is used as it is
     pw = L.PackedWeights()
     assert pw.linear(packed, "float16", 1) is packed
-    assert pw.linear(w, "float32", 5) is pw.linear(w, "float32", 500)  # packed once, kept
+    assert pw.linear(w, "float32", 5) is pw.linear(w, "float32", 20)  # packed once, kept
     assert type(L.PackedWeights(force=L.Blas).linear(w)) is L.Blas
     with pytest.raises(InputError, match="precision must be one of"):
         pw.linear(w, "int3")
+
+
+@needs_lib
+def test_batches_go_to_blas_only_where_its_kernels_are_wider_than_the_librarys(monkeypatch):
+    """A library built without AVX-512 on a CPU with it (cpu.blas_is_wider): OpenBLAS's AVX-512
+    kernels take the float32 batches, the library keeps a few rows and every other precision; on
+    an AVX2 CPU, or with an AVX-512 build, the library takes everything."""
+    v3, v4 = {"avx", "avx2", "fma", "f16c"}, {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}
+    assert cpu.blas_is_wider(v3, v4 | {"avx512_bf16"})
+    assert not cpu.blas_is_wider(v4, v4) and not cpu.blas_is_wider(v3, v3 | {"sse4_2"})
+    assert not cpu.blas_is_wider(v3, None) and not cpu.blas_is_wider(set(), v4)  # unknown: keep the library
+    w = np.zeros((64, 96), np.float32)
+    monkeypatch.setattr(cpu, "BLAS_WIDER", True)
+    assert L.choose(w, "float32", L.FEW_ROWS + 1) is L.Blas and L.choose(w, "float32", 2048) is L.Blas
+    assert L.choose(w, "float32", L.FEW_ROWS) is L.Float32Panels  # a lone query: the library's is faster
+    assert L.choose(w, "float16", 1) is L.Float16Panels and L.choose(w, "int8", 2048) is L.Int8Panels
+    monkeypatch.setattr(cpu, "BLAS_WIDER", False)
+    assert L.choose(w, "float32", 2048) is L.Float32Panels
 
 
 def test_dense_reads_arrays_and_packed_weights():

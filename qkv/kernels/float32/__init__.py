@@ -266,7 +266,7 @@ def gemm(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: np.nda
 
 # ----------------------------------------------------------------------------- attention, fused
 def attention_work(nk: int, d: int, dv: int) -> int:
-    """Floats of scratch the fused attention needs for nk keys (Kᵀ of one head, one block), as
+    """Floats of scratch the fused attention needs for nk keys (Kᵀ and V of one head, one block), as
     the C file computes it; 0 without the compiled kernels (the NumPy steps need none)."""
     return int(cpu.lib.qkv_attention_work(nk, d, dv)) if cpu.lib is not None else 0
 
@@ -290,7 +290,7 @@ def fused_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, o
     """softmax(scale·Q·Kᵀ)·V per head into ``out``, compiled and fused (see ``kernels.c``): no
     mask, no bias. q [heads, nq, d], k [heads, nk, d], v [heads, nk, dv], out [heads, nq, dv],
     float32, any head and row strides with adjacent columns; dv 16 or a multiple of 32. Extra
-    memory: one head's Kᵀ plus a 16 kB block, whatever the lengths. Returns False (doing
+    memory: one head's Kᵀ and V plus a 16 kB block, whatever the lengths. Returns False (doing
     nothing) when it cannot run that; callers then take the NumPy steps."""
     if cpu.lib is None:
         return False
