@@ -59,6 +59,7 @@ _SIGNATURES = {
     "qkv_attention_work": (_i64, _i64, _i64),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
+    "qkv_attention_texts": (_p, _i64, _p, _p, _i64, _i64, _i64, _f32, _p, _i64, _p),
     # bfloat16/kernels.c
     "qkv_bf16_cpu": (),
     "qkv_amx_request": (),

@@ -149,13 +149,17 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
     d = ctx.shape[1] // heads
     if not batch.packed:  # padding rows are not attended: zero them
         ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
-    pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
+    spans = batch.spans()
+    pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in spans]
     need = (float32.attention_work(batch.L, d, d),)
     need_tiles = (bfloat16.attention_work_bf16(batch.L) if tiles else 0,)
-    groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
+    groups = deal([n ** 2 for _, n in spans], workers.threads)
 
     def run(g: int) -> None:
         work = ws.get(f"attn_work{g}", need, np.float32)
+        if not tiles and qkv.dtype == np.float32 and ctx.dtype == np.float32:  # one call for the group's texts
+            float32.attention_texts(qkv, [spans[i] for i in groups[g]], heads, float(scale), ctx, work)
+            return
         tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
             q, c = pairs[i]
