@@ -335,6 +335,16 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
     return 0;
 }
 
+/* Rows r … r + rr − 1 of a tile of 32 floats each as block p of the int8 rows h (width I). Its own
+ * function: quantize_block needs AVX2, which callers without that target may not inline. */
+T_AVX2 static void quantize_tile(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
+{
+    const int64_t nb = I / QBLOCK;
+    for (int64_t i = 0; i < rr; i++)
+        quantize_block(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
+                       h->corr + (r + i) * nb + p);
+}
+
 /* The feed-forward block's two products in one call: y [R, N] = GELU(x·W_in + b_in)·W_out (+ b_out,
  * may be NULL), x [R, K], W_in [K, I], W_out [I, N] as Q4 panels. The same numbers as qkv_q4_int
  * twice (with gelu, then without) bit for bit: each row tile's sums of W_in's panel go through the
@@ -360,9 +370,7 @@ int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in
             const int64_t rr = R - r < step ? R - r : step;
             panel_rows(unit, &q, r, rr, K, w, panel, NULL, tile, PANEL);
             qkv_bias_gelu(tile, b_in + p * PANEL, rr, PANEL);
-            for (int64_t i = 0; i < rr; i++)
-                quantize_block(tile + i * PANEL, h.xq + (r + i) * I + p * QBLOCK, h.dx + (r + i) * nbi + p,
-                               h.corr + (r + i) * nbi + p);
+            quantize_tile(tile, rr, &h, I, r, p);
         }
     }
     int_product(unit, &h, R, I, w_out, N, b_out, y, w);
