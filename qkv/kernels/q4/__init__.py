@@ -17,7 +17,9 @@ quantised per block of 32 to int8 with one scale (ggml's Q8_0) and the blocks ar
 integer dot products, int32 sums, one scale multiply a block (``qkv/kernels/q4/int8.c``): "vnni"
 (AVX-512 VNNI, e.g. Zen 4; ``QKV_ISA=avx512bf16`` on an AMX Xeon) or "avx2" (``QKV_ISA=float32``
 stands in for such a CPU). Not exact: the bound (about d_x/2 per input, d_x = max|x_block|/127)
-is stated in that file and docs/engine.md. ``unit()`` names the one in use.
+is stated in that file and docs/engine.md. ``unit()`` names the one in use. ``q4_ffn`` runs a
+feed-forward block (two products, GELU between) in one call on those units, the hidden layer kept
+as int8 blocks (the same bits as two ``q4_matmul`` calls).
 
 Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
 kernels are off, and held equal to the compiled one by tests/kernels/test_q4.py.
