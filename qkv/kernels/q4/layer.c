@@ -10,7 +10,8 @@
  *   ctx = softmax(scale·Q·Kᵀ)·V         qkv_attention_heads (float32/kernels.c), every head, no padding
  *   a   = LayerNorm(ctx·Wo + bo + x)    product, then qkv_add_layernorm
  *   h   = GELU(a·Win + bin)             BERT's exact GELU, fused in the product
- *   out = LayerNorm(h·Wout + bout + a)
+ *   out = LayerNorm(h·Wout + bout + a)  on the int8-block units both feed-forward products in one
+ *                                       call (qkv_q4_int_ffn: h kept as int8 blocks, the same bits)
  *
  * so its result is the fast layer's (tests/model/test_layer_q4.py holds it to the reference
  * layer). work: qkv_q4_layer_work(n, H, heads, I) floats.
