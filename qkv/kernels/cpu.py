@@ -59,6 +59,7 @@ _SIGNATURES = {
     "qkv_attention_work": (_i64, _i64, _i64),
     "qkv_attention_heads": (_p, _p, _p, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64, _i64,
                             _i64, _i64, _i64, _i64, _f32, _p, _p),
+    "qkv_attention_texts": (_p, _i64, _p, _p, _i64, _i64, _i64, _f32, _p, _i64, _p),
     # bfloat16/kernels.c
     "qkv_bf16_cpu": (),
     "qkv_amx_request": (),
@@ -86,6 +87,7 @@ _SIGNATURES = {
     # q4/int8.c: the same products with x in int8 blocks, integer dot products (AVX-512 VNNI, AVX2)
     "qkv_q4_int_cpu": (),
     "qkv_q4_int": (_p, _i64, _i64, _p, _i64, _p, ctypes.c_int, _p, _i64),
+    "qkv_q4_int_ffn": (_p, _i64, _i64, _p, _i64, _p, _p, _i64, _p, _p, _i64),
     # q4/layer.c: a whole layer for one short text on 4-bit weights (qkv.model.layer_q4)
     "qkv_q4_layer_work": (_i64, _i64, _i64, _i64),
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
@@ -99,7 +101,7 @@ _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_attention_bf16_io": _i64, "qkv_attention_bf16_dp_io": _i64,
             "qkv_bf16_rows_padded": _i64, "qkv_attention_bf16_work": _i64,
             "qkv_amx_peak": _i64, "qkv_attention_bf16": _i64, "qkv_q4_amx": _i64, "qkv_q4_amx_vbmi": _i64,
-            "qkv_q4_int_cpu": _i64, "qkv_q4_int": _i64,
+            "qkv_q4_int_cpu": _i64, "qkv_q4_int": _i64, "qkv_q4_int_ffn": _i64,
             "qkv_q4_layer_work": _i64, "qkv_q4_layer": _i64, "qkv_q4_stack": _i64,
             "qkv_i8_gemm": _i64}  # the rest return nothing
 

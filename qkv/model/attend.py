@@ -5,13 +5,14 @@ whole [batch, heads, L, L] arrays, and keeps what a trace asks for. When nothing
 is traced, ``choose`` picks a fast route from the batch's shape and what the machine offers:
 
     route      when                                   how
-    batched    compiled kernels, L < TILED_FROM       all texts at once: Q·Kᵀ in BLAS, the compiled
-                                                      masked softmax (scale, mask, max, exp, sum and
-                                                      division in one pass), ·V
-    per_text   compiled kernels, L ≥ TILED_FROM       text by text, cut to its own length, in the
+    per_text   compiled kernels                       text by text, cut to its own length, in the
                                                       fused kernel that keeps each block's scores in
-                                                      L1 (float32.attention_text); texts dealt out
-                                                      between threads by cost (length²)
+                                                      L1 (float32.attention_texts: one call for a
+                                                      thread's texts); texts dealt out between
+                                                      threads by cost (length²)
+    batched    never chosen (kept for comparison:     all texts at once: Q·Kᵀ in BLAS, the compiled
+               bench, tests)                          masked softmax (scale, mask, max, exp, sum and
+                                                      division in one pass), ·V
     math       no compiled kernels (or not float32,   qkv.attention.scaled_dot_product_attention,
                or padding not at the end)             which itself goes tiled from TILED_FROM
     tiles      precision="bfloat16", the AMX unit     text by text as per_text, both products on
@@ -27,7 +28,12 @@ int8, attention's two bfloat16 as above: MiniLM titles 500 -> 586 sentences per 
 Zen 4 stand-in, cosine to float32 unchanged by it: ~0.998 worst then, ~0.9996 with int8's blocks
 of 32 and zero points); elsewhere (an AVX2 CPU) attention stays float32.
 
-``per_text`` also runs every float32 batch, whatever its length, when the products quantise x
+``batched`` was the route below TILED_FROM (64) tokens while ``per_text`` made one Python call a
+text; with one call for all of them, ``per_text`` is faster at every length measured (32 texts of
+up to 8, 16, 40, 63 tokens, one thread, paired: 1.05-1.21× for MiniLM float32 on AMX, 1.07-1.21×
+for e5 on the float32 expansion, Zen 4 stand-in; e5 titles on AMX tiles 1.16×; docs/engine.md).
+
+``per_text`` runs every float32 batch in particular when the products quantise x
 (``invariant``: multilingual-e5-small's 4-bit products on int8 blocks, without AMX tiles). A
 quantised product is a step function of x: a last-bit difference between two attention kernels
 (BLAS over a padded batch against the per-text kernel) moves an element of x across a rounding
@@ -46,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qkv.kernels import bfloat16, cpu, float32
-from qkv.attention import TILED_FROM, scaled_dot_product_attention
+from qkv.attention import scaled_dot_product_attention
 from qkv.model.workers import deal
 
 ROUTES = ("reference", "batched", "per_text", "math", "tiles", "dots")
@@ -105,7 +111,7 @@ def choose(batch: Batch, traced: bool, precision: str = "float32", head_dim: int
     if (precision in ("bfloat16", "int8") and cpu.ISA in BF16_ROUTES and head_dim == bfloat16.ATTENTION_HEAD
             and batch.L >= TILES_FROM):
         return BF16_ROUTES[cpu.ISA]
-    return "batched" if batch.L < TILED_FROM and not invariant else "per_text"
+    return "per_text"  # whatever the length (``invariant`` needs it; elsewhere it is the faster: see above)
 
 
 def attend(route: str, qkv: np.ndarray, ctx: np.ndarray, batch: Batch, heads: int, scale: float,
@@ -149,13 +155,17 @@ def _per_text(qkv, ctx, batch: Batch, heads: int, scale: float, ws, workers, til
     d = ctx.shape[1] // heads
     if not batch.packed:  # padding rows are not attended: zero them
         ctx.reshape(batch.B, batch.L, -1)[~batch.mask] = 0
-    pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in batch.spans()]
+    spans = batch.spans()
+    pairs = [(qkv[s:s + n], ctx[s:s + n]) for s, n in spans]
     need = (float32.attention_work(batch.L, d, d),)
     need_tiles = (bfloat16.attention_work_bf16(batch.L) if tiles else 0,)
-    groups = deal([len(q) ** 2 for q, _ in pairs], workers.threads)
+    groups = deal([n ** 2 for _, n in spans], workers.threads)
 
     def run(g: int) -> None:
         work = ws.get(f"attn_work{g}", need, np.float32)
+        if not tiles and qkv.dtype == np.float32 and ctx.dtype == np.float32:  # one call for the group's texts
+            float32.attention_texts(qkv, [spans[i] for i in groups[g]], heads, float(scale), ctx, work)
+            return
         tile_work = ws.get(f"attn_tiles{g}", need_tiles, np.uint8) if tiles else None
         for i in groups[g]:
             q, c = pairs[i]

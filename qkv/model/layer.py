@@ -124,15 +124,22 @@ def fast_layer(p, cfg, x: np.ndarray, batch: "attention.Batch", route: str, line
     a = w_o(ctx, ws.get("a", (R, H), dt), workers=workers)
     xb = ws.get("x_bf16", (Rp, H), np.uint16) if bits else None
     x = _add_norm(a, x, p.b_o, p.ln1_g, p.ln1_b, cfg.layer_norm_eps, "attn.out", "attn.norm", want, emit, xb)
-    # feed-forward; the hidden layer stays in bfloat16 between the two products unless a trace keeps it
-    if bits and not want("ffn.hidden") and cfg.hidden_act in (None, "gelu"):
-        h = ws.get("h_bf16", (Rp, I), np.uint16)
-        w_in(xb, h[:R], bias=p.b_in, act=cfg.hidden_act, workers=workers)
-    else:
-        h = w_in(x if xb is None else xb, ws.get("h", (R, I), dt), bias=p.b_in, act=cfg.hidden_act, workers=workers)
-        if want("ffn.hidden"):
-            emit("ffn.hidden", h)
-    f = w_out(h, ws.get("f", (R, H), dt), workers=workers)
+    # feed-forward; the hidden layer stays in bfloat16 between the two products unless a trace keeps
+    # it, or in int8 blocks inside one call where 4-bit products quantise x (Q4Panels.feed_forward)
+    fused = getattr(w_in, "feed_forward", None)
+    f = None
+    if fused is not None and not bits and not want("ffn.hidden") and cfg.hidden_act == "gelu":
+        f = fused(w_out, x, ws.get("f", (R, H), dt), bias=p.b_in, workers=workers)
+    if f is None:
+        if bits and not want("ffn.hidden") and cfg.hidden_act in (None, "gelu"):
+            h = ws.get("h_bf16", (Rp, I), np.uint16)
+            w_in(xb, h[:R], bias=p.b_in, act=cfg.hidden_act, workers=workers)
+        else:
+            h = w_in(x if xb is None else xb, ws.get("h", (R, I), dt), bias=p.b_in, act=cfg.hidden_act,
+                     workers=workers)
+            if want("ffn.hidden"):
+                emit("ffn.hidden", h)
+        f = w_out(h, ws.get("f", (R, H), dt), workers=workers)
     x = _add_norm(f, x, p.b_out, p.ln2_g, p.ln2_b, cfg.layer_norm_eps, "ffn.out", "out", want, emit, xb)
     ws.keep_bits(x, xb)  # for the next layer's first product (None when there are no bits)
     return x

@@ -66,6 +66,26 @@ class Q4Panels(Linear):
             workers.run(run, len(cuts) - 1)
         return out if fused else _finish(out, bias, act)
 
+    def feed_forward(self, w_out, x, out, *, bias=None, workers=None) -> np.ndarray | None:
+        """out = GELU(x·W + bias)·W_out (W_out's bias left to the caller's add-and-norm) in one
+        product call per thread that never writes the hidden layer in float32
+        (``q4.q4_ffn``): where the unit in use quantises x (int8 blocks) and W_out is Q4Panels
+        too; the same bits as the two products. None (nothing done) otherwise."""
+        if not (isinstance(w_out, Q4Panels) and self.quantises and x.dtype == np.float32 and bias is not None):
+            return None
+        x = np.ascontiguousarray(x)
+        cuts = row_cuts(x.shape[0], 1 if workers is None else workers.threads, step=12)
+
+        def run(g: int) -> None:
+            lo, hi = cuts[g], cuts[g + 1]
+            q4.q4_ffn(x[lo:hi], self.panels, bias, w_out.panels, None, out[lo:hi])
+
+        if workers is None or len(cuts) == 2:
+            run(0)
+        else:
+            workers.run(run, len(cuts) - 1)
+        return out
+
     def dense(self) -> np.ndarray:
         return q4.unpack_q4(self.panels)
 

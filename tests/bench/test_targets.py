@@ -119,6 +119,16 @@ def test_e5_marks():
     assert marks["qkv e5 titles ÷ transformers e5 float32"] is True  # 250 / 180 = 1.39
     assert marks["qkv e5 titles ÷ torch e5 bfloat16"] is False  # 250 / 220 = 1.14
     assert marks["lone query: qkv e5 4-bit no slower than qkv MiniLM float32"] is False  # 0.9
+    assert not any(k.startswith("qkv e5 titles ÷ the float32 expansion") for k in marks)  # not measured: no row
+
+
+def test_e5_same_machine_ratio_to_the_float32_expansion():
+    for f32, ok in ((100.0, True), (110.0, False)):  # 250 / 100 = 2.5 meets 2.5×; 250 / 110 does not
+        titles = {"duel": duel({"e5-qkv": 250.0, targets.E5_F32[0]: f32}), "failed": {}}
+        rows, v = targets.e5_rows(titles, None, None)
+        assert targets.E5_F32[1] in [r[0] for r in rows]
+        marks = {x[0]: x[3] for x in v}
+        assert marks[f"qkv e5 titles ÷ the float32 expansion, same machine ≥ {targets.E5_FACTOR}×"] is ok
 
 
 def test_capture_reads_the_hidden_states_and_restores_the_encoder():

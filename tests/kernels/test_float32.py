@@ -228,6 +228,31 @@ def test_fused_attention_shifts_when_scores_are_large():
 
 
 @needs_lib
+@pytest.mark.parametrize("heads,d", [(12, 32), (2, 16)])
+def test_attention_texts_is_each_text_alone_bit_for_bit(heads, d):
+    """One call for several texts of a packed batch (empty ones, tails of every kind, rows of qkv
+    further apart than 3·H) gives each text exactly attention_text's bits for it alone; rows no
+    span covers are left as they were; the NumPy twin agrees to float32 rounding."""
+    rng = np.random.default_rng(d)
+    H = heads * d
+    lens = [24, 1, 0, 9, 33, 16]
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) + 2  # rows 0, 1 belong to no text
+    rows = 2 + sum(lens)
+    qkv = (rng.standard_normal((rows, 3 * H + 5)) * 1.5).astype(np.float32)[:, :3 * H]
+    alone = np.full((rows, H), 7.0, np.float32)
+    for s, n in zip(starts, lens):
+        float32.attention_text(qkv[s:s + n], heads, 0.2, alone[s:s + n])
+    spans = list(zip(starts, lens))
+    native, plain = twin(lambda a, c: float32.attention_texts(a, spans, heads, 0.2, c), qkv,
+                         np.full((rows, H), 7.0, np.float32))
+    np.testing.assert_array_equal(native, alone)
+    assert (native[:2] == 7.0).all()
+    np.testing.assert_allclose(plain, alone, atol=1e-5)
+    with pytest.raises(ValueError, match="within"):
+        float32.attention_texts(qkv, [(rows - 3, 4)], heads, 0.2, native)
+
+
+@needs_lib
 @pytest.mark.parametrize("nq,nk,d,dv,spread", [(9, 1100, 32, 32, 1.0), (9, 1100, 32, 32, 12.0),
                                               (20, 513, 24, 16, 1.0), (1, 3, 64, 64, 30.0), (5, 0, 32, 32, 1.0)])
 def test_fused_attention_over_key_chunks(nq, nk, d, dv, spread):

@@ -415,3 +415,24 @@ def test_int8_product_is_its_own_rows(isa):
     for r in (0, 5, 13):
         one = q4_matmul(x[r:r + 1].copy(), panels, None, np.empty((1, 64), np.float32), isa=isa)
         np.testing.assert_array_equal(one[0], whole[r])
+
+
+@needs_lib
+@pytest.mark.parametrize("isa", UNITS + INT_UNITS)
+@pytest.mark.parametrize("rows", [1, 5, 6, 7, 13, 50])
+@pytest.mark.parametrize("k_in, inner, n_out", [(32, 32, 32), (64, 96, 64), (384, 1536, 384)])
+def test_feed_forward_in_one_call_gives_the_two_products_bits(rows, k_in, inner, n_out, isa):
+    """q4_ffn (on the int8-block units one compiled call whose hidden layer stays int8 blocks) equals
+    GELU(x·W_in + b_in)·W_out + b_out made by two q4_matmul calls bit for bit: row tiles of every
+    kind (6 rows VNNI, 2 AVX2, tails), one hidden panel to 48, with and without b_out."""
+    rng = np.random.default_rng(rows + k_in + inner)
+    p_in, p_out = pack_q4(_weights(rng, inner, k_in)), pack_q4(_weights(rng, n_out, inner))
+    x = _int8_inputs(rng, rows, k_in)
+    b_in, b_out = (rng.standard_normal(n).astype(np.float32) for n in (inner, n_out))
+    for bias in (None, b_out):
+        h = q4_matmul(x, p_in, b_in, np.empty((rows, inner), np.float32), gelu=True, isa=isa)
+        two = q4_matmul(h, p_out, bias, np.empty((rows, n_out), np.float32), isa=isa)
+        one = q4.q4_ffn(x, p_in, b_in, p_out, bias, np.full((rows, n_out), np.nan, np.float32), isa=isa)
+        np.testing.assert_array_equal(one, two)
+    with pytest.raises(ValueError, match="do not fit"):
+        q4.q4_ffn(x, p_in, b_in, p_out, None, np.empty((rows, n_out + 32), np.float32), isa=isa)

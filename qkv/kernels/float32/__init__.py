@@ -332,3 +332,34 @@ def attention_text(qkv: np.ndarray, heads: int, scale: float, ctx: np.ndarray,
     ctx[:] = (s @ v).transpose(1, 0, 2).reshape(n, H)
     return ctx
 
+
+def attention_texts(qkv: np.ndarray, spans, heads: int, scale: float, ctx: np.ndarray,
+                    work: np.ndarray | None = None) -> np.ndarray:
+    """``attention_text`` for several texts in one call: text i is rows s … s + n − 1 of qkv and of
+    ctx for (s, n) = spans[i]. Compiled (``qkv_attention_texts``): each text runs exactly the
+    kernel call ``attention_text`` makes for it (the same bits), without the Python around each.
+    qkv [rows, 3·H] and ctx [rows, H] float32 with adjacent columns; ``work``: optional float32
+    scratch of at least ``attention_work(longest, d, d)`` elements. Else text by text."""
+    spans = [(int(s), int(n)) for s, n in spans]
+    rows, width = qkv.shape
+    H = width // 3
+    d = H // heads if heads else 0
+    if width != 3 * H or H != heads * d or ctx.shape != (rows, H):
+        raise ValueError(f"attention_texts: qkv {qkv.shape}, ctx {ctx.shape} and {heads} heads do not fit")
+    if any(s < 0 or n < 0 or s + n > rows for s, n in spans):
+        raise ValueError(f"attention_texts: spans must lie within the {rows} rows")
+    rowwise = all(a.dtype == np.float32 and a.strides[1] == 4 and a.strides[0] % 4 == 0 for a in (qkv, ctx))
+    longest = max((n for _, n in spans), default=0)
+    if cpu.lib is None or not rowwise or not (d == 16 or (d and d % 32 == 0)) or longest == 0:
+        for s, n in spans:
+            attention_text(qkv[s:s + n], heads, scale, ctx[s:s + n], work)
+        return ctx
+    need = attention_work(longest, d, d)
+    if work is None or work.size < need or work.dtype != np.float32 or not work.flags.c_contiguous:
+        work = aligned_empty(need, np.float32)
+    starts = np.array([s for s, _ in spans], np.int64)
+    lens = np.array([n for _, n in spans], np.int64)
+    cpu.lib.qkv_attention_texts(cpu.ptr(qkv), qkv.strides[0] // 4, starts.ctypes.data, lens.ctypes.data, len(spans),
+                                heads, d, scale, cpu.ptr(ctx), ctx.strides[0] // 4, cpu.ptr(work))
+    return ctx
+

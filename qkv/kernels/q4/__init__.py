@@ -17,7 +17,9 @@ quantised per block of 32 to int8 with one scale (ggml's Q8_0) and the blocks ar
 integer dot products, int32 sums, one scale multiply a block (``qkv/kernels/q4/int8.c``): "vnni"
 (AVX-512 VNNI, e.g. Zen 4; ``QKV_ISA=avx512bf16`` on an AMX Xeon) or "avx2" (``QKV_ISA=float32``
 stands in for such a CPU). Not exact: the bound (about d_x/2 per input, d_x = max|x_block|/127)
-is stated in that file and docs/engine.md. ``unit()`` names the one in use.
+is stated in that file and docs/engine.md. ``unit()`` names the one in use. ``q4_ffn`` runs a
+feed-forward block (two products, GELU between) in one call on those units, the hidden layer kept
+as int8 blocks (the same bits as two ``q4_matmul`` calls).
 
 Each function has a NumPy twin (the dequantized matrix and ``np.matmul``), used when the compiled
 kernels are off, and held equal to the compiled one by tests/kernels/test_q4.py.
@@ -165,6 +167,28 @@ def q4_matmul(x: np.ndarray, panels: np.ndarray, bias: np.ndarray | None, out: n
     if bias is not None:
         out += bias
     return out
+
+
+def q4_ffn(x: np.ndarray, p_in: np.ndarray, b_in: np.ndarray, p_out: np.ndarray, b_out: np.ndarray | None,
+           out: np.ndarray, isa: str | None = None) -> np.ndarray:
+    """out [R, N] = GELU(x [R, K]·W_in + b_in)·W_out + b_out (b_out may be None): a feed-forward
+    block on Q4 panels. On the int8-block units ("vnni", "avx2") one compiled call
+    (``qkv_q4_int_ffn``) that keeps the hidden layer as int8 blocks, never float32: the same bits
+    as the two ``q4_matmul`` calls it replaces; elsewhere (other units, no kernels) those two calls."""
+    R, K = x.shape
+    if p_in.ndim != 3 or p_out.ndim != 3 or p_in.shape[1] * BLOCK != K or p_out.shape[1] != p_in.shape[0] \
+            or out.shape != (R, p_out.shape[0] * PANEL) or b_in is None or b_in.shape != (p_in.shape[0] * PANEL,):
+        raise ValueError(f"q4_ffn: x {x.shape}, panels {p_in.shape} and {p_out.shape}, out {out.shape} do not fit")
+    u = unit(isa)
+    arrays = [a for a in (x, b_in, b_out, out) if a is not None]
+    if u in ("vnni", "avx2") and cpu.native(*arrays) and all(
+            p.flags.c_contiguous and p.dtype == np.uint8 and p.shape[2] == BLOCK_BYTES for p in (p_in, p_out)):
+        if cpu.lib.qkv_q4_int_ffn(x.ctypes.data, R, K, p_in.ctypes.data, p_in.shape[0] * PANEL, b_in.ctypes.data,
+                                  p_out.ctypes.data, out.shape[1], cpu.ptr(b_out), out.ctypes.data,
+                                  1 if u == "vnni" else 2) == 0:
+            return out
+    h = q4_matmul(x, p_in, b_in, np.empty((R, p_in.shape[0] * PANEL), np.float32), gelu=True, isa=isa)
+    return q4_matmul(h, p_out, b_out, out, isa=isa)
 
 
 def q4_rows(blocks: np.ndarray, ids: np.ndarray, dtype=np.float32) -> np.ndarray:

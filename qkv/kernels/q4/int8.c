@@ -75,45 +75,49 @@ void *qkv_q4_grow(void **buf, size_t *have, size_t need); /* q4/amx.c */
 
 #define T_AVX2 __attribute__((target("avx2,fma")))
 
-/* Rows of x [R, K] per block of 32: xq (int8, [R, K]), d_x (float, [R, nb]) and −8·Σ xq (int32,
- * [R, nb]), the sum VPDPBUSD's unsigned nibbles owe back. AVX2 (every CPU with either unit has it):
- * one pass over x, but against only N/64 integer dot products per input for N outputs, so it must
- * be vector code (scalar, it took as long as the product for N = 384). VCVTPS2DQ rounds to nearest
- * even (the default MXCSR), as numpy.rint in the tests. */
+/* One block of 32 floats v as the integer products read it: xq (int8), d_x and −8·Σ xq, the sum
+ * VPDPBUSD's unsigned nibbles owe back. AVX2 (every CPU with either unit has it). VCVTPS2DQ rounds
+ * to nearest even (the default MXCSR), as numpy.rint in the tests. */
+T_AVX2 static inline __attribute__((always_inline)) void quantize_block(const float *v, int8_t *xq, float *dx,
+                                                                        int32_t *corr)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), lim = _mm256_set1_epi32(127);
+    __m256 a[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm256_loadu_ps(v + 8 * i);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, a[i]));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    __m256i q[4], sum = _mm256_setzero_si256();
+    for (int i = 0; i < 4; i++) { /* |x·inv| ≤ 127 but for rounding: clamp all the same */
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(a[i], inv));
+        q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], lim), _mm256_sub_epi32(_mm256_setzero_si256(), lim));
+        sum = _mm256_add_epi32(sum, q[i]);
+    }
+    /* int32 → int8: the packs work within 128-bit lanes; the permute puts the 4-byte groups back in order */
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)xq, _mm256_permutevar8x32_epi32(p, order));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    *dx = amax / 127.0f;
+    *corr = -8 * _mm_cvtsi128_si32(s4);
+}
+
+/* Rows of x [R, K] per block of 32 (quantize_block): xq (int8, [R, K]), d_x (float, [R, nb]) and
+ * −8·Σ xq (int32, [R, nb]). One pass over x, but against only N/64 integer dot products per input
+ * for N outputs, so it must be vector code (scalar, it took as long as the product for N = 384). */
 T_AVX2 static void quantize_rows(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
 {
     const int64_t nb = K / QBLOCK;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), lim = _mm256_set1_epi32(127);
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t b = 0; b < nb; b++) {
-            const float *v = x + r * K + b * QBLOCK;
-            __m256 a[4], m = _mm256_setzero_ps();
-            for (int i = 0; i < 4; i++) {
-                a[i] = _mm256_loadu_ps(v + 8 * i);
-                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, a[i]));
-            }
-            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_max_ss(h, _mm_movehdup_ps(h));
-            const float amax = _mm_cvtss_f32(h);
-            const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-            __m256i q[4], sum = _mm256_setzero_si256();
-            for (int i = 0; i < 4; i++) { /* |x·inv| ≤ 127 but for rounding: clamp all the same */
-                q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(a[i], inv));
-                q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], lim), _mm256_sub_epi32(_mm256_setzero_si256(), lim));
-                sum = _mm256_add_epi32(sum, q[i]);
-            }
-            /* int32 → int8: the packs work within 128-bit lanes; the permute puts the 4-byte groups back in order */
-            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-            _mm256_storeu_si256((__m256i *)(xq + r * K + b * QBLOCK), _mm256_permutevar8x32_epi32(p, order));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            dx[r * nb + b] = amax / 127.0f;
-            corr[r * nb + b] = -8 * _mm_cvtsi128_si32(s4);
-        }
-    }
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t b = 0; b < nb; b++)
+            quantize_block(x + r * K + b * QBLOCK, xq + r * K + b * QBLOCK, dx + r * nb + b, corr + r * nb + b);
 }
 
 /* One panel's blocks transposed for the integer products: block kb at w + kb·1024, group g
@@ -260,39 +264,116 @@ T_AVX2 static void avx2_rows(const int8_t *xq, const float *dx, const int32_t *c
 }
 
 static int cpu_bits = -1;
+static __thread void *h_buf = NULL; /* the feed-forward's hidden layer in int8 blocks (qkv_q4_int_ffn) */
+static __thread size_t h_have = 0;
+
+/* Whether unit (1: AVX-512 VNNI, 2: AVX2) runs here and takes the shape. */
+static int int_ok(int64_t K, int64_t N, int64_t unit)
+{
+    if (cpu_bits < 0) cpu_bits = (int)qkv_q4_int_cpu();
+    if (K % QBLOCK || N % PANEL || K <= 0) return 0;
+    return (unit == 1 && (cpu_bits & INT_VNNI)) || (unit == 2 && (cpu_bits & INT_AVX2));
+}
+
+/* Rows of x as int8 blocks: xq [R, K], d_x [R, K/32], −8·Σ xq [R, K/32], in one buffer. */
+typedef struct {
+    int8_t *xq;
+    float *dx;
+    int32_t *corr;
+} qrows;
+
+static int qrows_get(void **buf, size_t *have, int64_t R, int64_t K, qrows *q)
+{
+    const size_t xq_bytes = (size_t)(R * K + 63) / 64 * 64, d_bytes = (size_t)(R * (K / QBLOCK)) * 4;
+    uint8_t *b = qkv_q4_grow(buf, have, xq_bytes + 2 * d_bytes);
+    if (!b) return -1;
+    q->xq = (int8_t *)b;
+    q->dx = (float *)(b + xq_bytes);
+    q->corr = (int32_t *)(b + xq_bytes + d_bytes);
+    return 0;
+}
+
+/* The rows r … r + rr − 1 (rr ≤ the unit's row step) of one panel: y = their sums (+ bias). */
+static void panel_rows(int64_t unit, const qrows *q, int64_t r, int64_t rr, int64_t K, const uint8_t *w,
+                       const uint8_t *panel, const float *bias, float *y, int64_t ldy)
+{
+    const int64_t nb = K / QBLOCK;
+    if (unit == 1) vnni_rows(q->xq + r * K, q->dx + r * nb, q->corr + r * nb, K, w, panel, bias, y, ldy, rr);
+    else avx2_rows(q->xq + r * K, q->dx + r * nb, q->corr + r * nb, K, w, panel, bias, y, ldy, rr);
+}
+
+/* y [R, N] = x̂ · W (+ bias) for x already in int8 blocks. Panels outermost: each is transposed
+ * once into an L1/L2 buffer (w) and every row tile reads it. */
+static void int_product(int64_t unit, const qrows *q, int64_t R, int64_t K, const uint8_t *panels, int64_t N,
+                        const float *bias, float *y, uint8_t *w)
+{
+    const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES, step = unit == 1 ? VNNI_ROWS : AVX2_ROWS;
+    for (int64_t p = 0; p < N / PANEL; p++) {
+        const uint8_t *panel = panels + p * per_panel;
+        expand_panel(panel, nb, w);
+        for (int64_t r = 0; r < R; r += step)
+            panel_rows(unit, q, r, R - r < step ? R - r : step, K, w, panel, bias ? bias + p * PANEL : NULL,
+                       y + r * N + p * PANEL, N);
+    }
+}
 
 /* y [R, N] = x [R, K] · W + bias (bias may be NULL), then GELU if gelu (then bias must be given);
  * W as Q4 panels, K and N multiples of 32; unit 1: AVX-512 VNNI, 2: AVX2. Returns 0, or -1 when it
  * could not run (the CPU lacks the unit, a shape or no memory): the caller then runs the float32
- * kernel. Panels outermost: each is transposed once into an L1/L2 buffer and every row tile reads it. */
+ * kernel. */
 int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N, const float *bias,
                    int gelu, float *y, int64_t unit)
 {
-    if (cpu_bits < 0) cpu_bits = (int)qkv_q4_int_cpu();
-    if (K % QBLOCK || N % PANEL || K <= 0 || (gelu && !bias)) return -1;
-    if (!((unit == 1 && (cpu_bits & INT_VNNI)) || (unit == 2 && (cpu_bits & INT_AVX2)))) return -1;
+    if (!int_ok(K, N, unit) || (gelu && !bias)) return -1;
     if (R <= 0) return 0;
-    const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES;
-    const size_t xq_bytes = (size_t)(R * K + 63) / 64 * 64, d_bytes = (size_t)(R * nb) * 4;
-    uint8_t *q = qkv_q4_grow(&q_buf, &q_have, xq_bytes + 2 * d_bytes);
-    uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)(nb * WBLOCK));
-    if (!q || !w) return -1;
-    int8_t *xq = (int8_t *)q;
-    float *dx = (float *)(q + xq_bytes);
-    int32_t *corr = (int32_t *)(q + xq_bytes + d_bytes);
-    quantize_rows(x, R, K, xq, dx, corr);
-    const int64_t step = unit == 1 ? VNNI_ROWS : AVX2_ROWS;
-    for (int64_t p = 0; p < N / PANEL; p++) {
-        const uint8_t *panel = panels + p * per_panel;
-        const float *b = bias && !gelu ? bias + p * PANEL : NULL;
-        expand_panel(panel, nb, w);
+    qrows q;
+    uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)(K / QBLOCK * WBLOCK));
+    if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0) return -1;
+    quantize_rows(x, R, K, q.xq, q.dx, q.corr);
+    int_product(unit, &q, R, K, panels, N, gelu ? NULL : bias, y, w);
+    if (gelu) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order the other kernels keep */
+    return 0;
+}
+
+/* Rows r … r + rr − 1 of a tile of 32 floats each as block p of the int8 rows h (width I). Its own
+ * function: quantize_block needs AVX2, which callers without that target may not inline. */
+T_AVX2 static void quantize_tile(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
+{
+    const int64_t nb = I / QBLOCK;
+    for (int64_t i = 0; i < rr; i++)
+        quantize_block(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
+                       h->corr + (r + i) * nb + p);
+}
+
+/* The feed-forward block's two products in one call: y [R, N] = GELU(x·W_in + b_in)·W_out (+ b_out,
+ * may be NULL), x [R, K], W_in [K, I], W_out [I, N] as Q4 panels. The same numbers as qkv_q4_int
+ * twice (with gelu, then without) bit for bit: each row tile's sums of W_in's panel go through the
+ * same qkv_bias_gelu and the same quantize_block as there, but while the tile is in L1 — the
+ * hidden layer (R × I, 4.7 MB float32 for 32 titles of e5) is never written as float32 nor read
+ * back to be quantised, only its int8 blocks (a quarter of the bytes). Returns 0, or -1 as
+ * qkv_q4_int (nothing written). */
+int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in, int64_t I, const float *b_in,
+                       const uint8_t *w_out, int64_t N, const float *b_out, float *y, int64_t unit)
+{
+    if (!int_ok(K, I, unit) || !int_ok(I, N, unit) || !b_in) return -1;
+    if (R <= 0) return 0;
+    const int64_t nbk = K / QBLOCK, nbi = I / QBLOCK, step = unit == 1 ? VNNI_ROWS : AVX2_ROWS;
+    qrows q, h;
+    uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)((nbk > nbi ? nbk : nbi) * WBLOCK));
+    if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0 || qrows_get(&h_buf, &h_have, R, I, &h) != 0) return -1;
+    quantize_rows(x, R, K, q.xq, q.dx, q.corr);
+    float tile[VNNI_ROWS * PANEL] __attribute__((aligned(64)));
+    for (int64_t p = 0; p < nbi; p++) { /* panel p of W_in gives block p of every hidden row */
+        const uint8_t *panel = w_in + p * nbk * QBLOCK_BYTES;
+        expand_panel(panel, nbk, w);
         for (int64_t r = 0; r < R; r += step) {
             const int64_t rr = R - r < step ? R - r : step;
-            if (unit == 1) vnni_rows(xq + r * K, dx + r * nb, corr + r * nb, K, w, panel, b, y + r * N + p * PANEL, N, rr);
-            else avx2_rows(xq + r * K, dx + r * nb, corr + r * nb, K, w, panel, b, y + r * N + p * PANEL, N, rr);
+            panel_rows(unit, &q, r, rr, K, w, panel, NULL, tile, PANEL);
+            qkv_bias_gelu(tile, b_in + p * PANEL, rr, PANEL);
+            quantize_tile(tile, rr, &h, I, r, p);
         }
     }
-    if (gelu) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order the other kernels keep */
+    int_product(unit, &h, R, I, w_out, N, b_out, y, w);
     return 0;
 }
 
@@ -302,6 +383,12 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
                    int gelu, float *y, int64_t unit)
 {
     (void)x, (void)R, (void)K, (void)panels, (void)N, (void)bias, (void)gelu, (void)y, (void)unit;
+    return -1;
+}
+int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in, int64_t I, const float *b_in,
+                       const uint8_t *w_out, int64_t N, const float *b_out, float *y, int64_t unit)
+{
+    (void)x, (void)R, (void)K, (void)w_in, (void)I, (void)b_in, (void)w_out, (void)N, (void)b_out, (void)y, (void)unit;
     return -1;
 }
 #endif

@@ -26,18 +26,28 @@
  */
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 #define PANEL 32
 #define QBLOCK 32
 #define QBLOCK_BYTES (PANEL * 4 + QBLOCK * PANEL / 2) /* 640 */
-#define Q4_ROWS 12 /* a 12 × 32 tile of y: 24 accumulators + 8 registers to expand into */
+/* Vectors of VW floats, as the float32 kernels (float32/kernels.c, VW): 16 with AVX-512; 8 in an
+ * AVX2 build, whose 16 ymm registers hold a 16-float vector only in two halves that GCC spills at
+ * every step. The tile: Q4_ROWS × 32 outputs, 24 of AVX-512's 32 zmm registers for 12 rows; 12 of
+ * AVX2's 16 ymm for 3 rows (W's four vectors made one at a time). Each output is the same chain of
+ * operations in either build (w = q·d + (−8·d), then one FMA a k), so both give the same bits. */
+#if defined(__AVX512F__)
+#define VW 16
+#define Q4_ROWS 12
+#else
+#define VW 8
+#define Q4_ROWS 3
+#endif
+#define NP (PANEL / VW) /* vectors in a panel row */
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef uint8_t v16u8 __attribute__((vector_size(16)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+typedef float vf __attribute__((vector_size(VW * 4)));
 
 void qkv_bias_gelu(float *h, const float *b, int64_t rows, int64_t width);                 /* float32/kernels.c */
 void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t N,
@@ -45,42 +55,55 @@ void qkv_gemm(const float *x, int64_t R, int64_t K, const float *panels, int64_t
 
 int64_t qkv_q4_block_bytes(void) { return QBLOCK_BYTES; } /* read by qkv.kernels.q4: one owner of the layout */
 
-static inline v16f ld(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st(float *p, v16f v) { memcpy(p, &v, sizeof v); }
+static inline vf ld(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void st(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
-/* The 32 weights of input row k of a panel block: w0 = outputs 0..15, w1 = outputs 16..31. */
-static inline __attribute__((always_inline)) void expand_row(const uint8_t *q, v16f d0, v16f d1, v16f m0,
-                                                             v16f m1, v16f *w0, v16f *w1)
+/* A block's scales d (NP vectors, outputs 0..31) and −8·d. */
+static inline __attribute__((always_inline)) void block_scales(const uint8_t *blk, vf *d, vf *m)
 {
-    v16f lo, hi;
+    for (int j = 0; j < NP; j++) {
+        d[j] = ld((const float *)blk + j * VW);
+        m[j] = d[j] * -8.0f;
+    }
+}
+
+/* The 32 weights of input row k of a panel block: w[j] = outputs j·VW … j·VW + VW − 1. */
+static inline __attribute__((always_inline)) void expand_row(const uint8_t *q, const vf *d, const vf *m, vf *w)
+{
+    vf v[NP];
 #if defined(__AVX512F__) /* zero-extend 16 bytes to 16 int32 lanes, convert: two instructions a half */
     const __m128i b = _mm_loadu_si128((const __m128i *)q), mask = _mm_set1_epi8(15);
     __m512 l = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, mask)));
     __m512 h = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), mask)));
-    memcpy(&lo, &l, sizeof lo);
-    memcpy(&hi, &h, sizeof hi);
-#else /* portable: bytes to int32 to float (GCC scalarises a direct byte-to-float conversion) */
-    v16u8 b;
-    memcpy(&b, q, sizeof b);
-    lo = __builtin_convertvector(__builtin_convertvector(b & 15, v16i), v16f);
-    hi = __builtin_convertvector(__builtin_convertvector(b >> 4, v16i), v16f);
+    memcpy(&v[0], &l, sizeof l);
+    memcpy(&v[1], &h, sizeof h);
+#elif defined(__AVX2__) /* the same, eight bytes at a time */
+    const __m128i b = _mm_loadu_si128((const __m128i *)q), mask = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(b, mask), hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+    const __m256 e[4] = {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))),
+                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)))};
+    memcpy(v, e, sizeof v);
+#else /* portable: output o < 16 is byte o's low nibble, o ≥ 16 byte o − 16's high nibble */
+    for (int j = 0; j < NP; j++)
+        for (int t = 0; t < VW; t++) {
+            const int o = j * VW + t;
+            v[j][t] = (float)(o < 16 ? q[o] & 15 : q[o - 16] >> 4);
+        }
 #endif
-    *w0 = lo * d0 + m0;
-    *w1 = hi * d1 + m1;
+    for (int j = 0; j < NP; j++) w[j] = v[j] * d[j] + m[j];
 }
 
 /* y[r, 0:32] = acc[r] (+ bias) for r < rr: the end of both row tiles below. */
-static inline __attribute__((always_inline)) void store_rows(v16f acc[][2], const int rr, const float *bias,
+static inline __attribute__((always_inline)) void store_rows(vf acc[][NP], const int rr, const float *bias,
                                                              float *y, int64_t ldy)
 {
-    for (int r = 0; r < rr; r++) {
-        if (bias) {
-            acc[r][0] += ld(bias);
-            acc[r][1] += ld(bias + 16);
+    for (int r = 0; r < rr; r++)
+        for (int j = 0; j < NP; j++) {
+            if (bias) acc[r][j] += ld(bias + j * VW);
+            st(y + r * ldy + j * VW, acc[r][j]);
         }
-        st(y + r * ldy, acc[r][0]);
-        st(y + r * ldy + 16, acc[r][1]);
-    }
 }
 
 /* y[r, 0:32] = Σ_k x[r, k]·W[k, 0:32] (+ bias) for r < rr, W one Q4 panel of K / 32 blocks. */
@@ -88,23 +111,23 @@ static inline __attribute__((always_inline)) void q4_tile(const float *x, int64_
                                                           const uint8_t *panel, const float *bias,
                                                           float *y, int64_t ldy, const int rr)
 {
-    v16f acc[Q4_ROWS][2];
-    for (int r = 0; r < rr; r++) acc[r][0] = acc[r][1] = (v16f){0};
+    vf acc[Q4_ROWS][NP];
+    for (int r = 0; r < rr; r++)
+        for (int j = 0; j < NP; j++) acc[r][j] = (vf){0};
     for (int64_t b = 0; b < K / QBLOCK; b++) {
         const uint8_t *blk = panel + b * QBLOCK_BYTES;
-        const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
-        const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
+        vf d[NP], m[NP];
+        block_scales(blk, d, m);
         const uint8_t *q = blk + PANEL * 4;
         __builtin_prefetch(blk + 2 * QBLOCK_BYTES, 0, 3);
         __builtin_prefetch(blk + 2 * QBLOCK_BYTES + 320, 0, 3);
         const float *xb = x + b * QBLOCK;
         for (int k = 0; k < QBLOCK; k++) {
-            v16f w0, w1;
-            expand_row(q + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
+            vf w[NP];
+            expand_row(q + k * (PANEL / 2), d, m, w);
             for (int r = 0; r < rr; r++) {
                 const float xr = xb[r * ldx + k];
-                acc[r][0] += xr * w0;
-                acc[r][1] += xr * w1;
+                for (int j = 0; j < NP; j++) acc[r][j] += xr * w[j];
             }
         }
     }
@@ -117,6 +140,7 @@ static void q4_block(const float *x, int64_t ldx, int64_t K, const uint8_t *pane
     switch (rr) { /* a constant row count per case: the accumulators stay in registers */
     case 1: q4_tile(x, ldx, K, panel, bias, y, ldy, 1); break;
     case 2: q4_tile(x, ldx, K, panel, bias, y, ldy, 2); break;
+#if Q4_ROWS > 3
     case 3: q4_tile(x, ldx, K, panel, bias, y, ldy, 3); break;
     case 4: q4_tile(x, ldx, K, panel, bias, y, ldy, 4); break;
     case 5: q4_tile(x, ldx, K, panel, bias, y, ldy, 5); break;
@@ -126,6 +150,7 @@ static void q4_block(const float *x, int64_t ldx, int64_t K, const uint8_t *pane
     case 9: q4_tile(x, ldx, K, panel, bias, y, ldy, 9); break;
     case 10: q4_tile(x, ldx, K, panel, bias, y, ldy, 10); break;
     case 11: q4_tile(x, ldx, K, panel, bias, y, ldy, 11); break;
+#endif
     default: q4_tile(x, ldx, K, panel, bias, y, ldy, Q4_ROWS); break;
     }
 }
@@ -137,17 +162,15 @@ static inline __attribute__((always_inline)) void buf_tile(const float *x, int64
                                                            float *y, int64_t ldy, const float *bias,
                                                            int first, const int rr)
 {
-    v16f acc[Q4_ROWS][2];
-    for (int r = 0; r < rr; r++) {
-        acc[r][0] = first ? (v16f){0} : ld(y + r * ldy);
-        acc[r][1] = first ? (v16f){0} : ld(y + r * ldy + 16);
-    }
+    vf acc[Q4_ROWS][NP];
+    for (int r = 0; r < rr; r++)
+        for (int j = 0; j < NP; j++) acc[r][j] = first ? (vf){0} : ld(y + r * ldy + j * VW);
     for (int k = 0; k < QBLOCK; k++) {
-        const v16f w0 = ld(buf + k * PANEL), w1 = ld(buf + k * PANEL + 16);
+        vf w[NP];
+        for (int j = 0; j < NP; j++) w[j] = ld(buf + k * PANEL + j * VW);
         for (int r = 0; r < rr; r++) {
             const float xr = x[r * ldx + k];
-            acc[r][0] += xr * w0;
-            acc[r][1] += xr * w1;
+            for (int j = 0; j < NP; j++) acc[r][j] += xr * w[j];
         }
     }
     store_rows(acc, rr, bias, y, ldy);
@@ -159,6 +182,7 @@ static void buf_block(const float *x, int64_t ldx, const float *buf, float *y, i
     switch (rr) {
     case 1: buf_tile(x, ldx, buf, y, ldy, bias, first, 1); break;
     case 2: buf_tile(x, ldx, buf, y, ldy, bias, first, 2); break;
+#if Q4_ROWS > 3
     case 3: buf_tile(x, ldx, buf, y, ldy, bias, first, 3); break;
     case 4: buf_tile(x, ldx, buf, y, ldy, bias, first, 4); break;
     case 5: buf_tile(x, ldx, buf, y, ldy, bias, first, 5); break;
@@ -168,19 +192,19 @@ static void buf_block(const float *x, int64_t ldx, const float *buf, float *y, i
     case 9: buf_tile(x, ldx, buf, y, ldy, bias, first, 9); break;
     case 10: buf_tile(x, ldx, buf, y, ldy, bias, first, 10); break;
     case 11: buf_tile(x, ldx, buf, y, ldy, bias, first, 11); break;
+#endif
     default: buf_tile(x, ldx, buf, y, ldy, bias, first, Q4_ROWS); break;
     }
 }
 
 static void expand_block(const uint8_t *blk, float *o)
 {
-    const v16f d0 = ld((const float *)blk), d1 = ld((const float *)blk + 16);
-    const v16f m0 = d0 * -8.0f, m1 = d1 * -8.0f;
+    vf d[NP], m[NP];
+    block_scales(blk, d, m);
     for (int k = 0; k < QBLOCK; k++) {
-        v16f w0, w1;
-        expand_row(blk + PANEL * 4 + k * (PANEL / 2), d0, d1, m0, m1, &w0, &w1);
-        st(o + k * PANEL, w0);
-        st(o + k * PANEL + 16, w1);
+        vf w[NP];
+        expand_row(blk + PANEL * 4 + k * (PANEL / 2), d, m, w);
+        for (int j = 0; j < NP; j++) st(o + k * PANEL + j * VW, w[j]);
     }
 }
 

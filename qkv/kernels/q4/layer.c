@@ -10,7 +10,8 @@
  *   ctx = softmax(scale·Q·Kᵀ)·V         qkv_attention_heads (float32/kernels.c), every head, no padding
  *   a   = LayerNorm(ctx·Wo + bo + x)    product, then qkv_add_layernorm
  *   h   = GELU(a·Win + bin)             BERT's exact GELU, fused in the product
- *   out = LayerNorm(h·Wout + bout + a)
+ *   out = LayerNorm(h·Wout + bout + a)  on the int8-block units both feed-forward products in one
+ *                                       call (qkv_q4_int_ffn: h kept as int8 blocks, the same bits)
  *
  * so its result is the fast layer's (tests/model/test_layer_q4.py holds it to the reference
  * layer). work: qkv_q4_layer_work(n, H, heads, I) floats.
@@ -28,6 +29,8 @@ void qkv_q4_matmul(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
                    const float *bias, int gelu, float *y);                               /* q4/kernels.c */
 int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, int64_t N, const float *bias,
                    int gelu, float *y, int64_t unit);                                    /* q4/int8.c */
+int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in, int64_t I, const float *b_in,
+                       const uint8_t *w_out, int64_t N, const float *b_out, float *y, int64_t unit);
 int64_t qkv_attention_work(int64_t nk, int64_t d, int64_t dv);                           /* float32/kernels.c */
 void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t heads, int64_t hq,
                          int64_t hk, int64_t hv, int64_t ho, int64_t ldq, int64_t ldk, int64_t ldv,
@@ -71,8 +74,11 @@ int64_t qkv_q4_layer(const float *x, int64_t n, int64_t H, int64_t heads, int64_
                         ctx, att);
     product((int)unit, ctx, n, H, w_o, H, NULL, 0, a);
     qkv_add_layernorm(a, x, b_o, ln1_g, ln1_b, n, H, eps);
-    product((int)unit, a, n, H, w_in, I, b_in, 1, h);
-    product((int)unit, h, n, I, w_out, H, NULL, 0, out);
+    /* the int8-block units: both feed-forward products in one call (the same bits, h never float32) */
+    if (!((unit == 2 || unit == 3) && qkv_q4_int_ffn(a, n, H, w_in, I, b_in, w_out, H, NULL, out, unit - 1) == 0)) {
+        product((int)unit, a, n, H, w_in, I, b_in, 1, h);
+        product((int)unit, h, n, I, w_out, H, NULL, 0, out);
+    }
     qkv_add_layernorm(out, a, b_out, ln2_g, ln2_b, n, H, eps);
     return 0;
 }
