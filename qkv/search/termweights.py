@@ -5,18 +5,29 @@ DeepCT-Index (Dai & Callan 2019, "Context-Aware Sentence/Passage Term Importance
 First Stage Retrieval", §3.2) turns a predicted term weight ŷ ∈ [0, 1] into an integer term
 frequency, tf = round(ŷ · scale), and indexes the document as if each term occurred that often, so
 an unchanged BM25 engine reads the learned weights. Here the head is ``qkv.explain.terms.TermHead``
-(``qkv terms train``: how likely a title word is to be searched) and the engine is FTS5's bm25 over
-``qkv.text.keywords.normalize``'s words, so the keyword document becomes each of the title's
-normalised words repeated tf times:
+(``qkv terms train``: how likely a title word is to be searched) and the keyword document becomes
+each of the title's normalised words (``qkv.text.keywords.normalize``) repeated round(tf · scale)
+times, with
 
-    tf(t) = round(clip(ŷ(w), 0, 1) · scale)     for t a keyword term of the head's word w
-    tf(t) = max(tf(t), 1) when ``keep_zero``    (a word the head gives ~0 stays findable)
-    terms no head word covers (a unit made of "'", a stop word the head skips) keep their count.
+    tf(t) = max(λ · count(t) + clip(ŷ(w), 0, 1), floor)   for t a keyword term of the head's word w
+    (λ = ``blend``: raw counts mixed in; ``floor`` when ``keep_zero``: a word the head gives ~0
+    stays findable, at least one repeat; 0 when not)
+    terms no head word covers (a unit made of '"', a stop word the head skips): count(t) ·
+    max(λ, floor), at least one repeat per occurrence.
+
+The BM25 that scores them (``qkv.search.embedded.bm25.Scoring``): with ``k1``/``b`` set, the
+postings plans read tf = repeats / scale — the learned weight itself, to 1/scale — and score it with
+those k1 and b, as DeepCT and HDCT (Dai & Callan 2020, "Context-Aware Document Term Weighting for
+Ad-Hoc Search") tune BM25's k1/b for their weighted documents rather than keep the defaults made for
+raw counts (Anserini's DeepCT runs: k1 = 10, b = 0.9 at scale 100, i.e. k1 = 0.1 in weight units).
+With ``k1`` None (indexes written before these settings were recorded) FTS5's bm25() ranks the
+repeat counts (k1 = 1.2, b = 0.75). FTS5's own bm25() only picks rows for queries the postings
+cannot score (a term FTS5 splits); those rows are scored by the index's formula too.
 
 Only the indexed keyword text changes: the stored title (display, snippets, highlights, the
 dense side) and queries are untouched. The index's manifest records which head and settings wrote
-it (``extra.term_weights``), so an update weights new titles by the same head and a rebuild keeps
-the option; searching needs no head (the weights are in the index).
+it (``extra.term_weights``), so an update weights new titles by the same head and scores as before,
+and a rebuild keeps the option; searching needs no head (the weights are in the index).
 """
 
 from __future__ import annotations

@@ -66,6 +66,23 @@ def test_real_valued_tf_bm25_equals_the_formula_by_hand(weighted):
     assert dict(parts["A"])["kitchen"] == pytest.approx(_by_hand(0.3, 1.0, 1), rel=1e-12)
 
 
+@pytest.mark.parametrize("budget", [1, 10_000])
+def test_the_fts5_plans_score_with_the_recorded_formula_too(weighted, monkeypatch, budget):
+    """Queries the postings cannot score (a term FTS5 splits) go through FTS5's own plans: the rows
+    FTS5 picks are scored by the index's formula, so both plans agree (budget 1: the AND step and
+    FTS5's bm25() picking rows; 10,000: the postings read through fts5vocab)."""
+    from qkv.search.embedded import keyword as engine
+
+    monkeypatch.setattr(weighted.keyword, "postings_cover", lambda terms: False)
+    monkeypatch.setattr(engine, "KEYWORD_BUDGET", budget)
+    monkeypatch.setattr(engine, "SCORE_BUDGET", budget)
+    weighted.keyword.score_with(weighted.keyword.scoring)  # no shares memo from the other tests
+    hits = {h.id: h.score for h in weighted.keyword_search("kitchen faucet", 5)}
+    assert hits["A"] == pytest.approx(_by_hand(0.7, 1.0, 2) + _by_hand(0.3, 1.0, 1), rel=1e-12)
+    if "B" in hits:
+        assert hits["B"] == pytest.approx(_by_hand(0.1, 0.6, 2), rel=1e-12)
+
+
 def test_the_recorded_scoring_is_not_fts5s(weighted):
     """The same documents under FTS5's bm25() (k1 = 1.2, b = 0.75 over the repeat counts) score
     otherwise: the manifest's k1/b are what ranks."""
