@@ -63,15 +63,19 @@ def head_weights(head_path: Path, corpus: dict[str, str], work: Path) -> dict[st
     return done
 
 
-def variant_name(stem: str, scale: float, keep: bool, blend: float = 0.0, floor: float | None = None) -> str:
+def variant_name(stem: str, scale: float, keep: bool, blend: float = 0.0, floor: float | None = None,
+                 power: float = 1.0) -> str:
     """The work directory's name of a variant (the settings that change its keyword documents)."""
     name = f"{stem}-s{scale:g}-{'keep' if keep else 'drop'}"
-    return name + (f"-l{blend:g}" if blend else "") + (f"-f{floor:g}" if floor is not None else "")
+    return name + (f"-l{blend:g}" if blend else "") + (f"-f{floor:g}" if floor is not None else "") + \
+        (f"-p{power:g}" if power != 1 else "")
 
 
 def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, blend: float = 0.0,
-            floor: float | None = None) -> Path:
-    """A copy of ``plain`` whose keyword documents carry the weights (made once)."""
+            floor: float | None = None, power: float = 1.0) -> Path:
+    """A copy of ``plain`` whose keyword documents carry the weights (made once); ``power`` γ: the
+    head's weights raised to it first (DeepCT's "sqrt" documents: γ = 0.5; an experiment of this
+    bench only)."""
     from qkv.search.store import KEYWORD_TEXT, open_store
     from qkv.search.termweights import keyword_text
 
@@ -83,8 +87,9 @@ def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, b
     store = open_store(tmp)
     try:
         with store.writer() as w:
-            w.update_fields([{"id": i, KEYWORD_TEXT: keyword_text(t, *weights[i], scale=scale, keep_zero=keep,
-                                                                  blend=blend, floor=floor)}
+            w.update_fields([{"id": i, KEYWORD_TEXT: keyword_text(t, weights[i][0],
+                                                                  [max(y, 0.0) ** power for y in weights[i][1]],
+                                                                  scale=scale, keep_zero=keep, blend=blend, floor=floor)}
                              for i, t in corpus.items()])
     finally:
         store.close()
@@ -197,6 +202,7 @@ def main() -> None:
     ap.add_argument("--scales", default="10", help="repeats of a word of weight 1 (comma-separated)")
     ap.add_argument("--keep", choices=("yes", "no", "both"), default="yes")
     ap.add_argument("--blends", default="0", help="λ in tf = λ · count + ŷ (comma-separated)")
+    ap.add_argument("--powers", default="1", help="γ: the weights raised to it (comma-separated; bench only)")
     ap.add_argument("--floors", default="", help="the least weight of a kept word (comma-separated; default one repeat)")
     ap.add_argument("--k1", default="", help="BM25 k1 over the real-valued weights (comma-separated; none: FTS5's "
                                              "k1/b over the repeat counts)")
@@ -222,8 +228,8 @@ def main() -> None:
     enc = shared_encoder(read_manifest(a.plain).model)
     keeps = {"yes": [True], "no": [False], "both": [True, False]}[a.keep]
     floor_list = floats(a.floors) or [None]
-    variants = [(s, k, lam, f) for s in floats(a.scales) for k in keeps for lam in floats(a.blends) or [0.0]
-                for f in (floor_list if k else [None])]
+    variants = [(s, k, lam, f, g) for s in floats(a.scales) for k in keeps for lam in floats(a.blends) or [0.0]
+                for f in (floor_list if k else [None]) for g in floats(a.powers) or [1.0]]
     k1s, bs = floats(a.k1), floats(a.b)
     if len(k1s) != len(bs) and not a.sweep:
         sys.exit("--k1 and --b: one value each (or --sweep for a grid)")
@@ -237,7 +243,7 @@ def main() -> None:
                       flush=True)
         return
     weights = head_weights(a.head, corpus, a.work)
-    tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.k1, a.b) if x)
+    tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.powers, a.k1, a.b) if x)
     if a.sweep:  # k1 × b on each variant (tf = repeats / scale) and on the plain index (raw counts)
         grid = [(k1, b) for k1 in k1s for b in bs]
         rows = []
@@ -268,6 +274,8 @@ def main() -> None:
             t0 = time.perf_counter()
             idx = variant(a.plain, a.work / variant_name(a.head.stem, *v), corpus, weights, *v)
             # scored as its manifest says, recorded as `qkv index --term-weights` would
+            if v[4] != 1:
+                sys.exit("--powers is a bench experiment: `qkv index` has no such setting to record")
             record(idx, a.head, scale=v[0], keep_zero=v[1], blend=v[2], floor=v[3], k1=k1, b=b)
             rows.append((name, measure(idx, enc, queries, qrels, a.half)))
             print(f"{name}: {json.dumps(rows[-1][1])} ({time.perf_counter() - t0:.0f}s)", flush=True)

@@ -72,18 +72,18 @@ def register(app: typer.Typer) -> None:
                                    "weights as term frequencies (DeepCT-Index) instead of raw counts; 'none': plain. "
                                    "Default: the index's own (an update or rebuild keeps it), plain for a new index.")] = None,
         term_scale: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: the term frequency of a word of weight 1 (default 10).")] = None,
+            help="With --term-weights: repeats of a word of weight 1 in its keyword document (default 100: the weights to 0.01).")] = None,
         keep_zero: Annotated[Optional[bool], typer.Option(
             "--keep-zero/--drop-zero", help="With --term-weights: keep words weighted ~0 at the floor (default) or "
                                             "leave them out of the keyword side.")] = None,
         term_k1: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: BM25's k1 over the learned weights (saturation; with --term-b).")] = None,
+            help="With --term-weights: BM25's k1 over the learned weights (saturation; default 0.1).")] = None,
         term_b: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: BM25's b over the learned weights (length normalisation, 0–1).")] = None,
+            help="With --term-weights: BM25's b over the learned weights (length normalisation, 0–1; default 0.9).")] = None,
         term_blend: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: λ in tf = λ · count + weight (0: the learned weight alone).")] = None,
+            help="With --term-weights: λ in tf = λ · count + weight (default 0.25; 0: the learned weight alone).")] = None,
         term_floor: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: the least weight a kept word gets (0–1).")] = None,
+            help="With --term-weights: the least weight a kept word gets (0–1; default one repeat).")] = None,
     ):
         """Build or update a search index from CATALOG."""
         from qkv.errors import InputError

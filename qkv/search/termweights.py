@@ -42,10 +42,11 @@ from qkv.errors import InputError
 from qkv.text import keywords as textmod
 
 MANIFEST_KEY = "term_weights"  # where an index's manifest (extra) records the weighting
-SCALE = 10.0  # tf of a word the head is sure shoppers search (ŷ = 1); measured in docs/search.md
-KEEP_ZERO = True  # a word weighted ~0 is kept once rather than dropped (docs/search.md)
-K1, B = None, None  # BM25 over the weights (None: FTS5's k1/b over the repeat counts)
-BLEND = 0.0  # λ: tf = λ · count + ŷ
+# Defaults chosen on Home Depot dev half a, reported on half b (docs/search.md, "Learned term weights")
+SCALE = 100.0  # repeats of a word of weight 1: the weights to 0.01 (DeepCT-Index's scale)
+KEEP_ZERO = True  # a word weighted ~0 is kept rather than dropped (moot while BLEND > 0)
+K1, B = 0.1, 0.9  # BM25 over tf = repeats / scale (None: FTS5's k1/b over the repeat counts)
+BLEND = 0.25  # λ: tf = λ · count + ŷ — every title word keeps a quarter of a plain occurrence
 FLOOR = None  # the least weight a kept word gets (None: one repeat, 1 / scale)
 BATCH = 256  # titles per head pass
 OFF = "none"  # ``term_weights="none"``: build a plain keyword side (drop an index's weighting)
