@@ -104,10 +104,12 @@ def record(index: Path, head: Path, **settings) -> None:
     from dataclasses import replace
 
     from qkv.search.store import read_manifest, write_manifest
-    from qkv.search.termweights import MANIFEST_KEY, TermWeighting
+    from qkv.search.termweights import MANIFEST_KEY, TermWeighting, file_digest
 
     m = read_manifest(index)
-    tw = TermWeighting.of_file(head, **settings)
+    # the head is not loaded: the weights come from the bench's cache (a head of an older format,
+    # which `qkv index` would refuse, can still be measured); the manifest names the file that made them
+    tw = TermWeighting(str(head.resolve()), file_digest(head), m.model, **settings)
     write_manifest(index, replace(m, extra={**m.extra, MANIFEST_KEY: tw.to_json()}))
 
 

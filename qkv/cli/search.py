@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
                                    "weights as term frequencies (DeepCT-Index) instead of raw counts; 'none': plain. "
                                    "Default: the index's own (an update or rebuild keeps it), plain for a new index.")] = None,
         term_scale: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: repeats of a word of weight 1 in its keyword document (default 100: the weights to 0.01).")] = None,
+            help="With --term-weights: repeats of a word of weight 1 in its keyword document (default 20: the weights to 0.05).")] = None,
         keep_zero: Annotated[Optional[bool], typer.Option(
             "--keep-zero/--drop-zero", help="With --term-weights: keep words weighted ~0 at the floor (default) or "
                                             "leave them out of the keyword side.")] = None,

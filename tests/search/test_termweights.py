@@ -82,7 +82,7 @@ def test_learned_weights_rank_the_title_that_is_what_the_word_says_first(encoder
     # the manifest (and the build report) say which head, with its digest and settings
     tw = read_manifest(tmp_path / "weighted").extra["term_weights"]
     assert tw["head"] == str(head_file.resolve()) and tw["model"] == encoder.name and len(tw["sha256"]) == 64
-    assert (tw["scale"], tw["keep_zero"], tw["k1"], tw["b"], tw["blend"]) == (100.0, True, 0.1, 0.9, 0.25)
+    assert (tw["scale"], tw["keep_zero"], tw["k1"], tw["b"], tw["blend"]) == (20.0, True, 0.1, 0.9, 0.25)
     assert rep.term_weights == tw
     assert "term_weights" not in read_manifest(tmp_path / "plain").extra
     # only the keyword document changed: the title shown (and highlighted) is the catalog's
