@@ -119,7 +119,8 @@ class TermWeighting:
         bm = ("FTS5's BM25 over the repeat counts" if self.k1 is None
               else f"BM25 k1 {self.k1:g}, b {self.b:g} over the weights")
         zero = f"words weighted ~0 kept at {self.least:g}" if self.keep_zero else "words weighted ~0 left out"
-        return f"scale {self.scale:g}, {bm}" + (f", tf = {self.blend:g} · count + weight" if self.blend else "") + f", {zero}"
+        # with a blend every word keeps λ per occurrence, so the floor says nothing more
+        return f"scale {self.scale:g}, {bm}, " + (f"tf = {self.blend:g} · count + weight" if self.blend else zero)
 
     def to_json(self) -> dict:
         return asdict(self)
