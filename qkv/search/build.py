@@ -104,8 +104,9 @@ def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = F
     one (an update or rebuild), else BUILD_PRECISION — as it actually runs on this CPU.
     ``term_weights``: a term-weight head file (``qkv terms train``) whose learned weights the
     keyword documents are written with (``qkv.search.termweights``; ``term_scale``, ``keep_zero``,
-    ``term_blend`` and ``term_floor`` tune how, ``term_k1``/``term_b`` the BM25 that scores them), ``"none"`` for a plain keyword side, or None: the index's own (an update or rebuild
-    keeps the head its manifest records; a new index is plain). An update must use the index's own
+    ``term_blend`` and ``term_floor`` tune how, ``term_k1``/``term_b`` the BM25 that scores them),
+    ``"none"`` for a plain keyword side, or None: the index's own (an update or rebuild keeps the
+    head and settings its manifest records; a new index is plain). An update must use the index's own
     head: another one means a rebuild."""
     from qkv.model import default_model, shared_encoder
     from qkv.model.linear import PRECISIONS, effective_precision

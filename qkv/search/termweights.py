@@ -19,7 +19,8 @@ The BM25 that scores them (``qkv.search.embedded.bm25.Scoring``): with ``k1``/``
 postings plans read tf = repeats / scale — the learned weight itself, to 1/scale — and score it with
 those k1 and b, as DeepCT and HDCT (Dai & Callan 2020, "Context-Aware Document Term Weighting for
 Ad-Hoc Search") tune BM25's k1/b for their weighted documents rather than keep the defaults made for
-raw counts (Anserini's DeepCT runs: k1 = 10, b = 0.9 at scale 100, i.e. k1 = 0.1 in weight units).
+raw counts (DeepCT's MS MARCO runs are reported with k1 = 10, b = 0.9 at scale 100 — k1 = 0.1 in
+weight units — in AdeDZY/DeepCT issue 2; Home Depot half a chose the same, docs/search.md).
 With ``k1`` None (indexes written before these settings were recorded) FTS5's bm25() ranks the
 repeat counts (k1 = 1.2, b = 0.75). FTS5's own bm25() only picks rows for queries the postings
 cannot score (a term FTS5 splits); those rows are scored by the index's formula too.
@@ -75,7 +76,8 @@ def check_settings(scale: float, k1: float | None, b: float | None, blend: float
     if not (math.isfinite(blend) and blend >= 0):
         raise InputError(f"the term-weight blend λ must be 0 or above (got {blend}): tf = λ · count + weight")
     if floor is not None and not (math.isfinite(floor) and 0 <= floor <= 1):
-        raise InputError(f"the term-weight floor must be between 0 and 1 (got {floor}): the least weight a kept word gets")
+        raise InputError(f"the term-weight floor must be between 0 and 1 (got {floor}): "
+                         "the least weight a kept word gets")
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,8 @@ class TermWeighting:
         try:
             opt = lambda k: None if d.get(k) is None else float(d[k])  # noqa: E731
             return cls(str(d["head"]), str(d["sha256"]), str(d["model"]), float(d.get("scale", SCALE)),
-                       bool(d.get("keep_zero", KEEP_ZERO)), opt("k1"), opt("b"), float(d.get("blend", 0.0)), opt("floor"))
+                       bool(d.get("keep_zero", KEEP_ZERO)), opt("k1"), opt("b"), float(d.get("blend", 0.0)),
+                       opt("floor"))
         except (KeyError, TypeError, ValueError, InputError) as e:
             raise InputError(f"the index's manifest records term weights it cannot read ({e}); "
                              "rebuild it with --term-weights HEAD or --term-weights none") from None
@@ -143,7 +146,8 @@ class TermWeighting:
 
         unknown = set(settings) - set(SETTINGS)
         if unknown:
-            raise InputError(f"unknown term-weight setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
+            raise InputError(f"unknown term-weight setting(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(SETTINGS)}")
         s = {**DEFAULTS, **settings}  # as given: k1 = None is FTS5's BM25 over repeats, as recorded
         check_settings(s["scale"], s["k1"], s["b"], s["blend"], s["floor"])  # before the head is read
         path = Path(path).expanduser().resolve()

@@ -102,7 +102,8 @@ def test_the_recorded_scoring_is_not_fts5s(weighted):
 def test_k1_saturates_and_b_normalises_length():
     idf = 2.0
     # tf → ∞ approaches idf · (k1 + 1) (MaxScore's bound); a weight 10× larger is worth less than 10×
-    assert bm25.weight(idf, 1e9, 10, 10, bm25.Scoring(0.3, 0.5, 1)) == pytest.approx(bm25.max_weight(idf, bm25.Scoring(0.3, 0.5, 1)))
+    s = bm25.Scoring(0.3, 0.5, 1)
+    assert bm25.weight(idf, 1e9, 10, 10, s) == pytest.approx(bm25.max_weight(idf, s))
     s = bm25.Scoring(0.3, 0.5, 100)
     assert bm25.weight(idf, 50, 100, 100, s) < 10 * bm25.weight(idf, 5, 100, 100, s)
     # b = 0: the row's length does not matter; b = 1: a row twice as long as average weighs its tf half
