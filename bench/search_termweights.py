@@ -50,11 +50,17 @@ def head_weights(head_path: Path, corpus: dict[str, str], work: Path) -> dict[st
     if todo:
         head = TermHead.load(head_path)
         enc = shared_encoder(head.model)
+        catalog = None
+        if head.needs_catalog:  # a head trained with catalog features reads the whole catalog, as `qkv index` gives it
+            from qkv.explain.points import PointsCatalog
+
+            print(f"  embedding the catalog for the head's catalog features ({len(corpus):,} titles)", flush=True)
+            catalog = PointsCatalog.build(list(corpus.values()), enc)
         t0 = time.perf_counter()
         with open(cache, "a", encoding="utf-8") as f:
             for a in range(0, len(todo), 256):
                 ids = todo[a:a + 256]
-                for i, (words, ys) in zip(ids, head.title_scores(enc, [corpus[i] for i in ids])):
+                for i, (words, ys) in zip(ids, head.title_scores(enc, [corpus[i] for i in ids], catalog=catalog)):
                     done[i] = (words, [float(y) for y in ys])
                     f.write(json.dumps({"id": i, "words": words, "w": done[i][1]}) + "\n")
                 f.flush()
