@@ -72,10 +72,18 @@ def register(app: typer.Typer) -> None:
                                    "weights as term frequencies (DeepCT-Index) instead of raw counts; 'none': plain. "
                                    "Default: the index's own (an update or rebuild keeps it), plain for a new index.")] = None,
         term_scale: Annotated[Optional[float], typer.Option(
-            help="With --term-weights: the term frequency of a word of weight 1 (default 10).")] = None,
+            help="With --term-weights: repeats of a word of weight 1 in its keyword document (default 20: the weights to 0.05).")] = None,
         keep_zero: Annotated[Optional[bool], typer.Option(
-            "--keep-zero/--drop-zero", help="With --term-weights: keep words weighted ~0 once (default) or leave "
-                                            "them out of the keyword side.")] = None,
+            "--keep-zero/--drop-zero", help="With --term-weights: keep words weighted ~0 at the floor (default) or "
+                                            "leave them out of the keyword side.")] = None,
+        term_k1: Annotated[Optional[float], typer.Option(
+            help="With --term-weights: BM25's k1 over the learned weights (saturation; default 0.1).")] = None,
+        term_b: Annotated[Optional[float], typer.Option(
+            help="With --term-weights: BM25's b over the learned weights (length normalisation, 0–1; default 0.9).")] = None,
+        term_blend: Annotated[Optional[float], typer.Option(
+            help="With --term-weights: λ in tf = λ · count + weight (default 0.25; 0: the learned weight alone).")] = None,
+        term_floor: Annotated[Optional[float], typer.Option(
+            help="With --term-weights: the least weight a kept word gets (0–1; default one repeat).")] = None,
     ):
         """Build or update a search index from CATALOG."""
         from qkv.errors import InputError
@@ -107,7 +115,8 @@ def register(app: typer.Typer) -> None:
                               dtype="float16" if float16 else "float32", ann=ann, id_column=id_column,
                               title_column=title_column, fmt=fmt, batch_size=batch_size, progress=progress,
                               workers=workers or 1, precision=precision, term_weights=term_weights,
-                              term_scale=term_scale, keep_zero=keep_zero)
+                              term_scale=term_scale, keep_zero=keep_zero, term_k1=term_k1, term_b=term_b,
+                              term_blend=term_blend, term_floor=term_floor)
         if as_json:
             print_json(rep.__dict__)
             return
@@ -116,9 +125,10 @@ def register(app: typer.Typer) -> None:
                       f"({rep.embedded:,} embedded with {rep.model}, {rep.unchanged:,} unchanged) in {rep.seconds:.1f}s"
                       + (f", {rep.embedded / rep.embed_seconds:,.0f} titles/s" if rep.embed_seconds else ""))
         if rep.term_weights:
-            tw = rep.term_weights
-            console.print(f"keyword side weighted by the term head {tw['head']} (scale {tw['scale']:g}, "
-                          f"words weighted ~0 {'kept once' if tw['keep_zero'] else 'left out'})")
+            from qkv.search.termweights import TermWeighting
+
+            tw = TermWeighting.from_json(rep.term_weights)
+            console.print(f"keyword side weighted by the term head {tw.head} ({tw.describe()})")
         console.print(f"columns: id={c['id_column']!r} title={c['title_column']!r}; fields: "
                       + ", ".join(f"{k} ({v})" for k, v in c["fields"].items()))
         for key, label in (("duplicate_ids", "duplicate ids (last kept)"), ("empty_titles_skipped", "empty titles skipped"),

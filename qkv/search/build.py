@@ -11,7 +11,7 @@ or shards a Ray cluster wrote: ``qkv.scale.ray_index``) and are upserted in orde
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -95,16 +95,18 @@ class BuildPlan:
 def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = False, rebuild: bool = False,
                dtype: str = "float32", ann: str = "auto", backend: str = "embedded",
                precision: str | None = None, term_weights=None, term_scale: float | None = None,
-               keep_zero: bool | None = None) -> BuildPlan:
+               keep_zero: bool | None = None, term_k1: float | None = None, term_b: float | None = None,
+               term_blend: float | None = None, term_floor: float | None = None) -> BuildPlan:
     """The one place that decides an index's model, prefixes, precision and keyword scheme, for
     ``build_index`` and for ``qkv.scale.ray_index`` alike: the encoder given, else ``model``, else
     the existing index's model, else the rule's model for text not known yet
     (``qkv.model.default_model``: a new index's queries may come in any language); ``precision`` given, else the index's recorded
     one (an update or rebuild), else BUILD_PRECISION — as it actually runs on this CPU.
     ``term_weights``: a term-weight head file (``qkv terms train``) whose learned weights the
-    keyword documents are written with (``qkv.search.termweights``; ``term_scale``/``keep_zero``
-    tune how), ``"none"`` for a plain keyword side, or None: the index's own (an update or rebuild
-    keeps the head its manifest records; a new index is plain). An update must use the index's own
+    keyword documents are written with (``qkv.search.termweights``; ``term_scale``, ``keep_zero``,
+    ``term_blend`` and ``term_floor`` tune how, ``term_k1``/``term_b`` the BM25 that scores them),
+    ``"none"`` for a plain keyword side, or None: the index's own (an update or rebuild keeps the
+    head and settings its manifest records; a new index is plain). An update must use the index's own
     head: another one means a rebuild."""
     from qkv.model import default_model, shared_encoder
     from qkv.model.linear import PRECISIONS, effective_precision
@@ -130,7 +132,9 @@ def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = F
     elif encoder is None:
         encoder = shared_encoder(model or default_model())
     precision = effective_precision(precision or BUILD_PRECISION, encoder)
-    weighting = _weighting(path, existing, term_weights, term_scale, keep_zero, rebuild)
+    weighting = _weighting(path, existing, term_weights, {"scale": term_scale, "keep_zero": keep_zero, "k1": term_k1,
+                                                          "b": term_b, "blend": term_blend, "floor": term_floor},
+                           rebuild)
     if weighting is not None and (existing.backend if existing is not None else backend) != "embedded":
         raise InputError("learned term weights (--term-weights) need the embedded store; "
                          f"the {backend if existing is None else existing.backend} store indexes raw titles")
@@ -138,14 +142,14 @@ def plan_build(path, encoder=None, *, model: str | None = None, upsert: bool = F
     return BuildPlan(encoder, precision, made, weighting)
 
 
-def _weighting(path: Path, existing: Manifest | None, given, scale, keep_zero,
+def _weighting(path: Path, existing: Manifest | None, given, settings: dict,
                rebuild: bool) -> "termweights.TermWeighting | None":
     """The term weighting a build writes with (``plan_build``'s ``term_weights``): the file given
     (checked now, before anything is written), none, or the index's recorded one — whose head
-    must still be there, unchanged, to weight the titles about to be written."""
+    must still be there, unchanged, to weight the titles about to be written. ``settings``
+    (``termweights.SETTINGS``, None: not given) override the recorded ones, else the defaults."""
     had = termweights.recorded(existing.extra) if existing is not None else None
-    if scale is not None and not scale > 0:
-        raise InputError(f"the term-weight scale must be above 0 (got {scale})")
+    asked = {k: v for k, v in settings.items() if v is not None}
     if isinstance(given, str) and given.strip().lower() == termweights.OFF:
         if had is not None and not rebuild:
             raise InputError(f"the index at {path} weights its keyword side with {had.head}; an update cannot "
@@ -153,27 +157,26 @@ def _weighting(path: Path, existing: Manifest | None, given, scale, keep_zero,
         return None
     if given is None:
         if had is None:
-            if scale is not None or keep_zero is not None:
-                raise InputError("--term-scale and --keep-zero/--drop-zero set how --term-weights HEAD weights "
-                                 "titles; give the head too")
+            if asked:
+                raise InputError(f"{', '.join(termweights.OPTIONS[k] for k in asked)} set how --term-weights HEAD "
+                                 "weights titles; give the head too")
             return None
-        if (scale is not None and scale != had.scale) or (keep_zero is not None and keep_zero != had.keep_zero):
+        if any(had.settings()[k] != v for k, v in asked.items()):
             if not rebuild:
-                raise InputError(f"the index at {path} was weighted with scale {had.scale:g}, keep zero "
-                                 f"{had.keep_zero}; another setting means --rebuild")
-            had = termweights.TermWeighting(had.head, had.sha256, had.model,
-                                            had.scale if scale is None else float(scale),
-                                            had.keep_zero if keep_zero is None else bool(keep_zero))
+                now = ", ".join(f"{termweights.OPTIONS[k]} {had.settings()[k]}" for k in asked)
+                raise InputError(f"the index at {path} was weighted with {now}; another setting means --rebuild "
+                                 "(every title's keyword document and score change)")
+            had = replace(had, **asked)  # checked by TermWeighting itself
         termweights.check_available(had, path)
         return had
-    tw = termweights.TermWeighting.of_file(  # settings not given: the index's own, else the defaults
-        given, scale=(had.scale if had else termweights.SCALE) if scale is None else scale,
-        keep_zero=(had.keep_zero if had else termweights.KEEP_ZERO) if keep_zero is None else keep_zero)
-    if existing is not None and not rebuild and (had is None or (had.sha256, had.scale, had.keep_zero)
-                                                 != (tw.sha256, tw.scale, tw.keep_zero)):
+    # settings not given: the index's own, else the defaults
+    tw = termweights.TermWeighting.of_file(given, **{**(had.settings() if had else {}), **asked})
+    if existing is not None and not rebuild and (had is None or (had.sha256, had.settings())
+                                                 != (tw.sha256, tw.settings())):
         raise InputError(f"the index at {path} was written " + (f"with term head {had.head}" if had else
-                         "without term weights") + f"; weighting new titles with {given} would mix two keyword "
-                         "sides: rebuild with --rebuild to write every title with it")
+                         "without term weights") + f"; weighting new titles with {given} " + (
+                         "and these settings " if had is not None and had.sha256 == tw.sha256 else "")
+                         + "would mix two keyword sides: rebuild with --rebuild to write every title with it")
     return tw
 
 
@@ -220,7 +223,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
                 chunk: int = 4096, progress: Progress | None = None,
                 backend: str = "embedded", workers: int = 1, precision: str | None = None,
                 term_weights=None, term_scale: float | None = None, keep_zero: bool | None = None,
-                **store_options) -> BuildReport:
+                term_k1: float | None = None, term_b: float | None = None, term_blend: float | None = None,
+                term_floor: float | None = None, **store_options) -> BuildReport:
     """Create an index at ``path`` from ``catalog`` (a file path or a ``Catalog``), or update one
     (``upsert``: add/replace by id, embedding only new or changed titles; ``rebuild``: replace all).
     ``progress`` (``qkv.progress``) counts stage "embed" in titles. ``workers`` > 1 embeds in that many
@@ -228,7 +232,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     its cores were already busy: docs/search.md). ``precision``: the encoder's (``Encoder.encode``);
     default BUILD_PRECISION for a new index, the recorded one for an update; the manifest records
     the precision that actually ran (float32 where the CPU has no bfloat16 unit). ``term_weights``
-    (a head file, ``"none"``, or None: the index's own), ``term_scale``, ``keep_zero``: learned term
+    (a head file, ``"none"``, or None: the index's own), ``term_scale``, ``keep_zero``, ``term_k1``,
+    ``term_b``, ``term_blend``, ``term_floor``: learned term
     weights on the keyword side (``plan_build``, ``qkv.search.termweights``); ``progress`` then
     also counts stage "weigh" in titles."""
     t0 = time.perf_counter()
@@ -236,7 +241,8 @@ def build_index(catalog, path, encoder=None, *, upsert: bool = False, rebuild: b
     cat = catalog if isinstance(catalog, Catalog) else read_catalog(
         catalog, id_column=id_column, title_column=title_column, fmt=fmt)
     plan = plan_build(path, encoder, upsert=upsert, rebuild=rebuild, dtype=dtype, ann=ann, backend=backend,
-                      precision=precision, term_weights=term_weights, term_scale=term_scale, keep_zero=keep_zero)
+                      precision=precision, term_weights=term_weights, term_scale=term_scale, keep_zero=keep_zero,
+                      term_k1=term_k1, term_b=term_b, term_blend=term_blend, term_floor=term_floor)
     encoder, precision, made = plan.encoder, plan.precision, plan.manifest
     weigh = None
     if plan.weighting is not None:  # loaded before the store is touched: a bad head changes nothing

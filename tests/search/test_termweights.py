@@ -29,16 +29,16 @@ CATALOG = ["B,Faucet Wrench Tool Set", "A,Glacier Bay Kitchen Faucet", "C,Cabine
 
 
 def test_keyword_text_repeats_each_term_by_its_weight():
-    # tf = round(clip(w, 0, 1) · scale); a word's normalised terms share its weight ("6ft" → 6, ft)
+    # no blend: tf = round(clip(w, 0, 1) · scale); a word's normalised terms share its weight ("6ft" → 6, ft)
     assert keyword_text("Delta Shower Faucet 6ft", ["Delta", "Shower", "Faucet", "6ft"], [0.04, 0.32, 1.7, 0.2],
-                        scale=10) == "delta shower shower shower faucet faucet faucet faucet faucet faucet faucet " \
+                        scale=10, blend=0) == "delta shower shower shower faucet faucet faucet faucet faucet faucet faucet " \
                                      "faucet faucet faucet 6 6 ft ft"
     # words weighted ~0 (or below 0) are left out unless kept once; terms no head word covers keep their count
     # (the unit "in" made of '"' in 3/4")
     assert keyword_text('Brass Nipple 3/4"', ["Brass", "Nipple", "3/4"], [-0.3, 0.5, 0.0], scale=4,
-                        keep_zero=False) == "nipple nipple in"
+                        keep_zero=False, blend=0) == "nipple nipple in"
     assert keyword_text('Brass Nipple 3/4"', ["Brass", "Nipple", "3/4"], [-0.3, 0.5, 0.0], scale=4,
-                        keep_zero=True) == "brass nipple nipple 3/4 in"
+                        keep_zero=True, blend=0) == "brass nipple nipple 3/4 in"
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,8 @@ def test_learned_weights_rank_the_title_that_is_what_the_word_says_first(encoder
     # the manifest (and the build report) say which head, with its digest and settings
     tw = read_manifest(tmp_path / "weighted").extra["term_weights"]
     assert tw["head"] == str(head_file.resolve()) and tw["model"] == encoder.name and len(tw["sha256"]) == 64
-    assert (tw["scale"], tw["keep_zero"]) == (10.0, True) and rep.term_weights == tw
+    assert (tw["scale"], tw["keep_zero"], tw["k1"], tw["b"], tw["blend"]) == (20.0, True, 0.1, 0.9, 0.25)
+    assert rep.term_weights == tw
     assert "term_weights" not in read_manifest(tmp_path / "plain").extra
     # only the keyword document changed: the title shown (and highlighted) is the catalog's
     docs = _keyword_docs(tmp_path / "weighted")
@@ -119,7 +120,7 @@ def test_updates_and_rebuilds_keep_the_head_and_search_needs_no_file(encoder, he
     head = tmp_path / "mine.npz"
     head.write_bytes(head_file.read_bytes())
     cat = _catalog(tmp_path, CATALOG[:6])
-    build_index(cat, tmp_path / "idx", encoder, term_weights=head, term_scale=6, keep_zero=False)
+    build_index(cat, tmp_path / "idx", encoder, term_weights=head, term_scale=6, keep_zero=False, term_blend=0)
     recorded = read_manifest(tmp_path / "idx").extra["term_weights"]
     # naming the same head again on an update is fine (its settings are the index's)
     build_index(cat, tmp_path / "idx", encoder, upsert=True, term_weights=head)
@@ -178,4 +179,67 @@ def test_a_head_that_reads_the_catalog_weighs_titles_against_the_catalog_being_i
     build_index(_catalog(tmp_path), tmp_path / "idx", encoder, term_weights=path)
     docs = _keyword_docs(tmp_path / "idx")
     words, ys = head.title_scores(encoder, ["Glacier Bay Kitchen Faucet"], catalog=pc)[0]
-    assert docs["A"] == keyword_text("Glacier Bay Kitchen Faucet", words, ys, scale=10, keep_zero=True)
+    assert docs["A"] == keyword_text("Glacier Bay Kitchen Faucet", words, ys)  # the default settings
+
+
+def test_keyword_text_blends_the_count_and_floors_kept_words():
+    # tf = max(λ · count + ŷ, floor), repeated round(tf · scale) times
+    assert keyword_text("Delta Shower Faucet", ["Delta", "Shower", "Faucet"], [0.0, 0.32, 0.9], scale=100,
+                        floor=0.05, blend=0).split() == ["delta"] * 5 + ["shower"] * 32 + ["faucet"] * 90
+    # λ = 0.2: every occurrence adds 0.2 ("pipe" twice: 0.4 + its weight); a term no head word covers
+    # (the unit "in" of '"') counts λ per occurrence, at least one repeat
+    doc = keyword_text('Pipe Elbow Pipe 3/4"', ["Pipe", "Elbow", "Pipe", "3/4"], [0.3, 0.5, 0.1, 0.0], scale=10,
+                       blend=0.2).split()
+    assert [doc.count(t) for t in ("pipe", "elbow", "3/4", "in")] == [7, 7, 2, 2]
+    # no floor and no blend: a word weighted 0 is left out, as --drop-zero does
+    assert keyword_text("Delta Shower", ["Delta", "Shower"], [0.0, 0.32], scale=100, keep_zero=False, blend=0) == \
+        " ".join(["shower"] * 32)
+
+
+def test_the_bm25_settings_are_recorded_used_and_kept(encoder, head_file, tmp_path):
+    from qkv.search.embedded import bm25
+    from qkv.search.termweights import TermWeighting
+
+    head = tmp_path / "mine.npz"
+    head.write_bytes(head_file.read_bytes())
+    cat = _catalog(tmp_path, CATALOG[:6])
+    build_index(cat, tmp_path / "idx", encoder, term_weights=head, term_scale=100, term_k1=0.3, term_b=0.8,
+                term_blend=0.1, term_floor=0.05)
+    tw = read_manifest(tmp_path / "idx").extra["term_weights"]
+    assert {k: tw[k] for k in ("scale", "k1", "b", "blend", "floor", "keep_zero")} == \
+        {"scale": 100.0, "k1": 0.3, "b": 0.8, "blend": 0.1, "floor": 0.05, "keep_zero": True}
+    assert TermWeighting.from_json(tw).to_json() == tw  # the manifest round-trips
+    with Index.open(tmp_path / "idx", encoder) as idx:  # … and is what the keyword side scores with
+        assert idx.store.keyword.scoring == bm25.Scoring(0.3, 0.8, 100.0)
+        top = idx.search("faucet", k=2, mode="keyword")[0]
+    assert top.id == "A"
+    # an update weights its new titles with the same settings; a rebuild keeps them
+    build_index(_catalog(tmp_path, CATALOG), tmp_path / "idx", encoder, upsert=True)
+    assert read_manifest(tmp_path / "idx").extra["term_weights"] == tw
+    assert _keyword_docs(tmp_path / "idx")["J"].split().count("kit") >= 10  # λ 0.1 + floor: ≥ 0.1 · 100 repeats
+    build_index(cat, tmp_path / "idx", encoder, rebuild=True)
+    assert read_manifest(tmp_path / "idx").extra["term_weights"] == tw
+    # another k1 on an update would score old and new titles alike but was not asked as a rebuild: refused
+    before = (tmp_path / "idx" / "manifest.json").read_text()
+    with pytest.raises(InputError, match="--term-k1 0.3; another setting means --rebuild"):
+        build_index(cat, tmp_path / "idx", encoder, upsert=True, term_k1=0.9)
+    assert (tmp_path / "idx" / "manifest.json").read_text() == before
+    build_index(cat, tmp_path / "idx", encoder, rebuild=True, term_k1=0.9)
+    assert read_manifest(tmp_path / "idx").extra["term_weights"] == {**tw, "k1": 0.9}
+    # an index from before the settings were recorded scores as it was written: FTS5's BM25 over repeats
+    legacy = {k: tw[k] for k in ("head", "sha256", "model", "scale", "keep_zero")}
+    assert TermWeighting.from_json(legacy).scoring() == bm25.FTS5 and TermWeighting.from_json(legacy).least == 0.01
+
+
+@pytest.mark.parametrize("setting, msg", [({"term_k1": 0.0}, "k1 must be above 0"),
+                                          ({"term_b": 1.5}, "b must be between 0 and 1"),
+                                          ({"term_blend": -0.1}, "blend λ must be 0 or above"),
+                                          ({"term_floor": 2.0}, "floor must be between 0 and 1"),
+                                          ({"term_k1": float("nan")}, "k1 must be above 0")])
+def test_a_bad_bm25_setting_is_refused_before_anything_is_written(encoder, head_file, tmp_path, setting, msg):
+    with pytest.raises(InputError, match=msg):
+        build_index(_catalog(tmp_path), tmp_path / "new", encoder, term_weights=head_file,
+                    **{"term_k1": 0.3, "term_b": 0.8, **setting})
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(InputError, match="give the head too"):  # a setting without a head says what is missing
+        build_index(_catalog(tmp_path), tmp_path / "new", encoder, **setting)

@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from qkv.errors import InputError
+from qkv.search import termweights
 from qkv.search.embedded import bm25
 from qkv.search.embedded.generations import Generation
 from qkv.search.embedded.postings import Postings
@@ -44,9 +45,17 @@ class Keywords:
         self.rows = rows
         self.vocab = Vocabulary(gen)
         self.postings = Postings(gen)
+        # how the postings are scored: FTS5's BM25, or the learned weights' own (the manifest's term_weights)
+        self.scoring = termweights.scoring_of(gen.manifest.extra)
         self._shares: tuple[tuple, dict] = ((), {})  # the last query's BM25 shares per slot
         self._inst = False  # temp.fts_inst (fts5vocab 'instance': term → rows, one per occurrence) made
         self._acc = threading.local()  # a per-thread score accumulator over all slots
+
+    def score_with(self, scoring: bm25.Scoring) -> None:
+        """Score with another BM25 from now on (a sweep over k1/b on one open index; the shares
+        memo is dropped so no share of the old formula is reused)."""
+        self.scoring = scoring
+        self._shares = ((), {})
 
     def query_terms(self, query: str) -> list[str]:
         """The keyword terms searched for ``query`` (``Vocabulary.query_dfs``)."""
@@ -90,7 +99,7 @@ class Keywords:
     def _part(self, term: str, rows: np.ndarray, tf: np.ndarray) -> np.ndarray:
         n, avgdl = self.postings.stats()
         dl = self.postings.doc_lengths()
-        return bm25.weight(bm25.idf(n, self.vocab.df(term)), tf.astype(np.float64), dl[rows], avgdl)
+        return bm25.weight(bm25.idf(n, self.vocab.df(term)), tf.astype(np.float64), dl[rows], avgdl, self.scoring)
 
     def _postings_plan(self, terms: list[str], dfs: dict[str, int], k: int,
                        allowed: np.ndarray | None = None) -> dict[int, float]:
@@ -126,7 +135,7 @@ class Keywords:
                 acc[rows] = 0.0
         if not len(touched):
             return {}
-        bound = sum(bm25.max_weight(bm25.idf(n, dfs[t])) for t in common)
+        bound = sum(bm25.max_weight(bm25.idf(n, dfs[t]), self.scoring) for t in common)
 
         def complete(top):  # the distinct rows of ``touched[top]``: rare-term score, full score
             cand, first = np.unique(touched[top], return_index=True)
@@ -186,7 +195,14 @@ class Keywords:
         cut = self.db.execute(f"SELECT fts.rowid {base} LIMIT 1 OFFSET ?", [expr, *params, SCORE_BUDGET]).fetchone()
         bound = " AND fts.rowid < ?" if cut else ""
         args = [expr, *params] + ([cut[0]] if cut else []) + [limit]
-        return dict(self.db.execute(f"SELECT fts.rowid, -bm25(fts) {base}{bound} ORDER BY bm25(fts) LIMIT ?", args))
+        found = dict(self.db.execute(f"SELECT fts.rowid, -bm25(fts) {base}{bound} ORDER BY bm25(fts) LIMIT ?", args))
+        if found and not self.scoring.is_fts5:
+            # a term-weighted index scores with its own k1/b over the weights: FTS5 chose the rows (by
+            # its BM25 over the repeat counts), the index's formula scores them, from their stored
+            # documents, like every other plan (a term FTS5 splits into several tokens has no share)
+            shares = self.term_scores(list(found), terms, use_memo=False)
+            found = {s: float(sum(shares.get(s, {}).values())) for s in found}
+        return found
 
     def _sql_plan(self, terms: list[str], dfs: dict[str, int], k: int) -> dict[int, float]:
         """slot → OR-BM25 for up to ``k`` candidates through FTS5, for queries with a term the
@@ -238,7 +254,7 @@ class Keywords:
             rows, tf = np.unique(occ, return_counts=True)
             slots.append(rows)
             used_terms.append(t)
-            parts.append(bm25.weight(bm25.idf(n, dfs[t]), tf, dl[rows], avgdl))
+            parts.append(bm25.weight(bm25.idf(n, dfs[t]), tf, dl[rows], avgdl, self.scoring))
         if slots:
             allr = np.concatenate(slots)
             uniq, inv = np.unique(allr, return_inverse=True)
@@ -314,7 +330,8 @@ class Keywords:
                 if st in want:
                     tf[st] = tf.get(st, 0) + 1
             dl = len(words)
-            out[slot] = memo[slot] = {t: bm25.weight(idf, f, dl, avgdl) for st, f in tf.items() for t, idf in want[st]}
+            out[slot] = memo[slot] = {t: bm25.weight(idf, f, dl, avgdl, self.scoring)
+                                      for st, f in tf.items() for t, idf in want[st]}
         return out
 
     def matched_counts(self, query: str, slots: np.ndarray) -> np.ndarray:
