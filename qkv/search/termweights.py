@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -155,8 +155,9 @@ class TermWeighting:
         return cls(str(path), file_digest(path), head.model, **s)
 
 
-SETTINGS = ("scale", "keep_zero", "k1", "b", "blend", "floor")
-DEFAULTS = {"scale": SCALE, "keep_zero": KEEP_ZERO, "k1": K1, "b": B, "blend": BLEND, "floor": FLOOR}
+# the settings are TermWeighting's fields after the head's identity (head, sha256, model), with their defaults
+DEFAULTS = {f.name: f.default for f in fields(TermWeighting)[3:]}
+SETTINGS = tuple(DEFAULTS)
 OPTIONS = {"scale": "--term-scale", "keep_zero": "--keep-zero/--drop-zero", "k1": "--term-k1", "b": "--term-b",
            "blend": "--term-blend", "floor": "--term-floor"}  # the `qkv index` option of each setting
 
