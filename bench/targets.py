@@ -64,6 +64,10 @@ ORT_INT8 = ("onnxruntime-int8", "onnxruntime-int8-pc")
 COSINE_FLOOR = 0.999  # "within cosine 0.999 of float32"
 SPEED_TARGET = 1.2
 E5_TODAY, E5_FACTOR = 80.0, 2.5  # e5 titles per CPU-second on a Zen 4 before issue 25, and the factor asked
+# transformers e5 float32 titles/s on that Zen 4, from the issue's own run ("e5 titles 87.4/s = 1.21×
+# transformers e5 float32"): a ratio to transformers measured here, times this, projects the 200 target
+# onto that machine when the run is not on one (this Xeon runs either engine ~2× a Zen 4 vCPU's rate).
+E5_TRANSFORMERS_ZEN4 = 87.4 / 1.21
 NOT_AVAILABLE = "not available in this build"
 # A stand-in holds torch to the same ceiling (_harness.ONEDNN_CAP): oneDNN would otherwise run torch's
 # bfloat16 on AMX tiles under QKV_ISA=avx512bf16 (ONEDNN_VERBOSE: brg_matmul:avx10_1_512_amx; with the
@@ -439,6 +443,11 @@ def e5_rows(titles: dict | None, queries: dict | None, opt_in: str | None) -> tu
             ok = p["median"] >= E5_FACTOR
             verdicts.append([f"qkv e5 titles ÷ the float32 expansion, same machine ≥ {E5_FACTOR}×",
                              ratio_cell(p, _duel.paired(d, "e5-qkv", E5_F32[0], "cpu")), mark(ok), ok])
+        p = _duel.paired(d, "e5-qkv", "e5-transformers")
+        if p:
+            verdicts.append([f"qkv e5 titles projected on the issue's Zen 4: (÷ transformers e5 float32 here) × "
+                             f"{E5_TRANSFORMERS_ZEN4:.1f}/s there, against {need:.0f} (information)",
+                             f"{p['median'] * E5_TRANSFORMERS_ZEN4:.1f}", "info", None])
         for peer in ("e5-transformers", "e5-transformers-bf16"):
             p = _duel.paired(d, "e5-qkv", peer)
             ok = p["median"] >= SPEED_TARGET if p else None

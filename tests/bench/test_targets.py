@@ -131,6 +131,16 @@ def test_e5_same_machine_ratio_to_the_float32_expansion():
         assert marks[f"qkv e5 titles ÷ the float32 expansion, same machine ≥ {targets.E5_FACTOR}×"] is ok
 
 
+def test_e5_projection_onto_the_issue_zen4_is_information_from_the_transformers_ratio():
+    titles = {"duel": duel({"e5-qkv": 250.0, "e5-transformers": 100.0}), "failed": {}}
+    _, v = targets.e5_rows(titles, None, None)
+    row = next(x for x in v if x[0].startswith("qkv e5 titles projected on the issue's Zen 4"))
+    assert row[1] == f"{2.5 * targets.E5_TRANSFORMERS_ZEN4:.1f}" and row[2] == "info" and row[3] is None
+    titles = {"duel": duel({"e5-qkv": 250.0}), "failed": {}}  # no transformers run: no projection
+    _, v = targets.e5_rows(titles, None, None)
+    assert not any("projected" in x[0] for x in v)
+
+
 def test_capture_reads_the_hidden_states_and_restores_the_encoder():
     import qkv
     from qkv.model.encoder import Encoder
