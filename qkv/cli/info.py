@@ -25,7 +25,7 @@ def info_dict() -> dict:
             "float32_products": products,
             "bfloat16_unit": cpu.ISA, "passed_over": cpu.WHY,
             "units_offered": cpu.offered(), "bfloat16_attention": bfloat16.attention_unit(),
-            "4bit_unit": q4.unit(), "int8_unit": int8.unit(),
+            "4bit_unit": q4.unit(), "int8_unit": int8.unit(), "int8_block": int8.BLOCK,
             "precision": {"qkv index (titles)": effective_precision(BUILD_PRECISION),
                           "qkv attrs (token vectors)": effective_precision(ATTRS),
                           "qkv summarize (sentences)": effective_precision(SUMMARIES),
@@ -52,7 +52,8 @@ def register(app: typer.Typer) -> None:
                "avx2": " (x in int8 blocks of 32, AVX2 dot products: bound in docs/engine.md)"}
         console.print(f"4-bit products (multilingual-e5-small): [bold]{d['4bit_unit']}[/]{how.get(d['4bit_unit'], '')}")
         console.print(f"int8 products (precision=\"int8\", float32 models): [bold]{d['int8_unit']}[/]"
-                      " (weights per column and block of 32, x per row and block of 32 with a zero point, int32 sums: "
+                      f" (weights per column and block of {d['int8_block']}, x per row and block of {d['int8_block']}"
+                      " with a zero point, int32 sums: "
                       "bound and cosine in "
                       "docs/engine.md; a default nowhere)")
         for k, v in d["precision"].items():

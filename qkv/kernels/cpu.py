@@ -93,7 +93,7 @@ _SIGNATURES = {
     "qkv_q4_layer": (_p, _i64, _i64, _i64, _i64, _f32, _f32, *([_p] * 12), _p, _p, _i64),
     "qkv_q4_stack": (_p, _i64, _i64, _p, _i64, _i64, _i64, _f32, _f32, _p, _p, _i64),
     # int8/kernels.c: float32 models' products on int8 weights (per column) and rows (per row)
-    "qkv_i8_gemm": (_p, _i64, _i64, _p, _p, _p, _i64, _p, ctypes.c_int, _p, _i64),
+    "qkv_i8_gemm": (_p, _i64, _i64, _p, _p, _p, _i64, _p, ctypes.c_int, _p, _i64, _i64),
 }
 _RETURNS = {"qkv_panel_width": _i64, "qkv_attention_work": _i64,
             "qkv_q4_block_bytes": _i64, "qkv_bf16_cpu": _i64, "qkv_amx_request": _i64,

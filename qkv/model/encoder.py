@@ -377,7 +377,7 @@ class Encoder:
         (head size 32: AMX tiles or VDPBF16PS dot products; ``qkv info`` names it); LayerNorm, softmax, GELU and every sum stay float32. Vectors within cosine 0.999
         of float32 ones (tested; ~0.99997 on the parity inputs). Without such a unit it is float32.
         ``precision="int8"`` (float32 models): the products read int8 weights (per output column
-        and block of 32 inputs, packed on first use) and x quantised per row and block of 32 with a
+        and block of 64 inputs, packed on first use) and x quantised per row and block of 64 with a
         zero point, exact int32 sums on AVX-512 VNNI or AVX2 (``qkv info`` names the unit; the NumPy twin elsewhere); attention takes the
         bfloat16 routes where a bfloat16 unit is in use (attend.py), float32 elsewhere; LayerNorm,
         GELU and every scale stay float32. A lone query's vector matched its in-batch one within

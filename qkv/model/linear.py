@@ -35,10 +35,10 @@ Today's products (see ``qkv.kernels``):
   else AVX-512 BF16; ``QKV_ISA`` forces one); sums, bias and GELU in float32. Where neither unit
   is offered, bfloat16 is not emulated: the product is ``Float32Panels``.
 - ``Int8Panels``: ``precision="int8"`` (float32 models): W quantised once per output column and
-  block of 32 inputs to int8, x per row and block of 32 (with a zero point) as each call starts,
+  block of 64 inputs to int8, x per row and block of 64 (with a zero point) as each call starts,
   integer dot products with exact int32 sums on AVX-512 VNNI or AVX2 (``int8.int8_matmul``; ``qkv
   info`` names the unit), one scale multiply-add per (row, block, column); bias and GELU in float32.
-  Packed on first use: 13 MB for all-MiniLM-L6-v2 (int8 weights, a scale and a block sum per 32).
+  Packed on first use: 12 MB for all-MiniLM-L6-v2 (int8 weights, a scale and a block sum per 64).
   Without the compiled kernels its NumPy twin computes the same numbers. Bound and measured
   cosine: docs/engine.md, "int8 for float32 models".
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64

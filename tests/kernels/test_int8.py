@@ -1,6 +1,7 @@
 """int8 products for float32 weights (qkv/kernels/int8): the packing, the NumPy twin, each compiled
 unit this CPU has (AVX-512 VNNI, AVX2) against the twin and against the stated error bound, at the
-edges of the row tiles, column groups, blocks of 32 inputs and row chunks; and which unit runs."""
+edges of the row tiles, column groups, blocks of BLOCK (64) inputs and of the 32-input steps within
+one, and row chunks; and which unit runs."""
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ def _twin(x, packed, b, gelu=False):
 
 
 # ------------------------------------------------------------------------------------- packing
-@pytest.mark.parametrize("K,N", [(1, 16), (37, 48), (64, 64), (65, 80), (384, 1152)])
+@pytest.mark.parametrize("K,N", [(1, 16), (37, 48), (BLOCK, 64), (BLOCK + 1, 80), (130, 32), (384, 1152)])
 def test_weights_are_quantised_per_column_and_block_and_the_layout_round_trips(K, N):
     rng = np.random.default_rng(1)
     w = (rng.standard_normal((K, N)) * rng.uniform(0.01, 3, N)).astype(np.float32)
@@ -74,10 +75,12 @@ def test_rows_are_quantised_per_block_with_their_own_scale_and_zero_point():
     x[1] = 0  # a zero row: scale 0, every byte its zero point
     x[2, 70] = 500  # an outlier sets the step of its own block only
     xq, sx, z = quantize_rows(x)
-    assert xq.shape == (3, 160) and sx.shape == z.shape == (3, 5)
-    assert np.array_equal(xq[:, 130:], np.repeat(z[:, -1:], 30, axis=1))  # past K: zeros
-    assert not sx[1].any() and np.array_equal(xq[1], np.full(160, -128))
-    assert sx[2, 2] > 500 / 255 and sx[2, 0] < 0.05
+    kp = int8.padded(130)
+    assert kp % BLOCK == 0 and kp - BLOCK < 130 <= kp
+    assert xq.shape == (3, kp) and sx.shape == z.shape == (3, kp // BLOCK)
+    assert np.array_equal(xq[:, 130:], np.repeat(z[:, -1:], kp - 130, axis=1))  # past K: zeros
+    assert not sx[1].any() and np.array_equal(xq[1], np.full(kp, -128))
+    assert sx[2, 70 // BLOCK] > 500 / 255 and sx[2, 0] < 0.05
     err = np.abs(x - _dequantised(xq, sx, z, 130))
     assert np.all(err <= np.repeat(sx, BLOCK, axis=1)[:, :130] * int8.EPS)
 
@@ -86,18 +89,21 @@ def test_a_one_sided_block_uses_every_level():
     """Post-GELU inputs (≥ −0.17): the zero point puts all 256 levels on [lo, hi], half the step of
     a symmetric ±max|x| scale."""
     rng = np.random.default_rng(3)
-    x = np.abs(rng.standard_normal((4, 96))).astype(np.float32) * 3 - 0.17
+    x = np.abs(rng.standard_normal((4, 3 * BLOCK))).astype(np.float32) * 3 - 0.17
     x[:, ::BLOCK] = -0.17  # each block's low end
     xq, sx, z = quantize_rows(x)
     assert xq.min() == -128 and xq.max() == 127
     amax = np.abs(x.reshape(4, 3, BLOCK)).max(axis=2)
     assert np.all(sx <= amax / 127 * 0.55)  # (max + 0.17) / 255 against max / 127
-    assert np.all(np.abs(x - _dequantised(xq, sx, z, 96)) <= np.repeat(sx, BLOCK, axis=1) * int8.EPS)
+    assert np.all(np.abs(x - _dequantised(xq, sx, z, 3 * BLOCK)) <= np.repeat(sx, BLOCK, axis=1) * int8.EPS)
 
 
 # ------------------------------------------------------------------------------ the products
+# K at every edge of a block (BLOCK ± 1, 2·BLOCK ± 1) and of the 32-input steps the rows are
+# quantised in (31, 32, 33), 1 and 3 (a short first block), 130; rows at the tiles' and chunks' edges
 SHAPES = [(1, 384, 384), (5, 64, 64), (25, 32, 64), (6, 31, 48), (7, 33, 80), (4, 63, 32), (8, 65, 16), (13, 1, 16),
-          (95, 130, 32), (96, 384, 1536), (97, 1536, 384), (200, 3, 16)]
+          (3, BLOCK - 1, 48), (9, BLOCK, 32), (10, BLOCK + 1, 16), (11, 2 * BLOCK - 1, 32), (2, 2 * BLOCK, 48),
+          (23, 2 * BLOCK + 1, 16), (95, 130, 32), (96, 384, 1536), (97, 1536, 384), (200, 3, 16)]
 
 
 @pytest.mark.parametrize("R,K,N", SHAPES)
@@ -157,6 +163,23 @@ def test_a_product_writes_only_its_rows_and_handles_zero_and_huge_rows(unit, row
     assert np.all(big[rows:] == 7.0) and np.isfinite(big[:rows]).all()
     assert np.array_equal(big[0], b)
     assert np.all(np.abs(big[:rows] - (x.astype(np.float64) @ w + b)) <= error_bound(x, w, b))
+
+
+@needs_lib
+@pytest.mark.skipif(not UNITS, reason="this CPU has no compiled int8 unit")
+def test_the_library_runs_this_modules_block_and_refuses_another():
+    """kernels.c's BLOCK is a compile-time constant: the caller passes its own, and a library built
+    for another block answers -1 (the twin runs) instead of reading the scales wrongly."""
+    rng = np.random.default_rng(8)
+    x, w, b = _case(rng, 4, 2 * BLOCK, 32)
+    p = pack_int8(w)
+    y = np.empty((4, 32), np.float32)
+    unit = int8.UNIT_CODE[UNITS[0]]
+    for block, answer in ((BLOCK, 0), (BLOCK // 2, -1), (2 * BLOCK, -1)):
+        got = cpu.lib.qkv_i8_gemm(x.ctypes.data, 4, 2 * BLOCK, p.q.ctypes.data, p.scale.ctypes.data,
+                                  p.colsum.ctypes.data, 32, b.ctypes.data, 0, y.ctypes.data, unit, block)
+        assert got == answer
+    assert np.array_equal(y, int8_matmul(x, p, b, np.empty((4, 32), np.float32), isa=UNITS[0]))
 
 
 def test_a_shape_mismatch_is_refused():

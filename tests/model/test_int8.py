@@ -13,10 +13,11 @@ from qkv.kernels import cpu, int8
 from qkv.model.linear import PRECISIONS, Int8Panels, PackedWeights, effective_precision
 
 COSINE = 0.995  # issue 25's floor, worst case (ONNX Runtime's dynamic int8: 0.885 per tensor, 0.988 per channel)
-# what blocks of 32 with a zero point and per-block weight scales hold (measured 0.99960 worst on the
-# sample titles, 0.99955 on the reviews below, on every unit and attention route here; the
-# symmetric blocks of 64 with one weight scale a column held 0.9981 and 0.9989)
-TITLES_WORST, TITLES_MEAN, REVIEWS_WORST = 0.9995, 0.9997, 0.9993
+# what blocks of 64 with a zero point and per-block weight scales hold (measured 0.99940-0.99944
+# worst / 0.99967-0.99968 mean on the sample titles, 0.99952-0.99956 worst on the reviews below, on
+# every unit and attention route here; blocks of 32 held 0.99960 and 0.99955, the symmetric blocks
+# of 64 with one weight scale a column 0.9981 and 0.9989)
+TITLES_WORST, TITLES_MEAN, REVIEWS_WORST = 0.9993, 0.9996, 0.9993
 
 
 def _titles(sample_catalog) -> list[str]:
@@ -124,7 +125,7 @@ def test_the_int8_pack_is_made_on_first_use_only():
     made = [lin for lin in enc._packed.made() if isinstance(lin, Int8Panels)]
     assert len(made) == 4 * enc.config.num_layers
     # int8 weights are a quarter of float32's bytes, plus a float32 scale and block sum per column
-    # and block of 32 (8 bytes per 32 weights): 0.3125 of float32
+    # and block of 64 (8 bytes per 64 weights): 0.28125 of float32
     f32 = sum(p.w_qkv.nbytes + p.w_o.nbytes + p.w_in.nbytes + p.w_out.nbytes for p in enc.weights.layers)
-    assert sum(lin.packed.nbytes for lin in made) <= 0.3126 * f32
+    assert sum(lin.packed.nbytes for lin in made) <= 0.2813 * f32
     assert isinstance(PackedWeights().linear(enc.weights.layers[0].w_o, "int8"), Int8Panels)

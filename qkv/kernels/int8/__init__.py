@@ -1,5 +1,5 @@
-"""int8 products for float32 weights: W quantised once per output column and block of 32 inputs,
-x per row and block of 32 inputs with a zero point as each call starts, integer dot products with
+"""int8 products for float32 weights: W quantised once per output column and block of 64 inputs,
+x per row and block of 64 inputs with a zero point as each call starts, integer dot products with
 exact int32 sums, one scale multiply-add per (row, block, column).
 
 ``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n and block b of 32
@@ -10,11 +10,11 @@ VPDPBUSD and of VPMADDUBSW + VPMADDWD), K padded to whole blocks with zeros; and
 per block Σ_{k∈b} wq[k, n] (float32: small integers), with which the units take back x's zero
 point (and the VNNI unit its +128).
 
-``int8_matmul(x, packed, bias, out, gelu=)``: each row of x is quantised per block b of 32 inputs,
+``int8_matmul(x, packed, bias, out, gelu=)``: each row of x is quantised per block b of 64 inputs,
 asymmetrically: lo = min(min x, 0), hi = max(max x, 0), s_x[r, b] = (hi − lo) / 255, zero point
 z = −128 − rint(lo / s_x), xq = rint(x / s_x) + z ∈ [−128, 127] (float32, ties to even), so that
 x ≈ s_x·(xq − z) on all 256 levels (ONNX Runtime's uint8 activations have a zero point too, per
-tensor). The integer sums T[r, b, n] = Σ_{k∈b} (xq − z)·wq are exact (|T| ≤ 255·127·32 < 2^24,
+tensor). The integer sums T[r, b, n] = Σ_{k∈b} (xq − z)·wq are exact (|T| ≤ 255·127·64 < 2^24,
 so float32 holds them exactly too); then acc = Σ_b T·(s_x[r, b]·s_w[b, n]) (float32 fused
 multiply-adds, block by block) and out = acc + bias, then BERT's exact GELU if asked.
 
@@ -25,7 +25,11 @@ product's weights — a few of its input rows are up to 55× the median row, and
 column they set every weight's step (0.99915 with only those weights quantised) — and on the QKV
 product (inputs and weights). Per block of W (as ggml's Q8_0) and a zero point for x (post-GELU
 inputs lie in [−0.17, max]; a LayerNorm's output block is often lopsided by one outlier feature):
-either alone 0.9990 / 0.9987 at blocks of 64, both 0.9994 at 64, 0.9996 at 32. Blocks keep every
+either alone 0.9990 / 0.9987 at blocks of 64, both 0.9994 at 64, 0.9996 at 32. Blocks of 64, not
+32: the float work per block (four operations, per 16 VPDPBUSD instead of 8) is what the units pay
+for the blocks, and at 32 it cost qkv its margin over ONNX Runtime's int8 on titles (1.14× against
+1.30× at 64, Zen 4 stand-in), for 0.9997 against 0.9994 worst; at 128 neither faster nor good
+enough (0.9991). Blocks keep every
 row's numbers its own (LLM.int8()'s split of outlier columns, Dettmers et al. 2022, would make a
 text's vector depend on its batch; SmoothQuant, Xiao et al. 2022, needs calibration statistics of
 x: scales guessed from the LayerNorm weights instead made things worse here). docs/engine.md has
@@ -52,7 +56,7 @@ from qkv.kernels import cpu, float32
 
 GROUP = 16  # columns per group: the int32 lanes of a 512-bit register
 DEPTH = 4  # inputs per 32-bit lane (VPDPBUSD's four byte products)
-BLOCK = 32  # inputs per scale of x and of W (kernels.c's BLOCK)
+BLOCK = 64  # inputs per scale of x and of W (kernels.c's BLOCK: passed to it, a library built for another is refused)
 UNITS = cpu.I8_UNITS  # ("vnni", "avx2", "numpy")
 UNIT_CODE = {"vnni": 1, "avx2": 2}  # as int8/kernels.c takes it
 
@@ -224,6 +228,6 @@ def int8_matmul(x: np.ndarray, packed: Int8Weights, bias: np.ndarray | None, out
             bias = np.zeros(N, np.float32)
         if cpu.lib.qkv_i8_gemm(x.ctypes.data, R, K, packed.q.ctypes.data, packed.scale.ctypes.data,
                                packed.colsum.ctypes.data, N, cpu.ptr(bias), int(gelu), out.ctypes.data,
-                               UNIT_CODE[u]) == 0:
+                               UNIT_CODE[u], BLOCK) == 0:
             return out
     return _twin(x, packed, bias, out, gelu)

@@ -1,6 +1,6 @@
 /* int8 products for float32 models (precision="int8"): W quantised once per output column and
- * block of BLOCK = 32 inputs (symmetric, wq ∈ [−127, 127], s_w[b, n] = max_{k∈b} |W[k, n]| / 127,
- * ggml's Q8_0 blocks), x per row and block of 32 as each call starts, asymmetric (xq ∈ [−128, 127],
+ * block of BLOCK = 64 inputs (symmetric, wq ∈ [−127, 127], s_w[b, n] = max_{k∈b} |W[k, n]| / 127,
+ * ggml's Q8_0 blocks, twice as long), x per row and block of 64 as each call starts, asymmetric (xq ∈ [−128, 127],
  * zero point z, s_x[r, b] = (hi − lo) / 255 over the block's range [lo, hi] ∋ 0), exact int32 sums,
  * one scale multiply-add per (row, block, column):
  *   y[r, n] = Σ_b T[r, b, n]·(s_x[r, b]·s_w[b, n]) + b[n],   T = Σ_{k∈b} (xq[r, k] − z[r, b])·wq[k, n].
@@ -23,7 +23,7 @@
  *    onto the weights (VPSIGNB, as ggml's mul_sum_i8_pairs does): pairs stay within
  *    2·128·127 = 32512, never saturate; T = Σ xq·wq − z·Σ wq, the VNNI unit's integer exactly.
  * Either way T is exact, and so is its float32 value: |Σ (xq + 128)·wq|, |(z + 128)·Σ wq| ≤
- * 255·127·32 < 2^24, so converting the sum and one fused multiply-add with the zero point's term
+ * 255·127·64 < 2^24, so converting the sum and one fused multiply-add with the zero point's term
  * give T without rounding. The units and the twin therefore make the same bits.
  *
  * Error bound of one product (tests/kernels/test_int8.py holds every unit to it, at block edges
@@ -47,7 +47,14 @@
 
 #define GROUP 16 /* columns per group of the packed weights: one zmm of int32 */
 #define GROUP_BYTES (GROUP * 4)
-#define BLOCK 32 /* inputs per scale of x (one row's block) and of W (one column's block): K is padded to whole blocks */
+#ifndef BLOCK
+#define BLOCK 64 /* inputs per scale of x (one row's block) and of W (one column's block): K is padded to whole blocks.
+                  * Any multiple of 32 up to 512 (|I| ≤ 255·127·BLOCK < 2^24 keeps T exact in float32); the
+                  * caller passes its own (qkv.kernels.int8.BLOCK) and a mismatch is refused, never run */
+#endif
+#if BLOCK % 32 || BLOCK > 512
+#error "BLOCK: a multiple of 32, at most 512"
+#endif
 #define CHUNK 24 /* rows quantised and multiplied together. Small, so that a chunk's outputs (24 × N floats)
                   * do not push the weights out of L2 between chunks: MiniLM's four products in turn,
                   * 768 rows, VNNI (SPR, QKV_ISA=avx512bf16, noisy): 300 GOP/s with 96 rows or 192, 430-476
@@ -118,14 +125,16 @@ T_AVX2 static void quantize_rows(const float *x, int64_t rr, int64_t K, int64_t 
             if (n == BLOCK) {
                 const __m256 vi = _mm256_set1_ps(inv);
                 const __m256i vz = _mm256_set1_epi32(zi);
-                __m256i t[4];
-                for (int j = 0; j < 4; j++) {
-                    t[j] = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 8 * j), vi)), vz);
-                    t[j] = _mm256_max_epi32(_mm256_min_epi32(t[j], lim), nlim);
+                for (int c = 0; c < BLOCK; c += 32) { /* 32 inputs to one ymm of bytes */
+                    __m256i t[4];
+                    for (int j = 0; j < 4; j++) {
+                        t[j] = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + c + 8 * j), vi)), vz);
+                        t[j] = _mm256_max_epi32(_mm256_min_epi32(t[j], lim), nlim);
+                    }
+                    /* int32 → int8: the packs work within 128-bit lanes; the permute puts the groups back in order */
+                    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]), _mm256_packs_epi32(t[2], t[3]));
+                    _mm256_storeu_si256((__m256i *)(q + c), _mm256_xor_si256(_mm256_permutevar8x32_epi32(p, order), flip));
                 }
-                /* int32 → int8: the packs work within 128-bit lanes; the permute puts the groups back in order */
-                const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]), _mm256_packs_epi32(t[2], t[3]));
-                _mm256_storeu_si256((__m256i *)q, _mm256_xor_si256(_mm256_permutevar8x32_epi32(p, order), flip));
             } else {
                 for (int64_t i = 0; i < BLOCK; i++) {
                     const float vx = i < n ? v[i] * inv : 0.0f;
@@ -151,11 +160,12 @@ static inline int32_t load4(const int8_t *p)
 /* y[r, g·16 ..] for rr rows and ng groups from column group g0. Per block: 12 int32 sums,
  * I = Σ (xq + 128)·wq; then T = I − zc·Σ_{k∈block} wq (zc = z + 128: the shift and the zero point
  * taken back at once, exactly: |I|, |zc·colsum| ≤ 255·127·BLOCK < 2^24) and acc += T·(s_x·s_w),
- * acc in registers too; at the end y = acc + b. Those four float operations per 8 VPDPBUSD are
- * what blocks of 32 with a zero point and a weight scale cost (the symmetric blocks of 64 with one
- * scale a column had two per 16): MiniLM's four products at 768 rows ran at ~0.74× the old
- * kernel's speed here (SPR, QKV_ISA=avx512bf16, load ~8); with the float sums in an L1 array
- * (the old kernel's 6 × 4 tile) at ~0.68×. */
+ * acc in registers too; at the end y = acc + b. Those four float operations per block and (row,
+ * group) are what blocks with a zero point and a weight scale cost (the symmetric blocks of 64 with
+ * one scale a column had two): per 8 VPDPBUSD at blocks of 32, MiniLM's four products at 768 rows
+ * ran at ~0.74× that old kernel's speed here (SPR, QKV_ISA=avx512bf16, load ~8; with the float sums
+ * in an L1 array, the old kernel's 6 × 4 tile, at ~0.68×); per 16 at blocks of 64, the whole
+ * encoder on titles is 1.14× [1.09–1.18] as fast as at 32 (paired, load ~4). */
 T_VNNI static inline __attribute__((always_inline)) void vnni_tile(const int8_t *xq, int64_t Kp, const float *sx,
                                                                    const float *zc, const int8_t *w,
                                                                    int64_t gstride, const float *sw,
@@ -173,7 +183,7 @@ T_VNNI static inline __attribute__((always_inline)) void vnni_tile(const int8_t 
             for (int j = 0; j < ng; j++) is[r][j] = _mm512_setzero_si512();
         const int8_t *wb = w + kb * (BLOCK / 4) * GROUP_BYTES;
         const int8_t *xb = xq + kb * BLOCK;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int k = 0; k < BLOCK / 4; k++) {
             __m512i wv[VNNI_GROUPS];
             for (int j = 0; j < ng; j++) wv[j] = _mm512_load_si512((const void *)(wb + j * gstride + k * GROUP_BYTES));
@@ -287,10 +297,10 @@ static int cpu_bits = -1;
  * time, the weights of those columns (Kp × 48 or 32 bytes) staying in L1/L2 while every row block
  * of the chunk reads them; the GELU runs on the chunk while it is in cache. */
 int64_t qkv_i8_gemm(const float *x, int64_t R, int64_t K, const int8_t *wq, const float *sw,
-                    const float *colsum, int64_t N, const float *bias, int gelu, float *y, int64_t unit)
+                    const float *colsum, int64_t N, const float *bias, int gelu, float *y, int64_t unit, int64_t block)
 {
     if (cpu_bits < 0) cpu_bits = (int)qkv_q4_int_cpu();
-    if (K <= 0 || K > 65536 || N % GROUP || (gelu && !bias)) return -1;
+    if (block != BLOCK || K <= 0 || K > 65536 || N % GROUP || (gelu && !bias)) return -1;
     if (!((unit == 1 && (cpu_bits & 1)) || (unit == 2 && (cpu_bits & 2)))) return -1;
     if (R <= 0) return 0;
     const int64_t Kp = (K + BLOCK - 1) / BLOCK * BLOCK, nb = Kp / BLOCK, ngroups = N / GROUP;
@@ -326,9 +336,9 @@ int64_t qkv_i8_gemm(const float *x, int64_t R, int64_t K, const int8_t *wq, cons
 
 #else /* not x86-64 with GCC/Clang: no integer products; qkv runs the NumPy twin */
 int64_t qkv_i8_gemm(const float *x, int64_t R, int64_t K, const int8_t *wq, const float *sw,
-                    const float *colsum, int64_t N, const float *bias, int gelu, float *y, int64_t unit)
+                    const float *colsum, int64_t N, const float *bias, int gelu, float *y, int64_t unit, int64_t block)
 {
-    (void)x, (void)R, (void)K, (void)wq, (void)sw, (void)colsum, (void)N, (void)bias, (void)gelu, (void)y, (void)unit;
+    (void)block, (void)x, (void)R, (void)K, (void)wq, (void)sw, (void)colsum, (void)N, (void)bias, (void)gelu, (void)y, (void)unit;
     return -1;
 }
 #endif
