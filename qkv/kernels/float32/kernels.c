@@ -615,6 +615,9 @@ void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t
     const int64_t npad = round_keys(nk);
     float *kt = work, *s = work + d * npad, *o = s + QROWS * KCHUNK, *vt = o + QROWS * dv;
     float m[QROWS], l[QROWS];
+#if defined(__AVX512F__)
+    float lanes[QROWS][16] __attribute__((aligned(64))); /* each row's 16 partial sums of exp */
+#endif
     for (int64_t h = 0; h < heads; h++) {
         const float *qh = q + h * hq, *kh = k + h * hk, *vh = v + h * hv;
         float *oh = out + h * ho;
@@ -710,11 +713,26 @@ void qkv_attention_heads(const float *q, const float *k, const float *v, int64_t
                             store_v(row + j + t * VW, e);
                             acc[t] += (vf)((vi)e & real);
                         }
+#if defined(__AVX512F__)
+                    store_v(lanes[r], acc[0]); /* summed below, every row's lanes at once */
+#else
                     float sum = 0.0f; /* lane 0 to 15 in order, whatever VW */
                     for (int t = 0; t < NV; t++)
                         for (int k = 0; k < VW; k++) sum += acc[t][k];
                     l[r] += sum;
+#endif
                 }
+#if defined(__AVX512F__)
+                { /* each row's 16 lanes summed in the same order (0 + lane 0, + lane 1, …, + lane 15: the
+                   * same bits), for all rows at once on the transposed lanes: 15 vector additions
+                   * instead of a chain of 16 dependent scalar ones a row */
+                    float cols[16][16] __attribute__((aligned(64)));
+                    transpose16(lanes[0], 16, rows, cols[0], 16);
+                    vf sum = (vf){0} + load_v(cols[0]);
+                    for (int k = 1; k < 16; k++) sum += load_v(cols[k]);
+                    for (int r = 0; r < rows; r++) l[r] += sum[r];
+                }
+#endif
                 const float *vc = vt + j0 * dv;
                 if (dv == 16) weighted_sum_1(s, nkeys, vc, dv, o, dv);
                 else for (int64_t c = 0; c < dv; c += 32) weighted_sum_2(s, nkeys, vc + c, dv, o + c, dv);
