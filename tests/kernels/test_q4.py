@@ -404,6 +404,29 @@ def test_vnni_and_avx2_give_the_same_bits():
 
 
 @needs_lib
+def test_vnni_and_avx2_quantise_alike_at_rounding_ties():
+    """Each unit quantises x its own way (AVX-512 on VNNI, AVX2 on AVX2) with the same steps: blocks
+    whose scaled inputs land exactly on k + 1/2 (max 127: d_x = 1, round half to even), on ±127, a
+    negative maximum, zeros and tiny values give the same bits through a product and through the
+    feed-forward block (whose hidden layer each unit quantises too)."""
+    if not {"vnni", "avx2"} <= set(cpu.q4_offered()):
+        pytest.skip(f"needs both; this CPU (up to QKV_ISA) offers {cpu.q4_offered()}")
+    rng = np.random.default_rng(21)
+    x = _int8_inputs(rng, 7, 128)
+    x[1, :32] = np.arange(-16, 16) + 0.5  # ties after scaling by 127 / 127
+    x[1, 0] = 127.0
+    x[2, 64:96] = np.linspace(-127, 3, 32)  # the maximum is negative
+    x[3, 96:] = rng.choice([-1.5, 2.5, -0.5, 126.5, -127.0], 32) * 1e-3
+    panels = pack_q4(_weights(rng, 64, 128))
+    p_out = pack_q4(_weights(rng, 32, 64))
+    b = rng.standard_normal(64).astype(np.float32)
+    got = {u: (q4_matmul(x, panels, b, np.empty((7, 64), np.float32), isa=u),
+               q4.q4_ffn(x, panels, b, p_out, None, np.empty((7, 32), np.float32), isa=u)) for u in ("vnni", "avx2")}
+    for a, c in zip(got["vnni"], got["avx2"]):
+        np.testing.assert_array_equal(a, c)
+
+
+@needs_lib
 @pytest.mark.parametrize("isa", INT_UNITS)
 def test_int8_product_is_its_own_rows(isa):
     """Each row is quantised on its own (row-wise scales): a row's result does not depend on the

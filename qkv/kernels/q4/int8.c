@@ -74,6 +74,7 @@ static __thread size_t q_have = 0, w_have = 0;
 void *qkv_q4_grow(void **buf, size_t *have, size_t need); /* q4/amx.c */
 
 #define T_AVX2 __attribute__((target("avx2,fma")))
+#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 /* One block of 32 floats v as the integer products read it: xq (int8), d_x and −8·Σ xq, the sum
  * VPDPBUSD's unsigned nibbles owe back. AVX2 (every CPU with either unit has it). VCVTPS2DQ rounds
@@ -109,15 +110,53 @@ T_AVX2 static inline __attribute__((always_inline)) void quantize_block(const fl
     *corr = -8 * _mm_cvtsi128_si32(s4);
 }
 
+/* quantize_block on two zmm, for the VNNI unit: the same steps on the same values (the maximum,
+ * 127 / max, the products, VCVTPS2DQ's rounding and the clamp are exact or correctly rounded lane
+ * by lane), so the same xq, d_x and −8·Σ xq bit for bit (tests/kernels/test_q4.py: the two units
+ * give the same bits). Fewer instructions: one 16-lane maximum, VPMOVSDB's narrowing for the
+ * packs (after the clamp to ±127, so it never saturates), Σ xq by VPSADBW on xq + 128. */
+T_VNNI static inline __attribute__((always_inline)) void quantize_block_512(const float *v, int8_t *xq, float *dx,
+                                                                            int32_t *corr)
+{
+    const __m512 a0 = _mm512_loadu_ps(v), a1 = _mm512_loadu_ps(v + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a0), _mm512_abs_ps(a1)));
+    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    const __m512i q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a0, inv)), lim), nlim);
+    const __m512i q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a1, inv)), lim), nlim);
+    const __m256i b = _mm256_set_m128i(_mm512_cvtsepi32_epi8(q1), _mm512_cvtsepi32_epi8(q0));
+    _mm256_storeu_si256((__m256i *)xq, b);
+    /* Σ (xq + 128) over each 8 bytes (xq + 128 is xq XOR 0x80 as an unsigned byte), then the 4 sums */
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    *dx = amax / 127.0f;
+    *corr = -8 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
+}
+
 /* Rows of x [R, K] per block of 32 (quantize_block): xq (int8, [R, K]), d_x (float, [R, nb]) and
  * −8·Σ xq (int32, [R, nb]). One pass over x, but against only N/64 integer dot products per input
- * for N outputs, so it must be vector code (scalar, it took as long as the product for N = 384). */
-T_AVX2 static void quantize_rows(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
+ * for N outputs, so it must be vector code (scalar, it took as long as the product for N = 384).
+ * The VNNI unit (1) takes quantize_block_512: the same numbers. */
+T_AVX2 static void quantize_rows_avx2(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
 {
     const int64_t nb = K / QBLOCK;
     for (int64_t r = 0; r < R; r++)
         for (int64_t b = 0; b < nb; b++)
             quantize_block(x + r * K + b * QBLOCK, xq + r * K + b * QBLOCK, dx + r * nb + b, corr + r * nb + b);
+}
+
+T_VNNI static void quantize_rows_512(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
+{
+    const int64_t nb = K / QBLOCK;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t b = 0; b < nb; b++)
+            quantize_block_512(x + r * K + b * QBLOCK, xq + r * K + b * QBLOCK, dx + r * nb + b, corr + r * nb + b);
+}
+
+static void quantize_rows(int64_t unit, const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
+{
+    if (unit == 1) quantize_rows_512(x, R, K, xq, dx, corr);
+    else quantize_rows_avx2(x, R, K, xq, dx, corr);
 }
 
 /* One panel's blocks transposed for the integer products: block kb at w + kb·1024, group g
@@ -146,6 +185,28 @@ static void expand_panel(const uint8_t *panel, int64_t nb, uint8_t *w)
     }
 }
 
+/* expand_panel for the VNNI unit, the same bytes: a group's four input rows are 64 contiguous
+ * bytes (row i in 128-bit lane i, output j's byte at 16·i + j); VPERMD gathers the dword of
+ * outputs 4L..4L + 3 from each row into lane L, VPSHUFB transposes each lane's 4 × 4 bytes so
+ * output j's four inputs are adjacent, and the nibbles are split as there. One load, four vector
+ * operations and two stores a group against four loads, 18 and eight (AVX-512 F and BW only). */
+T_VNNI static void expand_panel_512(const uint8_t *panel, int64_t nb, uint8_t *w)
+{
+    const __m512i m = _mm512_set1_epi8(15);
+    const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    for (int64_t kb = 0; kb < nb; kb++) {
+        const uint8_t *q = panel + kb * QBLOCK_BYTES + PANEL * 4;
+        uint8_t *o = w + kb * WBLOCK;
+        for (int g = 0; g < 8; g++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(q + g * 64));
+            const __m512i t = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(lanes, v), bytes);
+            _mm512_store_si512((void *)(o + g * 128), _mm512_and_si512(t, m));
+            _mm512_store_si512((void *)(o + g * 128 + 64), _mm512_and_si512(_mm512_srli_epi16(t, 4), m));
+        }
+    }
+}
+
 static inline int32_t load4(const int8_t *p)
 {
     int32_t v;
@@ -154,7 +215,6 @@ static inline int32_t load4(const int8_t *p)
 }
 
 /* ------------------------------------------------------------------ AVX-512 VNNI: 16 outputs a zmm */
-#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define VNNI_ROWS 6 /* 6 rows × (2 int32 + 2 float32 sums) = 24 zmm, + 2 weights, the broadcast, the scales */
 
 /* y[r, 0:32] = Σ_kb float(I_kb)·(d_w·d_x) (+ bias) for r < rr rows of one panel. */
@@ -310,7 +370,8 @@ static void int_product(int64_t unit, const qrows *q, int64_t R, int64_t K, cons
     const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES, step = unit == 1 ? VNNI_ROWS : AVX2_ROWS;
     for (int64_t p = 0; p < N / PANEL; p++) {
         const uint8_t *panel = panels + p * per_panel;
-        expand_panel(panel, nb, w);
+        if (unit == 1) expand_panel_512(panel, nb, w);
+        else expand_panel(panel, nb, w);
         for (int64_t r = 0; r < R; r += step)
             panel_rows(unit, q, r, R - r < step ? R - r : step, K, w, panel, bias ? bias + p * PANEL : NULL,
                        y + r * N + p * PANEL, N);
@@ -329,7 +390,7 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
     qrows q;
     uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)(K / QBLOCK * WBLOCK));
     if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0) return -1;
-    quantize_rows(x, R, K, q.xq, q.dx, q.corr);
+    quantize_rows(unit, x, R, K, q.xq, q.dx, q.corr);
     int_product(unit, &q, R, K, panels, N, gelu ? NULL : bias, y, w);
     if (gelu) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order the other kernels keep */
     return 0;
@@ -337,12 +398,27 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
 
 /* Rows r … r + rr − 1 of a tile of 32 floats each as block p of the int8 rows h (width I). Its own
  * function: quantize_block needs AVX2, which callers without that target may not inline. */
-T_AVX2 static void quantize_tile(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
+T_AVX2 static void quantize_tile_avx2(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
 {
     const int64_t nb = I / QBLOCK;
     for (int64_t i = 0; i < rr; i++)
         quantize_block(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
                        h->corr + (r + i) * nb + p);
+}
+
+T_VNNI static void quantize_tile_512(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
+{
+    const int64_t nb = I / QBLOCK;
+    for (int64_t i = 0; i < rr; i++)
+        quantize_block_512(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
+                           h->corr + (r + i) * nb + p);
+}
+
+static void quantize_tile(int64_t unit, const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r,
+                          int64_t p)
+{
+    if (unit == 1) quantize_tile_512(tile, rr, h, I, r, p);
+    else quantize_tile_avx2(tile, rr, h, I, r, p);
 }
 
 /* The feed-forward block's two products in one call: y [R, N] = GELU(x·W_in + b_in)·W_out (+ b_out,
@@ -361,16 +437,17 @@ int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in
     qrows q, h;
     uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)((nbk > nbi ? nbk : nbi) * WBLOCK));
     if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0 || qrows_get(&h_buf, &h_have, R, I, &h) != 0) return -1;
-    quantize_rows(x, R, K, q.xq, q.dx, q.corr);
+    quantize_rows(unit, x, R, K, q.xq, q.dx, q.corr);
     float tile[VNNI_ROWS * PANEL] __attribute__((aligned(64)));
     for (int64_t p = 0; p < nbi; p++) { /* panel p of W_in gives block p of every hidden row */
         const uint8_t *panel = w_in + p * nbk * QBLOCK_BYTES;
-        expand_panel(panel, nbk, w);
+        if (unit == 1) expand_panel_512(panel, nbk, w);
+        else expand_panel(panel, nbk, w);
         for (int64_t r = 0; r < R; r += step) {
             const int64_t rr = R - r < step ? R - r : step;
             panel_rows(unit, &q, r, rr, K, w, panel, NULL, tile, PANEL);
             qkv_bias_gelu(tile, b_in + p * PANEL, rr, PANEL);
-            quantize_tile(tile, rr, &h, I, r, p);
+            quantize_tile(unit, tile, rr, &h, I, r, p);
         }
     }
     int_product(unit, &h, R, I, w_out, N, b_out, y, w);
