@@ -1,15 +1,19 @@
-"""Learned term weights on the DENSE side, measured on Home Depot dev, full corpus (../shared data):
-a title's vector pooled from its token vectors weighted by a term head's ŷ (``qkv terms train``)
-instead of their plain mean, and (``adapter``) a linear map of the query vector fitted on half a's
-judged pairs. Keyword, dense and hybrid NDCG@10 / Recall@100 on half a and half b.
+"""Learned term weights and the seller's query–product pairs on the DENSE side, measured on Home
+Depot dev, full corpus (../shared data): a title's vector pooled from its token vectors weighted by
+a term head's ŷ (``qkv terms train``) instead of their plain mean (``pool``); a linear map of the
+query vector fitted on half a's judged pairs (``adapter``); titles moved toward the queries that
+found them (``expand``); the query side's encoder fine-tuned with the titles frozen (``tower``,
+torch). Keyword, dense and hybrid NDCG@10 / Recall@100; every choice on half a (a1/a2: half a
+split in two), reported on half b. Results in docs/search.md.
 
     H=../shared/data/search/homedepot
-    B=".venv/bin/python bench/search_densepool.py --work /tmp/densetw"
+    B=".venv/bin/python bench/search_densepool.py --data $H --work /tmp/densetw"
     $B tokens                                      # every title's token vectors once (float16, ~4 min)
     $B queries --plain plain --weighted variants/head-a2c-s20-keep-l0.25   # query vectors, keyword candidates
-    $B check --plain plain                         # the index's own vectors: reproduces `qkv eval search`
-    $B pool --weights weights-c643d85b827e.jsonl --half a --betas 0,0.1,0.25,0.5,1 --mixes 0.5,1
-    $B adapter --weights ... --beta B --mix M --half a
+    $B check --plain plain --half b                # the index's own vectors: reproduces `qkv eval search`
+    $B pool --weights weights-c643d85b827e.jsonl --half a --betas 0,0.1,0.25,0.5,1 --others 0,1 --mixes 0.5,1
+    $B adapter --weights ... --train a1 --half a2 --epochs 8        # then --train a --half b --epochs E
+    $B tower --weights ... --train a1 --half a2 --epochs 4
 
 Variants are scored with the very fusion ``qkv eval search`` runs (``Index.fuse``: score fusion,
 α by model, BM25 × matched terms², 200 candidates a side), from cached keyword candidates (their
@@ -356,77 +360,6 @@ def expand(V: np.ndarray, Q: np.ndarray, targets, eta: float) -> np.ndarray:
     return unit(out.astype(np.float32))
 
 
-def finetune(data: Path, work: Path, judge: Judge, model_dir: Path, train: str, rounds: int = 3,
-             batch: int = 64, lr: float = 2e-5, scale: float = 20.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The bi-encoder itself fine-tuned on the seller's pairs (torch, bench only): in-batch
-    negatives ranking loss (Henderson et al. 2017; sentence-transformers' MultipleNegativesRanking-
-    Loss: softmax of scale·cos over the batch's titles), one relevant title per query per round
-    drawn by gain (so a batch holds no two positives of one query), AdamW at ``lr`` with 10% linear
-    warm-up — sentence-transformers' defaults, chosen before any figure was read. Returns the unit
-    vectors of every title (the token cache's order) and of every cached query, mean-pooled."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    from qkv.search.catalog import read_catalog
-    from qkv.search.evaluate import load_queries
-
-    torch.manual_seed(seed)
-    torch.set_num_threads(2)
-    rng = np.random.default_rng(seed)
-    tokz = AutoTokenizer.from_pretrained(model_dir)
-    net = AutoModel.from_pretrained(model_dir)
-    titles = {r["id"]: r["title"] for r in read_catalog(data / "corpus.jsonl").rows}
-    queries = load_queries(data / "queries.dev.jsonl")
-    tr = judge.qids(train)
-    targets = relevant(judge, tr)
-
-    def embed(texts: list[str]):
-        x = tokz(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
-        h = net(**x).last_hidden_state
-        m = x["attention_mask"].unsqueeze(-1).float()
-        return torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
-
-    pairs = []
-    for _ in range(rounds):
-        order = rng.permutation(len(tr))
-        pairs += [(queries[judge.q["qids"][tr[i]]], titles[judge.ids[rng.choice(targets[i][0], p=targets[i][1])]])
-                  for i in order if len(targets[i][0])]
-    steps = (len(pairs) + batch - 1) // batch
-    opt = torch.optim.AdamW(net.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) *
-                                              min(1.0, (steps - s) / max(1, steps - steps // 10)))
-    net.train()
-    t0 = time.perf_counter()
-    for k in range(steps):
-        qs, ts = zip(*pairs[k * batch:(k + 1) * batch])
-        logits = scale * embed(list(qs)) @ embed(list(ts)).T
-        loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(qs)))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        if k % 10 == 0 or k == steps - 1:
-            print(f"  step {k + 1}/{steps}: loss {loss.item():.3f} ({time.perf_counter() - t0:.0f}s)", flush=True)
-    net.eval()
-
-    def all_vectors(texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), net.config.hidden_size), np.float32)
-        order = np.argsort([len(t) for t in texts])
-        with torch.inference_mode():
-            for a in range(0, len(texts), 256):
-                idx = order[a:a + 256]
-                out[idx] = embed([texts[i] for i in idx]).numpy()
-        return out
-
-    qv = all_vectors([queries[q] for q in judge.q["qids"]])
-    print(f"  queries embedded ({time.perf_counter() - t0:.0f}s)", flush=True)
-    tv = all_vectors([titles[i] for i in judge.ids])
-    print(f"  titles embedded ({time.perf_counter() - t0:.0f}s)", flush=True)
-    np.save(work / f"finetuned-{train}-titles.npy", tv)
-    np.save(work / f"finetuned-{train}-queries.npy", qv)
-    return tv, qv
-
-
 def query_tower(data: Path, judge: Judge, V: np.ndarray, model_dir: Path, train: str, epochs: int,
                 each_epoch, batch: int = 64, lr: float = 2e-5, tau: float = 0.05, seed: int = 0) -> None:
     """The query side's encoder fine-tuned on the seller's pairs with the titles' vectors frozen
@@ -500,7 +433,7 @@ def floats(text: str | None) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("stage", choices=("tokens", "queries", "check", "pool", "adapter", "expand", "finetune", "tower"))
+    ap.add_argument("stage", choices=("tokens", "queries", "check", "pool", "adapter", "expand", "tower"))
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
     ap.add_argument("--model", default=MINILM)
@@ -549,7 +482,9 @@ def main() -> None:
 
     tok = Tokens(a.work)
     judge = Judge(a.data, a.work, tok.ids)
-    yhat = load_yhat(a.weights, tok)
+    if a.weights is None and (a.stage == "pool" or a.beta is not None):
+        sys.exit("--weights: the head's ŷ of every title (bench/search_termweights.py caches them)")
+    yhat = load_yhat(a.weights, tok) if a.weights is not None else None
     mean = tok.pool()
     print(f"half {a.half}, keyword side {a.side}: keyword / dense / hybrid, NDCG@10 / Recall@100")
     for alpha in floats(a.alphas):
@@ -574,19 +509,6 @@ def main() -> None:
     ev = judge.qids(a.half)
     Qall = judge.q["vecs"]
     targets = relevant(judge, tr)
-    if a.stage == "finetune":
-        from qkv.model.hub import resolve
-
-        if (a.work / f"finetuned-{a.train}-titles.npy").is_file():
-            tv, qv = np.load(a.work / f"finetuned-{a.train}-titles.npy"), np.load(a.work / f"finetuned-{a.train}-queries.npy")
-        else:
-            tv, qv = finetune(a.data, a.work, judge, resolve(a.model)[1], a.train)
-        print(f"cosine of the fine-tuned queries to the index's: mean {float((qv * Qall).sum(1).mean()):.3f}")
-        for half in ("a", "b"):
-            for alpha in floats(a.alphas):
-                print(show(f"fine-tuned on {a.train}, half {half}, α {alpha:g}",
-                           judge(tv, half, a.side, alpha, qvecs=qv[judge.qids(half)])), flush=True)
-        return
     if a.stage == "tower":
         from qkv.model.hub import resolve
 
