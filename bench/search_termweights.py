@@ -9,6 +9,16 @@ weighted, for several scales and with words weighted ~0 kept once or left out.
         --half a --scales 5,10,20 --keep both          # tune on half a's queries
     .venv/bin/python bench/search_termweights.py ... --half b --scales 10 --no-plain   # report half b
     .venv/bin/python bench/search_termweights.py ... --half a --scales 10 --alphas 0.3,0.5,0.7   # fusion weight
+    .venv/bin/python bench/search_termweights.py ... --half a --scales 20 --blends 0.25 --k1 0.1 --b 0.9 --sweep \
+        --no-plain --expand-top 5 --expand-gammas 1 --expand-k 50 --expand-floor 0.8 --matched-weight
+        # title-advice expansion from catalog neighbours (hybrid-mw: appended terms count their weight in fusion)
+    .venv/bin/python bench/search_termweights.py ... --sweep --no-plain --query-drop units   # or --query-powers 0.5,1
+
+Expansion (``expansions``): each title's keyword document gets the words its nearest catalog
+titles (the plain index's own vectors) carry in their naming parts with a high learned weight and
+it lacks — ``qkv.explain.terms.advise``'s rule, read from the cached weights — each at
+tf = γ · its cosine-weighted mean weight (DeepImpact-style appended terms, Mallia et al. 2021, but
+from the catalog and the head alone: no generator, no judgment).
 
 The head's weights of every title are computed once (one float32 encoder pass, cached in --work as
 JSON lines, resumable); each variant is a copy of the plain index whose keyword documents are
@@ -102,14 +112,15 @@ def neighbour_table(plain: Path, ids: list[str], k: int, work: Path):
 
 
 def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: float = 0.9, same_type: bool = True,
-               min_count: int = 1) -> dict[str, list[tuple[str, float]]]:
+               min_count: int = 1, types_only: bool = False) -> dict[str, list[tuple[str, float]]]:
     """Title advice (``qkv.explain.terms.advise``) for every title from the cached head weights of
     its neighbours: the words of the nearest titles' naming parts (those at least ``floor`` × the
     nearest one's cosine, of the title's product type when some hold it) that the title lacks — no
     brand, number or stop word — each weighted by the cosine-weighted mean of its learned weight
     over those neighbours (0 where absent); the ``top`` best held by at least ``min_count`` of
     them, as keyword terms (``normalize``) the title's keyword document lacks. Only the catalog
-    and the head's predictions: no judgment is read."""
+    and the head's predictions: no judgment is read. ``types_only``: only the word each neighbour
+    names its product type with (``product_type``: its other words are often what tells it apart)."""
     from collections import Counter
 
     from qkv.explain.terms import naming_part, product_type
@@ -144,6 +155,9 @@ def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: 
             f = fold(w)
             if pos < cut and f and f not in STOP and not any(c.isdigit() for c in f) and not brand(f):
                 out.append((f, w, float(y)))
+        if types_only:
+            kind = product_type(t)
+            out = [x for x in out if x[0] == kind][-1:]
         named.append(out)
     res: dict[str, list[tuple[str, float]]] = {}
     for n, (i, t) in enumerate(zip(ids, titles)):
@@ -190,7 +204,8 @@ def stems_of(index: Path, corpus: dict[str, str], extra: dict) -> dict[str, dict
     store = open_store(index)
     try:
         own = {i: normalize(corpus[i]).split() for i, v in extra.items() if v}
-        stems = store.keyword.vocab.stems({t for v in extra.values() for t, _ in v} | {t for v in own.values() for t in v})
+        words = {t for v in extra.values() for t, _ in v} | {t for v in own.values() for t in v}
+        stems = store.keyword.vocab.stems(words)
         out = {}
         for i, terms in own.items():
             mine = {stems.get(t) for t in terms}
@@ -231,12 +246,12 @@ def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, b
     store = open_store(tmp)
     try:
         with store.writer() as w:
-            w.update_fields([{"id": i, KEYWORD_TEXT: (keyword_text(t, weights[i][0],
-                                                                   [max(y, 0.0) ** power for y in weights[i][1]],
-                                                                   scale=scale, keep_zero=keep, blend=blend, floor=floor)
-                                                      + (" " + expansion_text(extra[i], gamma, scale) if extra else "")
-                                                      ).strip()}
-                             for i, t in corpus.items()])
+            def text(i: str, t: str) -> str:
+                doc = keyword_text(t, weights[i][0], [max(y, 0.0) ** power for y in weights[i][1]],
+                                   scale=scale, keep_zero=keep, blend=blend, floor=floor)
+                return (doc + " " + expansion_text(extra[i], gamma, scale)).strip() if extra else doc
+
+            w.update_fields([{"id": i, KEYWORD_TEXT: text(i, t)} for i, t in corpus.items()])
     finally:
         store.close()
     tmp.rename(out)
@@ -334,7 +349,7 @@ def reweigh_query(idx, kw, query: str, qweights: dict[str, float], power: float)
     fill = float(np.median(known)) if known else 1.0
     qw = {t: qweights.get(stems.get(t), fill) for t in terms}
     top = max(qw.values(), default=1.0) or 1.0
-    qw = {t: (w / top) ** power for t, w in qw.items()}
+    qw = {t: (max(w, 1e-3) / top) ** power for t, w in qw.items()}
     score = {i: sum(sh * qw.get(t, 1.0) for t, sh in parts.get(i, [])) for i in ids}
     matched = {i: sum(qw.get(t, 1.0) for t, _ in parts.get(i, [])) for i in ids}
     return score, matched
@@ -484,7 +499,9 @@ def main() -> None:
     ap.add_argument("--expand-gammas", default="1", help="γ: an appended word's tf = γ · its advised weight")
     ap.add_argument("--expand-min", default="1", help="an advised word held by at least this many neighbours")
     ap.add_argument("--expand-k", type=int, default=20, help="neighbours read (the plain index's vectors)")
-    ap.add_argument("--expand-floor", type=float, default=0.9, help="a neighbour read at ≥ this × the nearest's cosine")
+    ap.add_argument("--expand-floor", type=float, default=0.9,
+                    help="a neighbour read at ≥ this × the nearest's cosine")
+    ap.add_argument("--expand-types", action="store_true", help="append only the neighbours' product-type words")
     ap.add_argument("--matched-weight", action="store_true", help="also hybrid-mw: fusion's matched-terms factor "
                                                                  "counting an appended term's match as its weight")
     ap.add_argument("--query-drop", choices=("none", "numbers", "units", "both"), default="none",
@@ -525,6 +542,11 @@ def main() -> None:
         return
     weights = head_weights(a.head, corpus, a.work)
     tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.powers, a.k1, a.b) if x)
+    if a.expand_top:  # the expansion's settings too, so that runs do not overwrite each other's results
+        tag += (f"-x{a.expand_top}m{a.expand_min}g{a.expand_gammas}k{a.expand_k}f{a.expand_floor:g}"
+                + ("t" if a.expand_types else "")).replace(",", "_")
+    if a.query_drop != "none" or a.query_powers:
+        tag += f"-q{a.query_drop}{a.query_powers}".replace(",", "_")
     exps = [(t, mc, g) for t in (int(x) for x in floats(a.expand_top)) for mc in (int(x) for x in floats(a.expand_min))
             for g in floats(a.expand_gammas)] if a.expand_top else [None]
     exps = [e if e and e[0] > 0 else None for e in exps]
@@ -534,12 +556,12 @@ def main() -> None:
         if e[:2] not in advice:
             nb_rows, nb_sims = neighbour_table(a.plain, list(corpus), a.expand_k, a.work)
             advice[e[:2]] = expansions(corpus, weights, nb_rows, nb_sims, top=e[0], min_count=e[1],
-                                       floor=a.expand_floor)
+                                       floor=a.expand_floor, types_only=a.expand_types)
         return advice[e[:2]]
 
     def expand_name(e) -> str:
         return "" if not e else f"-x{e[0]}m{e[1]}g{e[2]:g}" + (f"k{a.expand_k}" if a.expand_k != 20 else "") + \
-            (f"f{a.expand_floor:g}" if a.expand_floor != 0.9 else "")
+            (f"f{a.expand_floor:g}" if a.expand_floor != 0.9 else "") + ("t" if a.expand_types else "")
 
     if a.sweep:  # k1 × b on each variant (tf = repeats / scale) and on the plain index (raw counts)
         grid = [(k1, b) for k1 in k1s for b in bs]
