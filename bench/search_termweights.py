@@ -9,6 +9,16 @@ weighted, for several scales and with words weighted ~0 kept once or left out.
         --half a --scales 5,10,20 --keep both          # tune on half a's queries
     .venv/bin/python bench/search_termweights.py ... --half b --scales 10 --no-plain   # report half b
     .venv/bin/python bench/search_termweights.py ... --half a --scales 10 --alphas 0.3,0.5,0.7   # fusion weight
+    .venv/bin/python bench/search_termweights.py ... --half a --scales 20 --blends 0.25 --k1 0.1 --b 0.9 --sweep \
+        --no-plain --expand-top 5 --expand-gammas 1 --expand-k 50 --expand-floor 0.8 --matched-weight
+        # title-advice expansion from catalog neighbours (hybrid-mw: appended terms count their weight in fusion)
+    .venv/bin/python bench/search_termweights.py ... --sweep --no-plain --query-drop units   # or --query-powers 0.5,1
+
+Expansion (``expansions``): each title's keyword document gets the words its nearest catalog
+titles (the plain index's own vectors) carry in their naming parts with a high learned weight and
+it lacks — ``qkv.explain.terms.advise``'s rule, read from the cached weights — each at
+tf = γ · its cosine-weighted mean weight (DeepImpact-style appended terms, Mallia et al. 2021, but
+from the catalog and the head alone: no generator, no judgment).
 
 The head's weights of every title are computed once (one float32 encoder pass, cached in --work as
 JSON lines, resumable); each variant is a copy of the plain index whose keyword documents are
@@ -69,6 +79,148 @@ def head_weights(head_path: Path, corpus: dict[str, str], work: Path) -> dict[st
     return done
 
 
+def neighbour_table(plain: Path, ids: list[str], k: int, work: Path):
+    """The ``k`` nearest catalog titles of every title by the plain index's own vectors (cosine,
+    the title itself left out): (rows [N, k] int32 into ``ids``, cosines [N, k]); cached in --work."""
+    import numpy as np
+
+    from qkv.search.store import open_store
+
+    cache = work / f"neighbours-k{k}.npz"
+    if cache.is_file():
+        z = np.load(cache)
+        if z["rows"].shape[0] == len(ids):
+            return z["rows"], z["sims"]
+    store = open_store(plain)
+    try:
+        vecs = np.ascontiguousarray(store.get_vectors(ids), dtype=np.float32)
+    finally:
+        store.close()
+    rows = np.empty((len(ids), k), np.int32)
+    sims = np.empty((len(ids), k), np.float32)
+    t0 = time.perf_counter()
+    for a in range(0, len(ids), 1024):
+        s = vecs[a:a + 1024] @ vecs.T
+        s[np.arange(s.shape[0]), np.arange(a, a + s.shape[0])] = -np.inf  # not itself
+        top = np.argpartition(-s, k, axis=1)[:, :k]
+        ts = np.take_along_axis(s, top, 1)
+        order = np.argsort(-ts, axis=1, kind="stable")
+        rows[a:a + 1024], sims[a:a + 1024] = np.take_along_axis(top, order, 1), np.take_along_axis(ts, order, 1)
+        print(f"  neighbours: {a + s.shape[0]:,}/{len(ids):,} ({time.perf_counter() - t0:.0f}s)", flush=True)
+    np.savez(cache, rows=rows, sims=sims)
+    return rows, sims
+
+
+def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: float = 0.9, same_type: bool = True,
+               min_count: int = 1, types_only: bool = False) -> dict[str, list[tuple[str, float]]]:
+    """Title advice (``qkv.explain.terms.advise``) for every title from the cached head weights of
+    its neighbours: the words of the nearest titles' naming parts (those at least ``floor`` × the
+    nearest one's cosine, of the title's product type when some hold it) that the title lacks — no
+    brand, number or stop word — each weighted by the cosine-weighted mean of its learned weight
+    over those neighbours (0 where absent); the ``top`` best held by at least ``min_count`` of
+    them, as keyword terms (``normalize``) the title's keyword document lacks. Only the catalog
+    and the head's predictions: no judgment is read. ``types_only``: only the word each neighbour
+    names its product type with (``product_type``: its other words are often what tells it apart)."""
+    from collections import Counter
+
+    from qkv.explain.terms import naming_part, product_type
+    from qkv.explain.title_terms import STOP, fold, parts
+    from qkv.text.keywords import normalize
+
+    ids = list(corpus)
+    titles = [corpus[i] for i in ids]
+    held = []
+    df: Counter = Counter()
+    first: Counter = Counter()
+    for t in titles:
+        fs = {fold(w) for w in t.split()}
+        fs |= {p for w in list(fs) for p in parts(w)}
+        fs.discard("")
+        held.append(fs)
+        df.update(fs)
+        ws = t.split()
+        if ws and fold(ws[0]):
+            first[fold(ws[0])] += 1
+    brand = lambda f: df[f] > 0 and first[f] >= 0.5 * df[f]  # noqa: E731  (advise's rule)
+    # each title's head words that stand in its naming part, folded, with their weights
+    named: list[list[tuple[str, str, float]]] = []
+    for i, t in zip(ids, titles):
+        cut, at, out = len(naming_part(t)), 0, []
+        words, ys = weights[i]
+        for w, y in zip(words, ys):
+            pos = t.find(w, at)
+            if pos < 0:
+                continue
+            at = pos + len(w)
+            f = fold(w)
+            if pos < cut and f and f not in STOP and not any(c.isdigit() for c in f) and not brand(f):
+                out.append((f, w, float(y)))
+        if types_only:
+            kind = product_type(t)
+            out = [x for x in out if x[0] == kind][-1:]
+        named.append(out)
+    res: dict[str, list[tuple[str, float]]] = {}
+    for n, (i, t) in enumerate(zip(ids, titles)):
+        nb = [(int(r), float(s)) for r, s in zip(rows[n], sims[n]) if titles[r] != t]
+        if not nb:
+            res[i] = []
+            continue
+        best = nb[0][1]
+        near = [(r, s) for r, s in nb if s >= floor * best or best <= 0]
+        kind = product_type(t) if same_type else ""
+        if kind:
+            near = [(r, s) for r, s in near if kind in held[r]] or near
+        have = held[n]
+        total: dict[str, float] = {}
+        count: dict[str, int] = {}
+        shown: dict[str, str] = {}
+        for r, s in near:
+            seen = set()
+            for f, w, y in named[r]:
+                if f in have or f in seen:
+                    continue
+                seen.add(f)
+                total[f] = total.get(f, 0.0) + s * y
+                count[f] = count.get(f, 0) + 1
+                shown.setdefault(f, w)
+        mass = sum(s for _, s in near) or 1.0
+        ranked = sorted((f for f in total if total[f] > 0 and count[f] >= min_count), key=lambda f: -total[f])
+        mine = set(normalize(t).split())
+        out: list[tuple[str, float]] = []
+        for f in ranked[:top]:
+            for term in normalize(shown[f]).split():
+                if len(term) > 1 and term not in mine and all(term != x for x, _ in out):
+                    out.append((term, total[f] / mass))
+        res[i] = out
+    return res
+
+
+def stems_of(index: Path, corpus: dict[str, str], extra: dict) -> dict[str, dict[str, float]]:
+    """id → {FTS5 stem: weight} of each title's appended terms whose stem none of its own keyword
+    terms has (the matched-terms factor's lookup)."""
+    from qkv.search.store import open_store
+    from qkv.text.keywords import normalize
+
+    store = open_store(index)
+    try:
+        own = {i: normalize(corpus[i]).split() for i, v in extra.items() if v}
+        words = {t for v in extra.values() for t, _ in v} | {t for v in own.values() for t in v}
+        stems = store.keyword.vocab.stems(words)
+        out = {}
+        for i, terms in own.items():
+            mine = {stems.get(t) for t in terms}
+            out[i] = {stems[t]: y for t, y in extra[i] if stems.get(t) and stems[t] not in mine}
+        return out
+    finally:
+        store.close()
+
+
+def expansion_text(extra: list[tuple[str, float]], gamma: float, scale: float) -> str:
+    """The expansion terms appended to a keyword document: each repeated round(γ · weight · scale)
+    times (the weight read as a learned weight, tf = γ · ŷ̄), none if that rounds to 0."""
+    return " ".join(" ".join([t] * int(round(gamma * y * scale))) for t, y in extra if round(gamma * y * scale) > 0)
+
+
 def variant_name(stem: str, scale: float, keep: bool, blend: float = 0.0, floor: float | None = None,
                  power: float = 1.0) -> str:
     """The work directory's name of a variant (the settings that change its keyword documents)."""
@@ -78,10 +230,11 @@ def variant_name(stem: str, scale: float, keep: bool, blend: float = 0.0, floor:
 
 
 def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, blend: float = 0.0,
-            floor: float | None = None, power: float = 1.0) -> Path:
+            floor: float | None = None, power: float = 1.0, extra=None, gamma: float = 0.0) -> Path:
     """A copy of ``plain`` whose keyword documents carry the weights (made once); ``power`` γ: the
     head's weights raised to it first (DeepCT's "sqrt" documents: γ = 0.5; an experiment of this
-    bench only)."""
+    bench only); ``extra`` (id → [(term, weight)], ``expansions``) appended at ``gamma``
+    (``expansion_text``)."""
     from qkv.search.store import KEYWORD_TEXT, open_store
     from qkv.search.termweights import keyword_text
 
@@ -93,10 +246,12 @@ def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, b
     store = open_store(tmp)
     try:
         with store.writer() as w:
-            w.update_fields([{"id": i, KEYWORD_TEXT: keyword_text(t, weights[i][0],
-                                                                  [max(y, 0.0) ** power for y in weights[i][1]],
-                                                                  scale=scale, keep_zero=keep, blend=blend, floor=floor)}
-                             for i, t in corpus.items()])
+            def text(i: str, t: str) -> str:
+                doc = keyword_text(t, weights[i][0], [max(y, 0.0) ** power for y in weights[i][1]],
+                                   scale=scale, keep_zero=keep, blend=blend, floor=floor)
+                return (doc + " " + expansion_text(extra[i], gamma, scale)).strip() if extra else doc
+
+            w.update_fields([{"id": i, KEYWORD_TEXT: text(i, t)} for i, t in corpus.items()])
     finally:
         store.close()
     tmp.rename(out)
@@ -133,10 +288,112 @@ def measure(index: Path, enc, queries, qrels, half: str, scoring=None) -> dict:
         {"queries": res.queries}
 
 
-def bm25_sweep(index: Path, enc, queries, qrels, half: str, scorings: list) -> list[dict]:
+def query_filter(kind: str):
+    """A query-side weighting to try (bench only): the keyword query without its bare numbers
+    ("numbers"), its units ("units": ``qkv.explain.points.UNITS`` after ``normalize``) or both."""
+    from qkv.explain.points import UNITS
+
+    units = UNITS | {"volt", "watt"}
+    drop_num = kind in ("numbers", "both")
+    drop_unit = kind in ("units", "both")
+
+    def f(text: str) -> str:
+        words = text.split()
+        kept = [w for w in words if not (drop_num and w.replace(".", "").replace("/", "").isdigit())
+                and not (drop_unit and w in units)]
+        return " ".join(kept or words)
+
+    return f
+
+
+def term_point_weights(corpus: dict[str, str], weights, index: Path) -> dict[str, float]:
+    """FTS5 stem → the mean learned weight the head gives the words of that stem over every
+    catalog title holding them: how often a word is the point of the titles it is in (the
+    catalog and the head only)."""
+    from qkv.search.store import open_store
+    from qkv.text.keywords import normalize
+
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for i in corpus:
+        for w, y in zip(*weights[i]):
+            for t in normalize(w).split():
+                total[t] = total.get(t, 0.0) + min(max(float(y), 0.0), 1.0)
+                count[t] = count.get(t, 0) + 1
+    store = open_store(index)
+    try:
+        stems = store.keyword.vocab.stems(total)
+    finally:
+        store.close()
+    st_total: dict[str, float] = {}
+    st_count: dict[str, int] = {}
+    for t, s in total.items():
+        if stems.get(t):
+            st_total[stems[t]] = st_total.get(stems[t], 0.0) + s
+            st_count[stems[t]] = st_count.get(stems[t], 0) + count[t]
+    return {t: st_total[t] / st_count[t] for t in st_total}
+
+
+def reweigh_query(idx, kw, query: str, qweights: dict[str, float], power: float):
+    """The keyword candidates re-scored with each query term's BM25 share × (its point weight /
+    the query's largest)^power, and their matched-terms counts weighted alike (bench only).
+    Terms the head never weighed (units made of '"') count as the query's median term."""
+    import numpy as np
+
+    st = idx.store
+    ids = [h.id for h in kw]
+    parts = st.keyword_terms(query, ids) if ids else {}
+    terms = st.keyword.query_terms(query)
+    stems = st.keyword.vocab.stems(terms)
+    known = [qweights[stems[t]] for t in terms if stems.get(t) in qweights]
+    fill = float(np.median(known)) if known else 1.0
+    qw = {t: qweights.get(stems.get(t), fill) for t in terms}
+    top = max(qw.values(), default=1.0) or 1.0
+    qw = {t: (max(w, 1e-3) / top) ** power for t, w in qw.items()}
+    score = {i: sum(sh * qw.get(t, 1.0) for t, sh in parts.get(i, [])) for i in ids}
+    matched = {i: sum(qw.get(t, 1.0) for t, _ in parts.get(i, [])) for i in ids}
+    return score, matched
+
+
+def fuse_matched_weight(idx, dense, kw, vector, alpha: float, query: str, expanded: dict, power: float = 2.0):
+    """``Index.fuse``'s score fusion (hybrid), its matched-terms factor counting a query term the
+    product matched only through an appended term (``expanded``: id → {stem: weight}) as that
+    weight rather than 1 (bench only)."""
+    st = idx.store
+    ks = {h.id: h.score for h in kw}
+    m = {}
+    if kw:
+        parts = st.keyword_terms(query, list(ks))
+        stems = st.keyword.vocab.stems([t for p in parts.values() for t, _ in p])
+        m = {i: sum(min(1.0, expanded.get(i, {}).get(stems.get(t), 1.0)) for t, _ in p) for i, p in parts.items()}
+    return fuse_scores(idx, dense, ks, m, vector, alpha, power)
+
+
+def fuse_scores(idx, dense, ks: dict, matched: dict, vector, alpha: float, power: float = 2.0) -> list[str]:
+    """``Index.fuse``'s score fusion of the dense hits and keyword scores ``ks`` weighted by
+    max(1, ``matched``)^power: the top 100 ids."""
+    import numpy as np
+
+    from qkv.search import fusion
+
+    cos = {h.id: h.score for h in dense}
+    extra = [i for i in ks if i not in cos]
+    if extra:
+        for pid, v in zip(extra, idx.store.get_vectors(extra) @ np.asarray(vector, np.float32)):
+            cos[pid] = float(v)
+    ks = {i: s * max(1.0, matched.get(i, 1.0)) ** power for i, s in ks.items()}
+    return [i for i, _ in fusion.ranked(fusion.score_fusion(cos, ks, alpha), 100)]
+
+
+def bm25_sweep(index: Path, enc, queries, qrels, half: str, scorings: list, qfilter=None,
+               expanded: dict | None = None, qweights: dict | None = None, qpowers=()) -> list[dict]:
     """Keyword and hybrid NDCG@10 / Recall@100 of ``index`` with its keyword side scored by each of
     ``scorings`` (``bm25.Scoring``: k1, b, unit), the dense candidates found once: the very
-    searches and fusion ``evaluate`` runs (keyword and dense top 200, ``Index.fuse``, α by model)."""
+    searches and fusion ``evaluate`` runs (keyword and dense top 200, ``Index.fuse``, α by model).
+    ``qfilter``: the keyword query rewritten by it (``query_filter``); ``expanded``: also hybrid
+    with the matched-terms factor of ``fuse_matched_weight`` ("hybrid-mw"); ``qweights`` (stem →
+    point weight, ``term_point_weights``): also keyword and hybrid with the query's terms weighted
+    by them at each of ``qpowers`` ("keyword-qw0.5", "hybrid-qw0.5", ``reweigh_query``)."""
     import numpy as np
 
     from qkv.search import fusion
@@ -153,21 +410,40 @@ def bm25_sweep(index: Path, enc, queries, qrels, half: str, scorings: list) -> l
             raise SystemExit("the BM25 sweep reads English queries only")
         vecs = idx.query_vectors([queries[q] for q in qids])
         dense = [st.dense_search(v, CANDIDATES) if p.keyword.strip() else [] for p, v in zip(plans, vecs)]
+        texts = [qfilter(p.keyword) if qfilter else p.keyword for p in plans]
         for sc in scorings:
             t0 = time.perf_counter()
             st.keyword.score_with(sc)
-            m = {mode: {"ndcg@10": [], "recall@100": []} for mode in ("keyword", "hybrid")}
-            for q, p, v, d in zip(qids, plans, vecs, dense):
-                kw = st.keyword_search(p.keyword, CANDIDATES) if p.keyword.strip() else []
+            modes = ("keyword", "hybrid") + (("hybrid-mw",) if expanded else ()) + \
+                tuple(f"{m_}-qw{x:g}" for x in (qpowers if qweights else ()) for m_ in ("keyword", "hybrid"))
+            m = {mode: {"ndcg@10": [], "recall@100": []} for mode in modes}
+            for q, text, v, d in zip(qids, texts, vecs, dense):
+                kw = st.keyword_search(text, CANDIDATES) if text.strip() else []
+                rew = {x: reweigh_query(idx, kw, text, qweights, x) for x in qpowers} if qweights else {}
                 for mode in m:
-                    ranking = [i for i, _, _ in idx.fuse(mode, d, kw, 100, v, "score", alpha, query=p.keyword)]
+                    if "-qw" in mode:
+                        x = float(mode.split("-qw")[1])
+                        sc_, mt = rew[x]
+                        if mode.startswith("keyword"):
+                            ranking = sorted(sc_, key=lambda i: -sc_[i])[:100]
+                        else:
+                            ranking = fuse_scores(idx, d, sc_, mt, v, alpha)
+                    elif mode == "hybrid-mw":
+                        ranking = fuse_matched_weight(idx, d, kw, v, alpha, text, expanded)
+                    else:
+                        ranking = [i for i, _, _ in idx.fuse(mode, d, kw, 100, v, "score", alpha, query=text)]
                     m[mode]["ndcg@10"].append(ndcg(ranking, qrels[q], 1.0))
                     m[mode]["recall@100"].append(recall(ranking, qrels[q], 1.0))
             r = {mode: {k: float(np.nanmean(v)) for k, v in x.items()} for mode, x in m.items()}
             out.append({"k1": sc.k1, "b": sc.b, "unit": sc.unit, **r, "queries": len(qids)})
+            for mode in r:
+                if "-" in mode:
+                    print(f"    {mode}: {r[mode]['ndcg@10']:.4f} / {r[mode]['recall@100']:.4f}", flush=True)
             print(f"  k1 {sc.k1:g} b {sc.b:g} (unit {sc.unit:g}): keyword {r['keyword']['ndcg@10']:.4f} / "
                   f"{r['keyword']['recall@100']:.4f}, hybrid {r['hybrid']['ndcg@10']:.4f} / "
-                  f"{r['hybrid']['recall@100']:.4f} ({time.perf_counter() - t0:.0f}s)", flush=True)
+                  f"{r['hybrid']['recall@100']:.4f}" + (f", hybrid-mw {r['hybrid-mw']['ndcg@10']:.4f} / "
+                                                        f"{r['hybrid-mw']['recall@100']:.4f}" if expanded else "")
+                  + f" ({time.perf_counter() - t0:.0f}s)", flush=True)
     return out
 
 
@@ -218,6 +494,20 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="every --k1 × --b on each variant (and on the plain index "
                                                          "unless --no-plain), the dense side searched once")
     ap.add_argument("--no-plain", action="store_true", help="leave out the plain index (measured already)")
+    ap.add_argument("--expand-top", default="", help="title-advice expansion: the m best advised words appended "
+                                                      "(comma-separated; 0 or none: no expansion)")
+    ap.add_argument("--expand-gammas", default="1", help="γ: an appended word's tf = γ · its advised weight")
+    ap.add_argument("--expand-min", default="1", help="an advised word held by at least this many neighbours")
+    ap.add_argument("--expand-k", type=int, default=20, help="neighbours read (the plain index's vectors)")
+    ap.add_argument("--expand-floor", type=float, default=0.9,
+                    help="a neighbour read at ≥ this × the nearest's cosine")
+    ap.add_argument("--expand-types", action="store_true", help="append only the neighbours' product-type words")
+    ap.add_argument("--matched-weight", action="store_true", help="also hybrid-mw: fusion's matched-terms factor "
+                                                                 "counting an appended term's match as its weight")
+    ap.add_argument("--query-drop", choices=("none", "numbers", "units", "both"), default="none",
+                    help="keyword queries without bare numbers and/or units (bench only)")
+    ap.add_argument("--query-powers", default="", help="also keyword/hybrid with query terms weighted by the "
+                                                       "catalog's mean learned weight^p (comma-separated p)")
     ap.add_argument("--alphas", help="instead: hybrid at these dense weights (e.g. 0.3,0.5,0.7) on the plain index "
                                      "and the --scales variants (made already, with --keep)")
     a = ap.parse_args()
@@ -252,6 +542,27 @@ def main() -> None:
         return
     weights = head_weights(a.head, corpus, a.work)
     tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.powers, a.k1, a.b) if x)
+    if a.expand_top:  # the expansion's settings too, so that runs do not overwrite each other's results
+        tag += (f"-x{a.expand_top}m{a.expand_min}g{a.expand_gammas}k{a.expand_k}f{a.expand_floor:g}"
+                + ("t" if a.expand_types else "")).replace(",", "_")
+    if a.query_drop != "none" or a.query_powers:
+        tag += f"-q{a.query_drop}{a.query_powers}".replace(",", "_")
+    exps = [(t, mc, g) for t in (int(x) for x in floats(a.expand_top)) for mc in (int(x) for x in floats(a.expand_min))
+            for g in floats(a.expand_gammas)] if a.expand_top else [None]
+    exps = [e if e and e[0] > 0 else None for e in exps]
+    advice: dict = {}
+
+    def expanded_terms(e):
+        if e[:2] not in advice:
+            nb_rows, nb_sims = neighbour_table(a.plain, list(corpus), a.expand_k, a.work)
+            advice[e[:2]] = expansions(corpus, weights, nb_rows, nb_sims, top=e[0], min_count=e[1],
+                                       floor=a.expand_floor, types_only=a.expand_types)
+        return advice[e[:2]]
+
+    def expand_name(e) -> str:
+        return "" if not e else f"-x{e[0]}m{e[1]}g{e[2]:g}" + (f"k{a.expand_k}" if a.expand_k != 20 else "") + \
+            (f"f{a.expand_floor:g}" if a.expand_floor != 0.9 else "") + ("t" if a.expand_types else "")
+
     if a.sweep:  # k1 × b on each variant (tf = repeats / scale) and on the plain index (raw counts)
         grid = [(k1, b) for k1 in k1s for b in bs]
         rows = []
@@ -259,12 +570,21 @@ def main() -> None:
             print("plain (raw counts):", flush=True)
             rows += [{"index": "plain", **r} for r in bm25_sweep(a.plain, enc, queries, qrels, a.half,
                                                                   [Scoring(k1, b) for k1, b in grid])]
+        qf = query_filter(a.query_drop) if a.query_drop != "none" else None
         for v in variants:
-            name = variant_name("", *v).lstrip("-")
-            idx = variant(a.plain, a.work / variant_name(a.head.stem, *v), corpus, weights, *v)
-            print(f"{name}:", flush=True)
-            rows += [{"index": name, **r} for r in bm25_sweep(idx, enc, queries, qrels, a.half,
-                                                               [Scoring(k1, b, v[0]) for k1, b in grid])]
+            for e in exps:
+                name = variant_name("", *v).lstrip("-") + expand_name(e) + (f" q-{a.query_drop}" if qf else "")
+                extra = expanded_terms(e) if e else None
+                idx = variant(a.plain, a.work / (variant_name(a.head.stem, *v) + expand_name(e)), corpus, weights, *v,
+                              extra=extra, gamma=e[2] if e else 0.0)
+                print(f"{name}:", flush=True)
+                mw = None
+                if e and a.matched_weight:
+                    mw = {i: {s_: y * e[2] for s_, y in d.items()} for i, d in stems_of(idx, corpus, extra).items()}
+                qw = term_point_weights(corpus, weights, idx) if a.query_powers else None
+                rows += [{"index": name, **r} for r in bm25_sweep(idx, enc, queries, qrels, a.half,
+                                                                   [Scoring(k1, b, v[0]) for k1, b in grid], qf, mw,
+                                                                   qw, floats(a.query_powers))]
         print(f"\nhalf {a.half} ({rows[0]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
         print("| keyword side | k1 | b | keyword NDCG@10 | keyword R@100 | hybrid NDCG@10 | hybrid R@100 |")
         print("|---|---|---|---|---|---|---|")
