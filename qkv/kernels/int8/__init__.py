@@ -2,7 +2,7 @@
 x per row and block of 64 inputs with a zero point as each call starts, integer dot products with
 exact int32 sums, one scale multiply-add per (row, block, column).
 
-``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n and block b of 32
+``pack_int8(W)`` turns W [K, N] (float32) into ``Int8Weights``: per column n and block b of BLOCK (64)
 inputs a scale s_w[b, n] = max_{k∈b} |W[k, n]| / 127 and the weights wq = round(W / s_w) ∈
 [−127, 127] (symmetric int8, ggml's Q8_0 blocks), laid out for the kernel (``int8/kernels.c``):
 groups of 16 columns, four consecutive inputs of a column in one 32-bit lane (the operand order of
