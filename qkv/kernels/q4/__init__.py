@@ -99,7 +99,7 @@ def unit(isa: str | None = None) -> str:
 
 
 def int8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x [R, K] as the int8-block units quantise it (q4/int8.c's quantize_rows, in NumPy, the same
+    """x [R, K] as the int8-block units quantise it (q4/int8.c's quantize_blocks, in NumPy, the same
     float32 steps): (xq [R, K] integers in [−127, 127] as float32, d_x [R, K/32] float32), x̂ = d_x·xq.
     Rounds to nearest even, as VCVTPS2DQ under the default MXCSR."""
     x = np.asarray(x, np.float32)

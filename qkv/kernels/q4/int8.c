@@ -133,32 +133,6 @@ T_VNNI static inline __attribute__((always_inline)) void quantize_block_512(cons
     *corr = -8 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
 }
 
-/* Rows of x [R, K] per block of 32 (quantize_block): xq (int8, [R, K]), d_x (float, [R, nb]) and
- * −8·Σ xq (int32, [R, nb]). One pass over x, but against only N/64 integer dot products per input
- * for N outputs, so it must be vector code (scalar, it took as long as the product for N = 384).
- * The VNNI unit (1) takes quantize_block_512: the same numbers. */
-T_AVX2 static void quantize_rows_avx2(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
-{
-    const int64_t nb = K / QBLOCK;
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t b = 0; b < nb; b++)
-            quantize_block(x + r * K + b * QBLOCK, xq + r * K + b * QBLOCK, dx + r * nb + b, corr + r * nb + b);
-}
-
-T_VNNI static void quantize_rows_512(const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
-{
-    const int64_t nb = K / QBLOCK;
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t b = 0; b < nb; b++)
-            quantize_block_512(x + r * K + b * QBLOCK, xq + r * K + b * QBLOCK, dx + r * nb + b, corr + r * nb + b);
-}
-
-static void quantize_rows(int64_t unit, const float *x, int64_t R, int64_t K, int8_t *xq, float *dx, int32_t *corr)
-{
-    if (unit == 1) quantize_rows_512(x, R, K, xq, dx, corr);
-    else quantize_rows_avx2(x, R, K, xq, dx, corr);
-}
-
 /* One panel's blocks transposed for the integer products: block kb at w + kb·1024, group g
  * (inputs 4g..4g + 3) at + g·128: 64 bytes of outputs 0..15, then 64 of outputs 16..31, output j's
  * four nibbles (inputs 4g..4g + 3, values 0..15) in bytes 4j..4j + 3. SSE2 only: any x86-64. */
@@ -342,6 +316,40 @@ typedef struct {
     int32_t *corr;
 } qrows;
 
+/* rows × nb blocks of 32 floats (row i's block b at src + i·lds + b·32) as rows r0 … and blocks b0 …
+ * of the int8 rows q (width inputs a row) by quantize_block: xq, d_x and −8·Σ xq. Used for x [R, K]
+ * (every block of every row) and for a tile of the feed-forward's hidden layer (one block). One pass
+ * over x, but against only N/64 integer dot products per input for N outputs, so it must be vector
+ * code (scalar, it took as long as the product for N = 384). The VNNI unit (1) takes
+ * quantize_block_512, the same numbers. Own functions per target: quantize_block needs AVX2, which
+ * callers without that target may not inline. */
+#define QUANTIZE_BLOCKS(name, target, block)                                                                  \
+    target static void name(const float *src, int64_t lds, int64_t rows, int64_t nb, const qrows *q,         \
+                            int64_t width, int64_t r0, int64_t b0)                                            \
+    {                                                                                                         \
+        const int64_t qnb = width / QBLOCK;                                                                   \
+        for (int64_t i = 0; i < rows; i++)                                                                    \
+            for (int64_t b = 0; b < nb; b++)                                                                  \
+                block(src + i * lds + b * QBLOCK, q->xq + (r0 + i) * width + (b0 + b) * QBLOCK,               \
+                      q->dx + (r0 + i) * qnb + b0 + b, q->corr + (r0 + i) * qnb + b0 + b);                    \
+    }
+QUANTIZE_BLOCKS(quantize_blocks_avx2, T_AVX2, quantize_block)
+QUANTIZE_BLOCKS(quantize_blocks_512, T_VNNI, quantize_block_512)
+
+static void quantize_blocks(int64_t unit, const float *src, int64_t lds, int64_t rows, int64_t nb, const qrows *q,
+                            int64_t width, int64_t r0, int64_t b0)
+{
+    if (unit == 1) quantize_blocks_512(src, lds, rows, nb, q, width, r0, b0);
+    else quantize_blocks_avx2(src, lds, rows, nb, q, width, r0, b0);
+}
+
+/* expand_panel, by the unit's own instructions (the same bytes). */
+static void expand(int64_t unit, const uint8_t *panel, int64_t nb, uint8_t *w)
+{
+    if (unit == 1) expand_panel_512(panel, nb, w);
+    else expand_panel(panel, nb, w);
+}
+
 static int qrows_get(void **buf, size_t *have, int64_t R, int64_t K, qrows *q)
 {
     const size_t xq_bytes = (size_t)(R * K + 63) / 64 * 64, d_bytes = (size_t)(R * (K / QBLOCK)) * 4;
@@ -370,8 +378,7 @@ static void int_product(int64_t unit, const qrows *q, int64_t R, int64_t K, cons
     const int64_t nb = K / QBLOCK, per_panel = nb * QBLOCK_BYTES, step = unit == 1 ? VNNI_ROWS : AVX2_ROWS;
     for (int64_t p = 0; p < N / PANEL; p++) {
         const uint8_t *panel = panels + p * per_panel;
-        if (unit == 1) expand_panel_512(panel, nb, w);
-        else expand_panel(panel, nb, w);
+        expand(unit, panel, nb, w);
         for (int64_t r = 0; r < R; r += step)
             panel_rows(unit, q, r, R - r < step ? R - r : step, K, w, panel, bias ? bias + p * PANEL : NULL,
                        y + r * N + p * PANEL, N);
@@ -390,35 +397,10 @@ int64_t qkv_q4_int(const float *x, int64_t R, int64_t K, const uint8_t *panels, 
     qrows q;
     uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)(K / QBLOCK * WBLOCK));
     if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0) return -1;
-    quantize_rows(unit, x, R, K, q.xq, q.dx, q.corr);
+    quantize_blocks(unit, x, K, R, K / QBLOCK, &q, K, 0, 0);
     int_product(unit, &q, R, K, panels, N, gelu ? NULL : bias, y, w);
     if (gelu) qkv_bias_gelu(y, bias, R, N); /* gelu(sum + bias): the order the other kernels keep */
     return 0;
-}
-
-/* Rows r … r + rr − 1 of a tile of 32 floats each as block p of the int8 rows h (width I). Its own
- * function: quantize_block needs AVX2, which callers without that target may not inline. */
-T_AVX2 static void quantize_tile_avx2(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
-{
-    const int64_t nb = I / QBLOCK;
-    for (int64_t i = 0; i < rr; i++)
-        quantize_block(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
-                       h->corr + (r + i) * nb + p);
-}
-
-T_VNNI static void quantize_tile_512(const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r, int64_t p)
-{
-    const int64_t nb = I / QBLOCK;
-    for (int64_t i = 0; i < rr; i++)
-        quantize_block_512(tile + i * PANEL, h->xq + (r + i) * I + p * QBLOCK, h->dx + (r + i) * nb + p,
-                           h->corr + (r + i) * nb + p);
-}
-
-static void quantize_tile(int64_t unit, const float *tile, int64_t rr, const qrows *h, int64_t I, int64_t r,
-                          int64_t p)
-{
-    if (unit == 1) quantize_tile_512(tile, rr, h, I, r, p);
-    else quantize_tile_avx2(tile, rr, h, I, r, p);
 }
 
 /* The feed-forward block's two products in one call: y [R, N] = GELU(x·W_in + b_in)·W_out (+ b_out,
@@ -437,17 +419,16 @@ int64_t qkv_q4_int_ffn(const float *x, int64_t R, int64_t K, const uint8_t *w_in
     qrows q, h;
     uint8_t *w = qkv_q4_grow(&w_buf, &w_have, (size_t)((nbk > nbi ? nbk : nbi) * WBLOCK));
     if (!w || qrows_get(&q_buf, &q_have, R, K, &q) != 0 || qrows_get(&h_buf, &h_have, R, I, &h) != 0) return -1;
-    quantize_rows(unit, x, R, K, q.xq, q.dx, q.corr);
+    quantize_blocks(unit, x, K, R, K / QBLOCK, &q, K, 0, 0);
     float tile[VNNI_ROWS * PANEL] __attribute__((aligned(64)));
     for (int64_t p = 0; p < nbi; p++) { /* panel p of W_in gives block p of every hidden row */
         const uint8_t *panel = w_in + p * nbk * QBLOCK_BYTES;
-        if (unit == 1) expand_panel_512(panel, nbk, w);
-        else expand_panel(panel, nbk, w);
+        expand(unit, panel, nbk, w);
         for (int64_t r = 0; r < R; r += step) {
             const int64_t rr = R - r < step ? R - r : step;
             panel_rows(unit, &q, r, rr, K, w, panel, NULL, tile, PANEL);
             qkv_bias_gelu(tile, b_in + p * PANEL, rr, PANEL);
-            quantize_tile(unit, tile, rr, &h, I, r, p);
+            quantize_blocks(unit, tile, PANEL, rr, 1, &h, I, r, p);
         }
     }
     int_product(unit, &h, R, I, w_out, N, b_out, y, w);
