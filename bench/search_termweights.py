@@ -123,8 +123,8 @@ def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: 
     names its product type with (``product_type``: its other words are often what tells it apart)."""
     from collections import Counter
 
-    from qkv.explain.terms import naming_part, product_type
-    from qkv.explain.title_terms import STOP, fold, parts
+    from qkv.explain.terms import named_words, product_type, rank_advice
+    from qkv.explain.title_terms import fold, parts
     from qkv.text.keywords import normalize
 
     ids = list(corpus)
@@ -142,19 +142,17 @@ def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: 
         if ws and fold(ws[0]):
             first[fold(ws[0])] += 1
     brand = lambda f: df[f] > 0 and first[f] >= 0.5 * df[f]  # noqa: E731  (advise's rule)
-    # each title's head words that stand in its naming part, folded, with their weights
-    named: list[list[tuple[str, str, float]]] = []
+    named = []  # each title's head words that advice may offer (advise's rule), with their weights
     for i, t in zip(ids, titles):
-        cut, at, out = len(naming_part(t)), 0, []
+        at, scored = 0, []
         words, ys = weights[i]
         for w, y in zip(words, ys):
             pos = t.find(w, at)
             if pos < 0:
                 continue
             at = pos + len(w)
-            f = fold(w)
-            if pos < cut and f and f not in STOP and not any(c.isdigit() for c in f) and not brand(f):
-                out.append((f, w, float(y)))
+            scored.append((w, pos, y))
+        out = named_words(t, scored, brand)
         if types_only:
             kind = product_type(t)
             out = [x for x in out if x[0] == kind][-1:]
@@ -170,27 +168,13 @@ def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: 
         kind = product_type(t) if same_type else ""
         if kind:
             near = [(r, s) for r, s in near if kind in held[r]] or near
-        have = held[n]
-        total: dict[str, float] = {}
-        count: dict[str, int] = {}
-        shown: dict[str, str] = {}
-        for r, s in near:
-            seen = set()
-            for f, w, y in named[r]:
-                if f in have or f in seen:
-                    continue
-                seen.add(f)
-                total[f] = total.get(f, 0.0) + s * y
-                count[f] = count.get(f, 0) + 1
-                shown.setdefault(f, w)
-        mass = sum(s for _, s in near) or 1.0
-        ranked = sorted((f for f in total if total[f] > 0 and count[f] >= min_count), key=lambda f: -total[f])
+        ranked = [a for a in rank_advice(near, [named[r] for r, _ in near], held[n]) if a.neighbours >= min_count]
         mine = set(normalize(t).split())
         out: list[tuple[str, float]] = []
-        for f in ranked[:top]:
-            for term in normalize(shown[f]).split():
+        for adv in ranked[:top]:
+            for term in normalize(adv.word).split():
                 if len(term) > 1 and term not in mine and all(term != x for x, _ in out):
-                    out.append((term, total[f] / mass))
+                    out.append((term, adv.weight))
         res[i] = out
     return res
 

@@ -392,6 +392,43 @@ def _brand(catalog, word: str) -> bool:
     return catalog.df[word] > 0 and catalog.first[word] >= 0.5 * catalog.df[word]
 
 
+def named_words(title: str, words: Iterable[tuple[str, int, float]], is_brand) -> list[tuple[str, str, float]]:
+    """(folded, as written, ŷ) of a title's scored words (text, start, ŷ) that advice may offer: in
+    the naming part (``naming_part``: not its colour or size), no stop word, number or brand
+    (``is_brand(folded)``)."""
+    cut = len(naming_part(title))
+    out = []
+    for text, start, y in words:
+        f = fold(text)
+        if start < cut and f and f not in STOP and not any(c.isdigit() for c in f) and not is_brand(f):
+            out.append((f, text, float(y)))
+    return out
+
+
+def rank_advice(near: Sequence[tuple[int, float]], named: Sequence[list[tuple[str, str, float]]],
+                have: set[str]) -> list[Advice]:
+    """``advise``'s ranking: per word the title lacks (not in ``have``), the mean over the
+    neighbours (``near``: (row, cosine)) of its learned weight in each (``named``, one list a
+    neighbour, from ``named_words``; 0 where absent), each neighbour weighted by its cosine; words
+    of a positive weight, best first."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    shown: dict[str, str] = {}
+    for (_, sim), words in zip(near, named):
+        seen = set()
+        for f, text, y in words:
+            if f in have or f in seen:
+                continue
+            seen.add(f)
+            total[f] = total.get(f, 0.0) + sim * y
+            count[f] = count.get(f, 0) + 1
+            shown.setdefault(f, text)
+    mass = sum(s for _, s in near) or 1.0
+    out = [Advice(shown[f], total[f] / mass, count[f]) for f in total if total[f] > 0]
+    out.sort(key=lambda a: -a.weight)
+    return out
+
+
 def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 10, floor: float = FLOOR,
            same_type: bool = True, near: list[tuple[int, float]] | None = None) -> list[Advice]:
     """Words shoppers use for ``title``'s nearest catalog titles (``PointsCatalog``; read from
@@ -404,24 +441,8 @@ def advise(head: TermHead, enc, title: str, catalog, *, k: int = 20, top: int = 
         near = advisers(enc, title, catalog, k=k, floor=floor, same_type=same_type)
     have = {fold(t) for t in title.split()}
     have |= {p for w in list(have) for p in parts(w)}
-    total: dict[str, float] = {}
-    count: dict[str, int] = {}
-    shown: dict[str, str] = {}
     texts = [catalog.titles[i] for i, _ in near]
-    for (i, sim), t, (words, ys) in zip(near, texts, head.scored_words(enc, texts, catalog)):
-        cut = len(naming_part(t))
-        seen = set()
-        for w, y in zip(words, ys):
-            f = fold(w.text)
-            if w.start >= cut or not f or f in STOP or f in have or f in seen or any(c.isdigit() for c in f) \
-                    or _brand(catalog, f):
-                continue
-            seen.add(f)
-            total[f] = total.get(f, 0.0) + sim * float(y)
-            count[f] = count.get(f, 0) + 1
-            shown.setdefault(f, w.text)
-    mass = sum(s for _, s in near) or 1.0
-    out = [Advice(shown[f], total[f] / mass, count[f]) for f in total if total[f] > 0]
-    out.sort(key=lambda a: -a.weight)
-    return out[:top]
+    named = [named_words(t, ((w.text, w.start, y) for w, y in zip(words, ys)), lambda f: _brand(catalog, f))
+             for t, (words, ys) in zip(texts, head.scored_words(enc, texts, catalog))]
+    return rank_advice(near, named, have)[:top]
 

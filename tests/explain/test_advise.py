@@ -22,6 +22,22 @@ def test_naming_part_and_product_type():
     assert T.product_type("12 in.") == ""
 
 
+def test_named_words_and_rank_advice_by_hand():
+    """The ranking advise and the bench's bulk expansion share: naming-part words only (no number,
+    stop word or brand), the cosine-weighted mean over the neighbours (0 where absent), words the
+    title has left out, each word counted once a neighbour."""
+    t = "Acme Trail Running Shoe 2 in. - Blue"
+    words = [("Acme", 0, 0.9), ("Trail", 5, 0.6), ("Running", 11, 0.8), ("Shoe", 19, 0.7), ("2", 24, 0.5),
+             ("Blue", 33, 0.9)]
+    assert T.named_words(t, words, lambda f: f == "acme") == [("trail", "Trail", 0.6), ("running", "Running", 0.8),
+                                                             ("shoe", "Shoe", 0.7)]
+    named = [[("trail", "Trail", 0.6), ("running", "Running", 0.8), ("trail", "Trail", 0.9)],
+             [("running", "Running", 0.4), ("mesh", "Mesh", -0.2)]]
+    got = T.rank_advice([(0, 0.75), (1, 0.25)], named, have={"shoe", "trail"})
+    assert [(a.word, a.neighbours) for a in got] == [("Running", 2)]  # trail: had; mesh: weight below 0
+    assert got[0].weight == pytest.approx(0.75 * 0.8 + 0.25 * 0.4)
+
+
 def test_advice_for_a_running_shoe_leaves_the_boots_out(e5):
     """The README's example: a report made from the sample catalog, e5's neighbours by brand
     include Chelsea and hiking boots; the advice must come from the running shoes."""
