@@ -1,0 +1,280 @@
+"""A cross-encoder fine-tuned on the seller's judged pairs, re-ranking the hybrid search's top
+candidates, measured on Home Depot dev, full corpus (../shared data). Issue 28's hybrid target is
++0.022 NDCG@10; every dense-side change and the learned fusion moved hybrid by +0.003–0.006
+(docs/search.md), because the cosine mostly breaks ties among titles BM25 already ranks. A model
+that reads query and title together (monoBERT, Nogueira & Cho 2019) can overrule BM25 where it
+knows better; this measures how much, before anything is built into the package.
+
+torch, bench only: MiniLM (all-MiniLM-L6-v2) with a linear score on [CLS], trained listwise — per
+query, a softmax over its judged relevant titles and hard negatives from its own hybrid top 50,
+the target ∝ the gain (judgment − 1) — AdamW 2e-5, 10% warm-up.
+
+    H=../shared/data/search/homedepot
+    B=".venv/bin/python bench/search_rerank.py --data $H --work /tmp/densetw"
+    $B lists --plain plain                           # hybrid top 100 of every judged query (needs queries.pkl)
+    $B ceiling --half b                              # what the judgments leave to win
+    $B train --train a1 --half a2 --epochs 2         # choose K and λ on a2, then --train a --half b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_densepool import Judge, floats  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+TOP = 100
+
+
+def hybrid_lists(judge: Judge, V: np.ndarray, side: str = "weighted", alpha: float = 0.5) -> list:
+    """Per cached query: its hybrid top ``TOP`` as (id, fused score), by ``Index.fuse``'s fusion."""
+    from qkv.search import fusion
+    from qkv.search.index import CANDIDATES
+
+    out = []
+    ns = list(range(len(judge.q["qids"])))
+    Q = judge.q["vecs"]
+    for a in range(0, len(ns), 512):
+        S = Q[a:a + 512] @ V.T
+        top = np.argpartition(-S, CANDIDATES, axis=1)[:, :CANDIDATES]
+        for r, n in enumerate(ns[a:a + 512]):
+            if not judge.q["text"][n].strip():
+                dense = []
+            else:
+                t = top[r][np.argsort(-S[r, top[r]], kind="stable")]
+                dense = [(judge.ids[j], float(S[r, j])) for j in t]
+            _, ks = judge.q[side][n]
+            cos = dict(dense)
+            for i in ks:
+                if i not in cos:
+                    cos[i] = float(S[r, judge.row[i]])
+            out.append([(str(i), float(s)) for i, s in fusion.ranked(fusion.score_fusion(cos, ks, alpha), TOP)])
+    return out
+
+
+def metrics(judge: Judge, ns: list[int], rankings: list[list[str]]) -> tuple[float, float]:
+    from qkv.search.evaluate import ndcg, recall
+
+    nd = [ndcg(r, judge.qrels[judge.q["qids"][n]], 1.0) for n, r in zip(ns, rankings)]
+    rc = [recall(r, judge.qrels[judge.q["qids"][n]], 1.0) for n, r in zip(ns, rankings)]
+    return float(np.nanmean(nd)), float(np.nanmean(rc))
+
+
+def ceiling(judge: Judge, lists, ns: list[int], title: dict[str, str], ks=(10, 30, 100)) -> None:
+    """What the judgments leave to win: how many of the hybrid top ten were never judged, the
+    NDCG@10 of each query's top K put in the judgments' own order (what a perfect re-ranker of K
+    would reach), and the NDCG@10 if a title identical to a judged title counted as judged the same."""
+    ranks = [[i for i, _ in lists[n]] for n in ns]
+    judged = [judge.qrels[judge.q["qids"][n]] for n in ns]
+    top = sum(min(10, len(r)) for r in ranks)
+    unjudged = sum(1 for r, j in zip(ranks, judged) for i in r[:10] if i not in j)
+    print(f"top ten: {unjudged:,} of {top:,} titles never judged for their query ({unjudged / top:.0%})")
+    for k in ks:
+        oracle = [sorted(r[:k], key=lambda i: -j.get(i, 0.0)) + r[k:] for r, j in zip(ranks, judged)]
+        print(f"top {k} in the judgments' order: NDCG@10 {metrics(judge, ns, oracle)[0]:.4f}")
+    twins = []
+    for r, j in zip(ranks, judged):
+        best: dict[str, float] = {}
+        for i, g in j.items():
+            t = title[i].lower()
+            best[t] = max(best.get(t, 0.0), g)
+        twins.append({**{i: best[title[i].lower()] for i in r if title[i].lower() in best}, **j})
+    from qkv.search.evaluate import ndcg
+
+    nd = [ndcg(r, t, 1.0) for r, t in zip(ranks, twins)]
+    counts: dict[str, int] = {}
+    for t in title.values():
+        counts[t.lower()] = counts.get(t.lower(), 0) + 1
+    print(f"identical titles judged alike: NDCG@10 {np.nanmean(nd):.4f} "
+          f"({sum(c for c in counts.values() if c > 1):,} catalog titles share their title with another)")
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    return (x - x.mean()) / (x.std() + 1e-9)
+
+
+def rerank(lists, scores, ks, lambdas):
+    """Each query's top K re-ordered by z(CE) + λ·z(fused); the rest keep their places."""
+    out = {}
+    for k in ks:
+        for lam in lambdas:
+            ranks = []
+            for lst, ce in zip(lists, scores):
+                head = lst[:k]
+                if len(head) < 2:
+                    ranks.append([i for i, _ in lst])
+                    continue
+                f = np.array([s for _, s in head])
+                c = np.asarray(ce[:len(head)])
+                order = np.argsort(-(zscore(c) + lam * zscore(f)), kind="stable")
+                ranks.append([head[j][0] for j in order] + [i for i, _ in lst[k:]])
+            out[(k, lam)] = ranks
+    return out
+
+
+class CrossEncoder:
+    def __init__(self, model_dir: Path, seed: int = 0):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        torch.manual_seed(seed)
+        torch.set_num_threads(2)
+        self.torch = torch
+        self.tok = AutoTokenizer.from_pretrained(model_dir)
+        self.net = AutoModel.from_pretrained(model_dir)
+        self.head = torch.nn.Linear(self.net.config.hidden_size, 1)
+
+    def __call__(self, qs: list[str], ts: list[str]):
+        x = self.tok(qs, ts, padding=True, truncation=True, max_length=64, return_tensors="pt")
+        return self.head(self.net(**x).last_hidden_state[:, 0]).squeeze(-1)
+
+    def score(self, qs: list[str], ts: list[str], batch: int = 256) -> np.ndarray:
+        self.net.eval()
+        out = []
+        with self.torch.inference_mode():
+            for a in range(0, len(qs), batch):
+                out.append(self(qs[a:a + batch], ts[a:a + batch]).numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def groups(judge: Judge, lists, ns, rng, size: int, pool: int):
+    """Per query: (ids, target) — its relevant judged titles (≤ size/2, the highest gains) and
+    hard negatives from its hybrid top ``pool`` that are not relevant."""
+    out = []
+    for n in ns:
+        judged = judge.qrels[judge.q["qids"][n]]
+        pos = sorted(((g - 1.0, i) for i, g in judged.items() if g - 1.0 > 0), reverse=True)[:size // 2]
+        if not pos:
+            continue
+        posset = {i for _, i in pos}
+        neg = [i for i, _ in lists[n][:pool] if i not in posset and judged.get(i, 1.0) - 1.0 <= 0]
+        neg = [neg[j] for j in rng.permutation(len(neg))[:size - len(pos)]]
+        ids = [i for _, i in pos] + neg
+        t = np.array([g for g, _ in pos] + [0.0] * len(neg), np.float32)
+        out.append((n, ids, t / t.sum()))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("stage", choices=("lists", "ceiling", "train"))
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
+    ap.add_argument("--plain", type=Path, help="the plain MiniLM index (its title vectors)")
+    ap.add_argument("--train", default="a1")
+    ap.add_argument("--half", default="a2")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--score-epochs", default="", help="epochs after which to score (default: the last)")
+    ap.add_argument("--group", type=int, default=16)
+    ap.add_argument("--pool", type=int, default=50)
+    ap.add_argument("--queries-per-step", type=int, default=4)
+    ap.add_argument("--ks", default="10,20,30,50,100")
+    ap.add_argument("--lambdas", default="0,0.25,0.5,1,2")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+
+    ids = json.loads((a.work / "tok" / "ids.json").read_text())
+    judge = Judge(a.data, a.work, ids)
+    lf = a.work / "hybrid-lists.pkl"
+    if a.stage == "lists":
+        from qkv.search.store import open_store
+
+        st = open_store(a.plain)
+        try:
+            V = np.asarray(st.get_vectors(ids), np.float32)
+        finally:
+            st.close()
+        lists = hybrid_lists(judge, V)
+        lf.write_bytes(pickle.dumps(lists))
+        for h in ("a", "b"):
+            ns = judge.qids(h)
+            print(f"half {h}: hybrid NDCG@10 / R@100 {metrics(judge, ns, [[i for i, _ in lists[n]] for n in ns])}")
+        return
+
+    from qkv.search.catalog import read_catalog
+
+    lists = pickle.loads(lf.read_bytes())
+    title = {r["id"]: r["title"] for r in read_catalog(a.data / "corpus.jsonl").rows}
+    if a.stage == "ceiling":
+        ceiling(judge, lists, judge.qids(a.half), title)
+        return
+    import torch
+
+    from qkv.model.hub import resolve
+    from qkv.search.evaluate import load_queries
+
+    queries = load_queries(a.data / "queries.dev.jsonl")
+    qtext = [queries[q] for q in judge.q["qids"]]
+    ce = CrossEncoder(resolve(MINILM)[1], a.seed)
+    rng = np.random.default_rng(a.seed)
+    tr, ev = judge.qids(a.train), judge.qids(a.half)
+    kmax = max(int(k) for k in floats(a.ks))
+    base = metrics(judge, ev, [[i for i, _ in lists[n]] for n in ev])
+    print(f"half {a.half}: hybrid {base[0]:.4f} / {base[1]:.4f}", flush=True)
+    nq = len(groups(judge, lists, tr, rng, a.group, a.pool))
+    steps = a.epochs * ((nq + a.queries_per_step - 1) // a.queries_per_step)
+    opt = torch.optim.AdamW([{"params": list(ce.net.parameters()), "lr": a.lr},
+                             {"params": list(ce.head.parameters()), "lr": a.head_lr}])
+    warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm))))
+    t0 = time.perf_counter()
+    for ep in range(1, a.epochs + 1):
+        ce.net.train()
+        gs = groups(judge, lists, tr, rng, a.group, a.pool)
+        order = rng.permutation(len(gs))
+        total, done = 0.0, 0
+        for s in range(0, len(order), a.queries_per_step):
+            batch = [gs[j] for j in order[s:s + a.queries_per_step]]
+            qs = [qtext[n] for n, ids_, _ in batch for _ in ids_]
+            ts = [title[i] for _, ids_, _ in batch for i in ids_]
+            out = ce(qs, ts)
+            loss, at = 0.0, 0
+            for _, ids_, t in batch:
+                logp = torch.log_softmax(out[at:at + len(ids_)], 0)
+                loss = loss - (logp * torch.from_numpy(t)).sum()
+                at += len(ids_)
+            loss = loss / len(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += float(loss.detach()) * len(batch)
+            done += len(batch)
+            if (s // a.queries_per_step) % 100 == 0:
+                print(f"  epoch {ep}: {done}/{len(gs)} queries, loss {total / done:.3f} ({time.perf_counter() - t0:.0f}s)",
+                      flush=True)
+        torch.save({"net": ce.net.state_dict(), "head": ce.head.state_dict()},
+                   a.work / f"ce-{a.train}-e{ep}.pt")
+        if ep not in ([int(e) for e in floats(a.score_epochs)] or [a.epochs]):
+            continue
+        qs = [qtext[n] for n in ev for _ in lists[n][:kmax]]
+        ts = [title[i] for n in ev for i, _ in lists[n][:kmax]]
+        flat = ce.score(qs, ts)
+        scores, at = [], 0
+        for n in ev:
+            m = len(lists[n][:kmax])
+            scores.append(flat[at:at + m])
+            at += m
+        np.save(a.work / f"ce-{a.train}-e{ep}-on-{a.half}.npy", flat)
+        print(f"epoch {ep}: loss {total / done:.3f}, scored {len(qs):,} pairs ({time.perf_counter() - t0:.0f}s)")
+        for (k, lam), ranks in rerank([lists[n] for n in ev], scores, [int(k) for k in floats(a.ks)],
+                                      floats(a.lambdas)).items():
+            nd, rc = metrics(judge, ev, ranks)
+            print(f"  K {k:3d} λ {lam:<4g}: {nd:.4f} ({nd - base[0]:+.4f}) / {rc:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
