@@ -33,8 +33,9 @@ def weak_results(index, query: str, results) -> tuple[list[bool], float | None]:
     none = [False] * len(results)
     if margin is None or not results or all(r.keyword_score is not None for r in results):
         return none, None
-    # ids and cosines only: the background's rows are never shown, so none are fetched
-    background = index.retrieve(query, k=BACKGROUND_RANK + 1, mode="dense")
+    # ids and cosines only: the background's rows are never shown, so none are fetched; the
+    # search's own query vector when it has one (another pass cost a served search half again)
+    background = index.retrieve(query, k=BACKGROUND_RANK + 1, mode="dense", vector=getattr(results, "vector", None))
     if len(background) <= BACKGROUND_RANK or background[BACKGROUND_RANK][2].get("dense_score") is None:
         return none, None
     floor = float(background[BACKGROUND_RANK][2]["dense_score"]) + margin

@@ -85,11 +85,13 @@ class SearchResponse:
     """What ``Index.search`` answers: the ``results`` (the response iterates, indexes and has the
     length of them), the ``plan`` the query was searched by, and ``timings`` (seconds per stage:
     encode, ann, keyword, fuse, fetch; translate and translated search for a translated query;
-    explain)."""
+    explain), and the dense query ``vector`` the search ran (None in keyword mode), which a second
+    look at the same query (``qkv.search.floor``) reuses instead of running the model again."""
 
     results: tuple[SearchResult, ...]
     plan: QueryPlan
     timings: dict = field(default_factory=dict)
+    vector: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def searched_as(self) -> str | None:
@@ -523,8 +525,12 @@ class Index:
         t0 = time.perf_counter()
         plan = self.plan(query, translate, st)
         translate_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        vector = None if mode == "keyword" else self.dense_vector(plan, explain, st)  # as _retrieve would
+        encode_s = time.perf_counter() - t0
         ranked = self._retrieve(st, plan, k, mode, flt, fusion, fusion_module.alpha_for(st.manifest.model),
-                                CANDIDATES, None, explain, t)
+                                CANDIDATES, vector, explain, t)
+        t["encode"] = encode_s
         if plan.translation is not None:
             t["translate"] = translate_s
         t0 = time.perf_counter()
@@ -544,4 +550,4 @@ class Index:
             out = [SearchResult(**{**x.__dict__, "explanation": e, **self._exact_dense(x, e, mode)})
                    for x, e in zip(out, exps)]
             t["explain"] = time.perf_counter() - t0
-        return SearchResponse(tuple(out), plan, t)
+        return SearchResponse(tuple(out), plan, t, vector)
