@@ -499,10 +499,10 @@ def main(argv=None) -> int:
                       "0 failed; searchable ≤ 2 s", ok(not u["errors"] and vis is not None and vis <= 2 and not u.get("upsert_rc")),
                       errs(u), f"upsert {u.get('upsert_seconds', float('nan')):.0f} s; new products found "
                                f"{'never' if vis is None else f'{vis:.2f} s'} after the publish")
-    console.print(f"$ {command}")
-    console.print(table)
     if "long" in runs:
         _long_rows(table, runs, args, ok, errs)
+    console.print(f"$ {command}")
+    console.print(table)
     console.print(f"search only: searches answered per worker {sorted(per_worker.values())}; connections closed by the "
                   f"workers' balance (qkv.web.balance) and reopened: {s.get('reconnects', 0)}; "
                   f"waited {settled:.0f} s for the server to be idle (heavy-pool processes loading their model; the warm-up's "
