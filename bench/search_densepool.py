@@ -212,39 +212,44 @@ class Judge:
                     and hashlib.blake2b(q.encode(), digest_size=1).digest()[0] & 2 == bit]
         return [n for n, q in enumerate(self.q["qids"]) if in_half(q, half)]
 
-    def __call__(self, V: np.ndarray, half: str, side: str = "weighted", alpha: float = 0.5,
-                 qvecs: np.ndarray | None = None, modes=("keyword", "dense", "hybrid")) -> dict:
+    def lists(self, V: np.ndarray, ns: list[int], side: str = "weighted", alpha: float = 0.5,
+              qvecs: np.ndarray | None = None, hybrid: bool = True, depth: int = 100):
+        """Per query position of ``ns``: (n, dense candidates as (id, cosine), keyword candidates
+        as (id, BM25), hybrid top ``depth`` as (id, fused score) or None without ``hybrid``)."""
         from qkv.search import fusion
-        from qkv.search.evaluate import ndcg, recall
         from qkv.search.index import CANDIDATES
 
-        ns = self.qids(half)
         Q = self.q["vecs"][ns] if qvecs is None else qvecs
-        per = {m: ([], []) for m in modes}
         for a in range(0, len(ns), 512):
             S = Q[a:a + 512] @ V.T
             top = np.argpartition(-S, CANDIDATES, axis=1)[:, :CANDIDATES]
             for r, n in enumerate(ns[a:a + 512]):
-                judged = self.qrels[self.q["qids"][n]]
                 if not self.q["text"][n].strip():
                     dense = []
                 else:
                     t = top[r][np.argsort(-S[r, top[r]], kind="stable")]
                     dense = [(self.ids[j], float(S[r, j])) for j in t]
                 raw, ks = self.q[side][n]
-                for m in modes:
-                    if m == "dense":
-                        ranking = [i for i, _ in dense[:100]]
-                    elif m == "keyword":
-                        ranking = [i for i, _ in raw[:100]]
-                    else:
-                        cos = dict(dense)
-                        for i, _ in raw:
-                            if i not in cos:
-                                cos[i] = float(S[r, self.row[i]])
-                        ranking = [i for i, _ in fusion.ranked(fusion.score_fusion(cos, ks, alpha), 100)]
-                    per[m][0].append(ndcg(ranking, judged, 1.0))
-                    per[m][1].append(recall(ranking, judged, 1.0))
+                fused = None
+                if hybrid:
+                    cos = dict(dense)
+                    for i, _ in raw:
+                        if i not in cos:
+                            cos[i] = float(S[r, self.row[i]])
+                    fused = fusion.ranked(fusion.score_fusion(cos, ks, alpha), depth)
+                yield n, dense, raw, fused
+
+    def __call__(self, V: np.ndarray, half: str, side: str = "weighted", alpha: float = 0.5,
+                 qvecs: np.ndarray | None = None, modes=("keyword", "dense", "hybrid")) -> dict:
+        from qkv.search.evaluate import ndcg, recall
+
+        per = {m: ([], []) for m in modes}
+        for n, dense, raw, fused in self.lists(V, self.qids(half), side, alpha, qvecs, hybrid="hybrid" in modes):
+            judged = self.qrels[self.q["qids"][n]]
+            for m in modes:
+                ranking = [i for i, _ in {"dense": dense, "keyword": raw}.get(m, fused)[:100]]
+                per[m][0].append(ndcg(ranking, judged, 1.0))
+                per[m][1].append(recall(ranking, judged, 1.0))
         return {m: (float(np.nanmean(x)), float(np.nanmean(y))) for m, (x, y) in per.items()}
 
 

@@ -39,28 +39,8 @@ TOP = 100
 
 def hybrid_lists(judge: Judge, V: np.ndarray, side: str = "weighted", alpha: float = 0.5) -> list:
     """Per cached query: its hybrid top ``TOP`` as (id, fused score), by ``Index.fuse``'s fusion."""
-    from qkv.search import fusion
-    from qkv.search.index import CANDIDATES
-
-    out = []
     ns = list(range(len(judge.q["qids"])))
-    Q = judge.q["vecs"]
-    for a in range(0, len(ns), 512):
-        S = Q[a:a + 512] @ V.T
-        top = np.argpartition(-S, CANDIDATES, axis=1)[:, :CANDIDATES]
-        for r, n in enumerate(ns[a:a + 512]):
-            if not judge.q["text"][n].strip():
-                dense = []
-            else:
-                t = top[r][np.argsort(-S[r, top[r]], kind="stable")]
-                dense = [(judge.ids[j], float(S[r, j])) for j in t]
-            _, ks = judge.q[side][n]
-            cos = dict(dense)
-            for i in ks:
-                if i not in cos:
-                    cos[i] = float(S[r, judge.row[i]])
-            out.append([(str(i), float(s)) for i, s in fusion.ranked(fusion.score_fusion(cos, ks, alpha), TOP)])
-    return out
+    return [[(str(i), float(s)) for i, s in fused] for _, _, _, fused in judge.lists(V, ns, side, alpha, depth=TOP)]
 
 
 def metrics(judge: Judge, ns: list[int], rankings: list[list[str]]) -> tuple[float, float]:
