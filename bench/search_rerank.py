@@ -7,13 +7,15 @@ knows better; this measures how much, before anything is built into the package.
 
 torch, bench only: MiniLM (all-MiniLM-L6-v2) with a linear score on [CLS], trained listwise — per
 query, a softmax over its judged relevant titles and hard negatives from its own hybrid top 50,
-the target ∝ the gain (judgment − 1) — AdamW 2e-5, 10% warm-up.
+the target ∝ the gain (judgment − 1) — AdamW with 10% warm-up, the encoder at ``--lr`` (default
+2e-5, which gained nothing in an epoch; the runs in docs/search.md that gained used 1e-4) and the
+new score at ``--head-lr`` (1e-3).
 
     H=../shared/data/search/homedepot
     B=".venv/bin/python bench/search_rerank.py --data $H --work /tmp/densetw"
     $B lists --plain plain                           # hybrid top 100 of every judged query (needs queries.pkl)
     $B ceiling --half b                              # what the judgments leave to win
-    $B train --train a1 --half a2 --epochs 2         # choose K and λ on a2, then --train a --half b
+    $B train --train a1 --half a2 --epochs 3 --lr 1e-4   # choose K and λ on a2, then --train a --half b
 """
 
 from __future__ import annotations
