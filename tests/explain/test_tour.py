@@ -8,7 +8,7 @@ import pytest
 from qkv.errors import InputError
 from qkv.explain import default_layer_head, tour
 
-from .conftest import NIKE, ZH
+from .conftest import NIKE, ZH, score_bound
 
 
 @pytest.mark.parametrize("layer,head", [(None, None), (0, 2), (3, 7)])
@@ -21,9 +21,13 @@ def test_tour_equals_engine_trace(encoder, layer, head):
     # independently of the tour's own checks: its per-head arrays are the engine's slices
     tr = encoder.trace([NIKE], keep=[f"layers.{t.layer}.attn.*", t.x_name])
     np.testing.assert_allclose(t.x, tr.get(t.x_name, 0))
-    for mine, name in ((t.q, "q"), (t.k, "k"), (t.v, "v"), (t.scores, "scores"), (t.scaled, "scaled_scores"),
-                       (t.weights, "weights"), (t.context, "context")):
-        np.testing.assert_allclose(mine, tr.get(f"layers.{t.layer}.attn.{name}", 0)[t.head], rtol=1e-4, atol=1e-5)
+    ref = {name: tr.get(f"layers.{t.layer}.attn.{name}", 0)[t.head] for name in
+           ("q", "k", "v", "scores", "scaled_scores", "weights", "context")}
+    for mine, name in ((t.q, "q"), (t.k, "k"), (t.v, "v"), (t.weights, "weights"), (t.context, "context")):
+        np.testing.assert_allclose(mine, ref[name], rtol=1e-4, atol=1e-5)
+    # scores are sums of 32 products: within qkv's rounding bound of the two passes' own q and k
+    for mine, name, scale in ((t.scores, "scores", 1.0), (t.scaled, "scaled_scores", 1 / np.sqrt(t.q.shape[-1]))):
+        assert np.all(np.abs(mine - ref[name]) <= score_bound(t.q, t.k, ref["q"], ref["k"], scale)), name
     np.testing.assert_allclose(t.attn_out, tr.get(f"layers.{t.layer}.attn.out", 0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(t.weights.sum(axis=1), 1.0, atol=1e-5)
     assert t.x_name == ("embeddings" if t.layer == 0 else f"layers.{t.layer - 1}.out")
