@@ -201,16 +201,10 @@ class Judge:
 
     def qids(self, half: str) -> list[int]:
         """Positions of the half's queries; "a1"/"a2": half a split in two by the hash's second bit
-        (to choose the adapter's settings inside half a)."""
-        import hashlib
+        (to choose the adapter's settings inside half a; ``search_termweights.in_part``)."""
+        from search_termweights import in_part
 
-        from qkv.search.evaluate import in_half
-
-        if half in ("a1", "a2"):
-            bit = {"a1": 0, "a2": 2}[half]
-            return [n for n, q in enumerate(self.q["qids"]) if in_half(q, "a")
-                    and hashlib.blake2b(q.encode(), digest_size=1).digest()[0] & 2 == bit]
-        return [n for n, q in enumerate(self.q["qids"]) if in_half(q, half)]
+        return [n for n, q in enumerate(self.q["qids"]) if in_part(q, half)]
 
     def lists(self, V: np.ndarray, ns: list[int], side: str = "weighted", alpha: float = 0.5,
               qvecs: np.ndarray | None = None, hybrid: bool = True, depth: int = 100):

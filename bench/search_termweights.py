@@ -13,6 +13,11 @@ weighted, for several scales and with words weighted ~0 kept once or left out.
         --no-plain --expand-top 5 --expand-gammas 1 --expand-k 50 --expand-floor 0.8 --matched-weight
         # title-advice expansion from catalog neighbours (hybrid-mw: appended terms count their weight in fusion)
     .venv/bin/python bench/search_termweights.py ... --sweep --no-plain --query-drop units   # or --query-powers 0.5,1
+    .venv/bin/python bench/search_termweights.py ... --sweep --no-plain --half a2 --expand-report a1 --report-new \
+        --expand-gammas 0.5,1,2 --matched-weight     # the seller's report read as expansion (a1's queries, a2 measured)
+
+Report expansion (``report_expansions``): the judged queries of one part read as a seller's
+search-term report, their words appended to the products they point to.
 
 Expansion (``expansions``): each title's keyword document gets the words its nearest catalog
 titles (the plain index's own vectors) carry in their naming parts with a high learned weight and
@@ -179,15 +184,58 @@ def expansions(corpus: dict[str, str], weights, rows, sims, *, top: int, floor: 
     return res
 
 
+def in_part(qid: str, half: str) -> bool:
+    """``qkv.search.evaluate.in_half`` and, for tuning inside half a, "a1"/"a2": half a split in
+    two by the hash's second bit (every bench's split: ``search_densepool.Judge.qids`` reads it)."""
+    import hashlib
+
+    from qkv.search.evaluate import in_half
+
+    if half in ("a1", "a2"):
+        return in_half(qid, "a") and \
+            hashlib.blake2b(qid.encode(), digest_size=1).digest()[0] & 2 == {"a1": 0, "a2": 2}[half]
+    return in_half(qid, half)
+
+
+def report_expansions(queries: dict[str, str], qrels: dict[str, dict[str, float]], half: str,
+                      least: float = 2.0, corpus: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
+    """A seller's search-term report read as document expansion: for each product the report's
+    queries (``half``'s judged pairs of grade ≥ ``least``) point to, every keyword term of those
+    queries, weighted by its grade-weighted share of them (DeepCT's query term recall, Dai & Callan
+    2019, read directly off the report instead of predicted; query-log expansion in the spirit of
+    clickthrough anchor text). The title's own words are included (their weight is added to the
+    head's) unless ``corpus`` is given: then only the words its title (``normalize``) lacks."""
+    from collections import defaultdict
+
+    from qkv.text.keywords import normalize, terms
+
+    got: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    mass: dict[str, float] = defaultdict(float)
+    for q, judged in qrels.items():
+        if q not in queries or not in_part(q, half):
+            continue
+        words = terms(queries[q])
+        for pid, s in judged.items():
+            if s < least:
+                continue
+            g = (s - 1.0) / 2.0
+            mass[pid] += g
+            for w in words:
+                got[pid][w] += g
+    own = {pid: set(normalize(corpus[pid]).split()) for pid in got if pid in corpus} if corpus is not None else {}
+    return {pid: sorted(((w, y / mass[pid]) for w, y in d.items() if w not in own.get(pid, ())), key=lambda x: -x[1])
+            for pid, d in got.items()}
+
+
 def stems_of(index: Path, corpus: dict[str, str], extra: dict) -> dict[str, dict[str, float]]:
     """id → {FTS5 stem: weight} of each title's appended terms whose stem none of its own keyword
-    terms has (the matched-terms factor's lookup)."""
+    terms has (the matched-terms factor's lookup; products without appended terms are left out)."""
     from qkv.search.store import open_store
     from qkv.text.keywords import normalize
 
     store = open_store(index)
     try:
-        own = {i: normalize(corpus[i]).split() for i, v in extra.items() if v}
+        own = {i: normalize(corpus[i]).split() for i, v in extra.items() if v and i in corpus}
         words = {t for v in extra.values() for t, _ in v} | {t for v in own.values() for t in v}
         stems = store.keyword.vocab.stems(words)
         out = {}
@@ -233,7 +281,7 @@ def variant(plain: Path, out: Path, corpus, weights, scale: float, keep: bool, b
             def text(i: str, t: str) -> str:
                 doc = keyword_text(t, weights[i][0], [max(y, 0.0) ** power for y in weights[i][1]],
                                    scale=scale, keep_zero=keep, blend=blend, floor=floor)
-                return (doc + " " + expansion_text(extra[i], gamma, scale)).strip() if extra else doc
+                return (doc + " " + expansion_text(extra.get(i, []), gamma, scale)).strip() if extra else doc
 
             w.update_fields([{"id": i, KEYWORD_TEXT: text(i, t)} for i, t in corpus.items()])
     finally:
@@ -381,14 +429,14 @@ def bm25_sweep(index: Path, enc, queries, qrels, half: str, scorings: list, qfil
     import numpy as np
 
     from qkv.search import fusion
-    from qkv.search.evaluate import in_half, ndcg, recall
+    from qkv.search.evaluate import ndcg, recall
     from qkv.search.index import CANDIDATES, Index
 
     out = []
     with Index.open(index, enc) as idx:
         st = idx.store
         alpha = fusion.alpha_for(idx.manifest.model)
-        qids = [q for q in queries if q in qrels and in_half(q, half)]
+        qids = [q for q in queries if q in qrels and in_part(q, half)]
         plans = [idx.plan(queries[q]) for q in qids]
         if any(p.translated for p in plans):
             raise SystemExit("the BM25 sweep reads English queries only")
@@ -466,7 +514,8 @@ def main() -> None:
     ap.add_argument("--plain", type=Path, required=True, help="a plain full-corpus index (`qkv index`)")
     ap.add_argument("--head", type=Path, required=True, help="a term head (`qkv terms train`)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/deepct/variants"))
-    ap.add_argument("--half", choices=("a", "b", "all"), default="a")
+    ap.add_argument("--half", choices=("a", "b", "all", "a1", "a2"), default="a",
+                    help="the queries measured (a1/a2: half a split in two, to tune with --expand-report a1)")
     ap.add_argument("--scales", default="10", help="repeats of a word of weight 1 (comma-separated)")
     ap.add_argument("--keep", choices=("yes", "no", "both"), default="yes")
     ap.add_argument("--blends", default="0", help="λ in tf = λ · count + ŷ (comma-separated)")
@@ -486,6 +535,11 @@ def main() -> None:
     ap.add_argument("--expand-floor", type=float, default=0.9,
                     help="a neighbour read at ≥ this × the nearest's cosine")
     ap.add_argument("--expand-types", action="store_true", help="append only the neighbours' product-type words")
+    ap.add_argument("--expand-report", choices=("a", "a1", "b", "all"),
+                    help="instead of title advice: append the words of this part's judged queries to the products "
+                         "they point to (a search-term report read as expansion; --expand-gammas, --report-least)")
+    ap.add_argument("--report-least", type=float, default=2.0, help="the least grade of a report pair read")
+    ap.add_argument("--report-new", action="store_true", help="append only the report words a title lacks")
     ap.add_argument("--matched-weight", action="store_true", help="also hybrid-mw: fusion's matched-terms factor "
                                                                  "counting an appended term's match as its weight")
     ap.add_argument("--query-drop", choices=("none", "numbers", "units", "both"), default="none",
@@ -524,6 +578,10 @@ def main() -> None:
                 print(f"half {a.half} | {name} | α {x:g} | hybrid NDCG@10 {r['ndcg@10']:.4f} | R@100 {r['recall@100']:.4f}",
                       flush=True)
         return
+    part = a.half  # what the tables name
+    all_queries = queries
+    if part in ("a1", "a2"):  # evaluate's halves are a/b/all: the part's queries, read whole
+        queries, a.half = {q: t for q, t in queries.items() if in_part(q, part)}, "all"
     weights = head_weights(a.head, corpus, a.work)
     tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.powers, a.k1, a.b) if x)
     if a.expand_top:  # the expansion's settings too, so that runs do not overwrite each other's results
@@ -534,9 +592,20 @@ def main() -> None:
     exps = [(t, mc, g) for t in (int(x) for x in floats(a.expand_top)) for mc in (int(x) for x in floats(a.expand_min))
             for g in floats(a.expand_gammas)] if a.expand_top else [None]
     exps = [e if e and e[0] > 0 else None for e in exps]
+    if a.expand_report:
+        if a.expand_top:
+            sys.exit("--expand-report or --expand-top: one expansion at a time")
+        exps = [("report", 0, g) for g in floats(a.expand_gammas)]
+        tag += f"-r{a.expand_report}{a.report_least:g}{'n' if a.report_new else ''}g{a.expand_gammas}".replace(",", "_")
+    tag += f"-{part}" if part != a.half else ""
     advice: dict = {}
 
     def expanded_terms(e):
+        if e[0] == "report":
+            if "report" not in advice:
+                advice["report"] = report_expansions(all_queries, qrels, a.expand_report, a.report_least,
+                                                     corpus if a.report_new else None)
+            return advice["report"]
         if e[:2] not in advice:
             nb_rows, nb_sims = neighbour_table(a.plain, list(corpus), a.expand_k, a.work)
             advice[e[:2]] = expansions(corpus, weights, nb_rows, nb_sims, top=e[0], min_count=e[1],
@@ -544,6 +613,8 @@ def main() -> None:
         return advice[e[:2]]
 
     def expand_name(e) -> str:
+        if e and e[0] == "report":
+            return f"-r{a.expand_report}{a.report_least:g}{'n' if a.report_new else ''}g{e[2]:g}"
         return "" if not e else f"-x{e[0]}m{e[1]}g{e[2]:g}" + (f"k{a.expand_k}" if a.expand_k != 20 else "") + \
             (f"f{a.expand_floor:g}" if a.expand_floor != 0.9 else "") + ("t" if a.expand_types else "")
 
@@ -569,13 +640,13 @@ def main() -> None:
                 rows += [{"index": name, **r} for r in bm25_sweep(idx, enc, queries, qrels, a.half,
                                                                    [Scoring(k1, b, v[0]) for k1, b in grid], qf, mw,
                                                                    qw, floats(a.query_powers))]
-        print(f"\nhalf {a.half} ({rows[0]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
+        print(f"\nhalf {part} ({rows[0]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
         print("| keyword side | k1 | b | keyword NDCG@10 | keyword R@100 | hybrid NDCG@10 | hybrid R@100 |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['index']} | {r['k1']:g} | {r['b']:g} | {r['keyword']['ndcg@10']:.4f} | "
                   f"{r['keyword']['recall@100']:.4f} | {r['hybrid']['ndcg@10']:.4f} | {r['hybrid']['recall@100']:.4f} |")
-        (a.work / f"sweep-{a.head.stem}-half-{a.half}-{tag}.json").write_text(json.dumps(rows, indent=1))
+        (a.work / f"sweep-{a.head.stem}-half-{part}-{tag}.json").write_text(json.dumps(rows, indent=1))
         return
     rows = [] if a.no_plain else [("plain", measure(a.plain, enc, queries, qrels, a.half))]
     if rows:
@@ -593,13 +664,13 @@ def main() -> None:
             print(f"{name}: {json.dumps(rows[-1][1])} ({time.perf_counter() - t0:.0f}s)", flush=True)
     if not rows:
         return
-    print(f"\nhalf {a.half} ({rows[0][1]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
+    print(f"\nhalf {part} ({rows[0][1]['queries']:,} queries, {len(corpus):,} products), head {a.head}")
     print("| keyword side | keyword NDCG@10 | keyword R@100 | hybrid NDCG@10 | hybrid R@100 |")
     print("|---|---|---|---|---|")
     for name, r in rows:
         print(f"| {name} | {r['keyword']['ndcg@10']:.4f} | {r['keyword']['recall@100']:.4f} | "
               f"{r['hybrid']['ndcg@10']:.4f} | {r['hybrid']['recall@100']:.4f} |")
-    (a.work / f"results-{a.head.stem}-half-{a.half}-{tag}.json").write_text(json.dumps(rows, indent=1))
+    (a.work / f"results-{a.head.stem}-half-{part}-{tag}.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
