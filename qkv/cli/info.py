@@ -18,8 +18,9 @@ def info_dict() -> dict:
     from qkv.search.index import query_precision
     from qkv.summarize.core import PRECISION as SUMMARIES
 
-    products = ("NumPy's BLAS for batches (its AVX-512 kernels are wider than this AVX2 build's), "
-                "the compiled kernel for up to 32 rows" if cpu.BLAS_WIDER
+    products = ("NumPy's BLAS for batches (its kernels are faster than this AVX2 build's: "
+                f"{'wider, AVX-512' if 'avx512f' in (cpu.cpu_flags() or set()) else 'measured on a Zen 3'}), "
+                "the compiled kernel for up to 32 rows" if cpu.BLAS_BATCHES
                 else "compiled (blocked, bias and GELU fused)" if cpu.available() else "NumPy's BLAS")
     return {"kernels": cpu.STATUS, "library": str(cpu.LIB_PATH), "built_for": cpu.TARGET,
             "float32_products": products,

@@ -175,19 +175,22 @@ lib, LOADED, BUILT_FOR = _load(LIB_PATH, cpu_flags())
 TARGET = target_name(BUILT_FOR) if lib is not None else "none"  # what the float32 kernels were compiled for
 
 
-def blas_is_wider(built: set[str], flags: set[str] | None) -> bool:
-    """True when NumPy's BLAS multiplies batches with wider vectors than this library: the library
-    was built without AVX-512 (an x86-64-v3 build) on a CPU that has it, where OpenBLAS picks its
-    AVX-512 kernels at run time. Then the float32 products of more than a few rows go to BLAS
-    (``qkv.model.linear.choose``). Measured on this project's Xeon, one thread, the v3 build's
-    blocked product against NumPy's matmul plus the same compiled bias and GELU (docs/engine.md,
-    "Performance"): BLAS 1.3-1.6x faster from 96 rows on all four MiniLM shapes, the v3 product
-    faster or even up to 32 rows (12 rows: 1.0-2.2x). On an AVX2 CPU both run AVX2 and the
-    library keeps every product."""
-    return bool(built) and "avx512f" not in built and flags is not None and "avx512f" in flags
+def blas_takes_batches(built: set[str], flags: set[str] | None) -> bool:
+    """True when NumPy's BLAS multiplies float32 batches faster than this library: the library was
+    built without AVX-512 (an x86-64-v3 build, what an AVX2 CPU compiles). Then the float32
+    products of more than a few rows go to BLAS (``qkv.model.linear.choose``); a few rows (a lone
+    query) stay with the library. Measured one thread, the v3 build's blocked product against
+    NumPy's matmul plus the same compiled bias and GELU, on all four MiniLM shapes
+    (docs/engine.md, "Performance"):
+    - on this project's Xeon (AVX-512), where OpenBLAS picks its wider AVX-512 kernels: BLAS
+      1.3-1.6x faster from 96 rows, the v3 product faster or even up to 32 rows (12 rows: 1.0-2.2x);
+    - on an AMD EPYC Zen 3 (AVX2 only), where both run AVX2: BLAS 1.25-1.5x faster from 48 rows,
+      even at 32, the v3 product faster at 12 rows and fewer (1.1-2.1x).
+    An AVX-512 build keeps every product (faster than OpenBLAS on the Xeon)."""
+    return bool(built) and "avx512f" not in built and flags is not None
 
 
-BLAS_WIDER = lib is not None and blas_is_wider(BUILT_FOR, cpu_flags())
+BLAS_BATCHES = lib is not None and blas_takes_batches(BUILT_FOR, cpu_flags())
 
 
 def available() -> bool:

@@ -25,9 +25,9 @@ blocks that way, never expanded for the fast path); ``PackedWeights`` then uses 
 Today's products (see ``qkv.kernels``):
 
 - ``Float32Panels``: the compiled blocked product ``float32.gemm`` on column panels, bias and the
-  exact GELU applied tile by tile; rows split between threads. Faster than OpenBLAS on all four of
-  all-MiniLM-L6-v2's product shapes, for a batch of reviews and for a lone query (figures in
-  docs/engine.md). Packed on first use: 42 MB for all-MiniLM-L6-v2.
+  exact GELU applied tile by tile; rows split between threads. Built with AVX-512, faster than
+  OpenBLAS on all four of all-MiniLM-L6-v2's product shapes, for a batch of reviews and for a
+  lone query (figures in docs/engine.md); an AVX2 build only for a few rows (``Blas``). Packed on first use: 42 MB for all-MiniLM-L6-v2.
 - ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
   product is bound by reading W): half the bytes, sums in float32.
 - ``BFloat16Panels``: ``precision="bfloat16"`` (batch work): bfloat16 panels in VNNI pairs read by
@@ -44,8 +44,9 @@ Today's products (see ``qkv.kernels``):
 - ``Blas``: NumPy's matmul, without the compiled kernels or for dtypes they do not take (float64
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
   fastest. Also float32 batches (more than FEW_ROWS rows) where the library was built without
-  AVX-512 on a CPU that has it (``cpu.BLAS_WIDER``: OpenBLAS runs AVX-512 kernels there, 1.3-1.6×
-  the v3 build's product from 96 rows, measured); bias and GELU then in the compiled kernel.
+  AVX-512 (``cpu.BLAS_BATCHES``: OpenBLAS's product is 1.3-1.6× the v3 build's from 96 rows on an
+  AVX-512 Xeon, 1.25-1.5× from 48 rows on an AVX2 Zen 3, measured); bias and GELU then in the
+  compiled kernel.
 """
 
 from __future__ import annotations
@@ -53,10 +54,16 @@ from __future__ import annotations
 import numpy as np
 
 from qkv.kernels import bfloat16, cpu, float32, int8
+from qkv.kernels.blas import blas_threads
 from qkv.errors import InputError
-from qkv.model.workers import row_cuts
+from qkv.model.workers import claim, row_cuts
 
 FEW_ROWS = 32  # up to this many rows a product is bound by reading W (see Float16Panels, Blas)
+# Blas: batches in calls of this many rows, each on one BLAS thread. OpenBLAS's bits for a row depend
+# on how many rows share its call and on its own thread count (measured on a Zen 3: x[:300]·W is not
+# (x·W)[:300]), so the blocks are fixed and shared out between qkv's own threads: one thread and two
+# give the same floats, as with the compiled products.
+BLAS_BLOCK = 128
 PRECISIONS = ("float32", "float16", "bfloat16", "int8")  # what ``encode(precision=...)`` may ask for
 
 
@@ -117,19 +124,31 @@ def _by_rows(gemm, panels, x, out, bias, act, workers, *, step: int) -> np.ndarr
 
 class Blas(Linear):
     """x·W in NumPy's BLAS. Up to FEW_ROWS rows as (Wᵀ·xᵀ)ᵀ on a transposed copy of W (made on
-    first use), the shape OpenBLAS takes fastest for a few rows."""
+    first use), the shape OpenBLAS takes fastest for a few rows; more in blocks of BLAS_BLOCK rows,
+    each a one-thread BLAS call, shared out between the workers."""
 
     def __init__(self, w: np.ndarray):
         self.w, self.shape, self._wt = w, w.shape, None
         self.precision = str(w.dtype)
 
     def __call__(self, x, out, *, bias=None, act=None, workers=None):
-        if x.shape[0] <= FEW_ROWS:
+        rows = x.shape[0]
+        if rows <= FEW_ROWS:
             if self._wt is None:
                 self._wt = np.ascontiguousarray(self.w.T)
             out[:] = (self._wt @ x.T).T
         else:
-            np.matmul(x, self.w, out=out)
+            starts = range(0, rows, BLAS_BLOCK)
+
+            def block(g: int, i: int) -> None:
+                np.matmul(x[starts[i]:starts[i] + BLAS_BLOCK], self.w, out=out[starts[i]:starts[i] + BLAS_BLOCK])
+
+            with blas_threads(1):
+                if workers is None or workers.threads == 1:
+                    for i in range(len(starts)):
+                        block(0, i)
+                else:
+                    claim(len(starts), workers, block)
         return _finish(out, bias, act)
 
     def dense(self):
@@ -222,7 +241,7 @@ def choose(w, precision: str = "float32", rows: int = 0) -> type[Linear] | None:
         return Float16Panels
     if precision == "bfloat16" and cpu.ISA != "float32":
         return BFloat16Panels
-    if cpu.BLAS_WIDER and rows > FEW_ROWS:  # a v3 build on an AVX-512 CPU: OpenBLAS's kernels are wider
+    if cpu.BLAS_BATCHES and rows > FEW_ROWS:  # a v3 build: OpenBLAS's batch kernels are faster
         return Blas
     return Float32Panels
 

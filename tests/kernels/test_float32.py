@@ -335,7 +335,7 @@ def test_encoder_on_two_threads_is_the_same_float_for_float(encoder, monkeypatch
 
     texts = ["Stainless Steel Electric Kettle 1.7L"] * 3 + ["a long review of a kettle " * 12] * 4
     b = encoder._pad(encoder.tokenize(texts))
-    monkeypatch.setattr(cpu, "BLAS_WIDER", False)  # the compiled product, also where batches would go to BLAS
+    monkeypatch.setattr(cpu, "BLAS_BATCHES", False)  # the compiled product, also where batches would go to BLAS
     calls = []
     real = float32.gemm
     monkeypatch.setattr(float32, "gemm", lambda x, *a, **k: calls.append((len(x), k.get("gelu"))) or real(x, *a, **k))

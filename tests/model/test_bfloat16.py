@@ -61,7 +61,7 @@ def test_bfloat16_panels_are_x_times_w_plus_b_within_bfloat16_rounding(rows, act
 @needs_lib
 def test_the_dispatcher_gives_bfloat16_only_where_a_unit_runs_it(monkeypatch):
     w = np.zeros((64, 96), np.float32)
-    monkeypatch.setattr(cpu, "BLAS_WIDER", False)  # (a v3 build on AVX-512 sends batches to BLAS: test_linear.py)
+    monkeypatch.setattr(cpu, "BLAS_BATCHES", False)  # (a v3 build on AVX-512 sends batches to BLAS: test_linear.py)
     monkeypatch.setattr(cpu, "ISA", "amx")
     assert L.choose(w, "bfloat16", 500) is L.BFloat16Panels
     assert L.choose(w, "float32", 500) is L.Float32Panels  # float32 is never replaced

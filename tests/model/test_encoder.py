@@ -194,7 +194,7 @@ def test_few_rows_take_their_own_products_with_the_same_result(encoder, monkeypa
     texts = ["breathable running shoes", "透气跑鞋 men"]
     many = texts * 12  # over FEW_ROWS rows in one batch
     lib = cpu.lib
-    monkeypatch.setattr(cpu, "BLAS_WIDER", False)  # (a v3 build on AVX-512 sends batches to BLAS: test_linear.py)
+    monkeypatch.setattr(cpu, "BLAS_BATCHES", False)  # (a v3 build on AVX-512 sends batches to BLAS: test_linear.py)
     monkeypatch.setattr(cpu, "lib", None)  # plain: every product x·W in BLAS
     plain = Encoder(encoder.config, encoder.weights, encoder.tokenizer, threads=1)
     plain._packed = PackedWeights(force=Blas)
