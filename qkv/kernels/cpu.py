@@ -184,8 +184,9 @@ def blas_takes_batches(built: set[str], flags: set[str] | None) -> bool:
     (docs/engine.md, "Performance"):
     - on this project's Xeon (AVX-512), where OpenBLAS picks its wider AVX-512 kernels: BLAS
       1.3-1.6x faster from 96 rows, the v3 product faster or even up to 32 rows (12 rows: 1.0-2.2x);
-    - on an AMD EPYC Zen 3 (AVX2 only), where both run AVX2: BLAS 1.25-1.5x faster from 48 rows,
-      even at 32, the v3 product faster at 12 rows and fewer (1.1-2.1x).
+    - on an AMD EPYC Zen 3 (AVX2 only), where both run AVX2: BLAS (in one-thread blocks of 128
+      rows, ``linear.BLAS_BLOCK``) 1.1-1.4x faster from 48 rows, 1.05-1.16x at 32, the v3 product
+      faster at 12 rows and fewer (1.05-2.0x).
     An AVX-512 build keeps every product (faster than OpenBLAS on the Xeon)."""
     return bool(built) and "avx512f" not in built and flags is not None
 

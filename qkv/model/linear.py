@@ -45,7 +45,7 @@ Today's products (see ``qkv.kernels``):
   reference encoders); for a few rows as (Wᵀ·xᵀ)ᵀ on a transposed copy, the shape OpenBLAS takes
   fastest. Also float32 batches (more than FEW_ROWS rows) where the library was built without
   AVX-512 (``cpu.BLAS_BATCHES``: OpenBLAS's product is 1.3-1.6× the v3 build's from 96 rows on an
-  AVX-512 Xeon, 1.25-1.5× from 48 rows on an AVX2 Zen 3, measured); bias and GELU then in the
+  AVX-512 Xeon, 1.1-1.4× from 48 rows on an AVX2 Zen 3, measured); bias and GELU then in the
   compiled kernel.
 """
 
