@@ -569,19 +569,19 @@ def main() -> None:
     k1s, bs = floats(a.k1), floats(a.b)
     if len(k1s) != len(bs) and not a.sweep:
         sys.exit("--k1 and --b: one value each (or --sweep for a grid)")
+    part = a.half  # what the tables name
+    all_queries = queries
+    if part in ("a1", "a2"):  # evaluate's halves are a/b/all: the part's queries, read whole
+        queries, a.half = {q: t for q, t in queries.items() if in_part(q, part)}, "all"
     if a.alphas:
         alphas = floats(a.alphas)
         runs = [("plain", a.plain)] + [(variant_name("", *v).lstrip("-"), a.work / variant_name(a.head.stem, *v))
                                        for v in variants]
         for name, idx in runs:
             for x, r in alpha_sweep(idx, enc, queries, qrels, a.half, alphas).items():
-                print(f"half {a.half} | {name} | α {x:g} | hybrid NDCG@10 {r['ndcg@10']:.4f} | R@100 {r['recall@100']:.4f}",
+                print(f"half {part} | {name} | α {x:g} | hybrid NDCG@10 {r['ndcg@10']:.4f} | R@100 {r['recall@100']:.4f}",
                       flush=True)
         return
-    part = a.half  # what the tables name
-    all_queries = queries
-    if part in ("a1", "a2"):  # evaluate's halves are a/b/all: the part's queries, read whole
-        queries, a.half = {q: t for q, t in queries.items() if in_part(q, part)}, "all"
     weights = head_weights(a.head, corpus, a.work)
     tag = "_".join(x.replace(",", "_") for x in (a.scales, a.blends, a.floors, a.powers, a.k1, a.b) if x)
     if a.expand_top:  # the expansion's settings too, so that runs do not overwrite each other's results

@@ -27,7 +27,8 @@ Today's products (see ``qkv.kernels``):
 - ``Float32Panels``: the compiled blocked product ``float32.gemm`` on column panels, bias and the
   exact GELU applied tile by tile; rows split between threads. Built with AVX-512, faster than
   OpenBLAS on all four of all-MiniLM-L6-v2's product shapes, for a batch of reviews and for a
-  lone query (figures in docs/engine.md); an AVX2 build only for a few rows (``Blas``). Packed on first use: 42 MB for all-MiniLM-L6-v2.
+  lone query (figures in docs/engine.md); an AVX2 build only for a few rows (``Blas``). Packed
+  on first use: 42 MB for all-MiniLM-L6-v2.
 - ``Float16Panels``: ``precision="float16"`` for at most FEW_ROWS rows (a lone search query, whose
   product is bound by reading W): half the bytes, sums in float32.
 - ``BFloat16Panels``: ``precision="bfloat16"`` (batch work): bfloat16 panels in VNNI pairs read by
