@@ -153,6 +153,8 @@ def register(app: typer.Typer) -> None:
             "--ef-search", help="HNSW search breadth (default 96): more recall, more time.")] = None,
         translate: Annotated[bool, typer.Option("--translate/--no-translate",
                                                 help="Also search a Chinese query in English (dictionary translation).")] = True,
+        spell: Annotated[bool, typer.Option("--spell/--no-spell",
+                                            help="Search an English word no title holds as the catalog word it most likely meant (both sides).")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
         trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
     ):
@@ -169,7 +171,8 @@ def register(app: typer.Typer) -> None:
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
         with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary) as idx:
-            res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate)
+            res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate,
+                             spell=spell)
             tr = res.translation
             if as_json:
                 from qkv.search.floor import weak_results
@@ -177,6 +180,8 @@ def register(app: typer.Typer) -> None:
                 out = {"query": query, "mode": mode, "k": k, "where": where, "model": manifest.model}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
+                if res.corrected is not None:
+                    out.update(corrected=res.corrected)
                 timings = {a: b * 1000 for a, b in res.timings.items()}
                 weak, floor = weak_results(idx, query, res)  # as the web API marks them
                 print_json({**out, "timings_ms": timings, "floor": None if floor is None else round(floor, 4),
@@ -187,6 +192,8 @@ def register(app: typer.Typer) -> None:
                           + " · ".join(escape(_piece_text(r)) for r in translation_rows(tr) if r["source"] != "as typed")
                           + (f" · + top {FEEDBACK_DOCS} results fed back" if FEEDBACK_DOCS and tr.text and mode != "keyword" else "")
                           + "[/]")
+        if res.corrected is not None:  # words no title holds, searched in the catalog's own spelling
+            console.print(f"showing results for: [bold]{escape(res.corrected)}[/]")
         if not res:
             console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))
             return
@@ -243,6 +250,7 @@ def register(app: typer.Typer) -> None:
         coverage: Annotated[bool, typer.Option("--coverage/--no-coverage", help="Weight BM25 by matched query terms in hybrid fusion.")] = True,
         query_field: Annotated[str, typer.Option(help="Field of each query record to search (e.g. 'en' for the English originals of translated queries).")] = "text",
         translate: Annotated[bool, typer.Option("--translate/--no-translate", help="Also search Chinese queries in English.")] = True,
+        spell: Annotated[bool, typer.Option("--spell/--no-spell", help="Correct English words no title holds, as search does.")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
         trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
         as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
@@ -274,7 +282,8 @@ def register(app: typer.Typer) -> None:
         q, r = load_queries(queries, query_field), load_qrels(qrels)
         with Index.open(index, enc, glossary=glossary, trade_glossary=trade_glossary) as idx, progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
-                           fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, progress=progress)
+                           fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, spell=spell,
+                           progress=progress)
         if as_json:
             print_json(res.to_json())
             return

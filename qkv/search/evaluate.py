@@ -134,9 +134,10 @@ def _mean(xs) -> float:
 def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]], *, rerank: bool = False,
              gain_offset: float | None = None, half: str | None = None, limit: int | None = None,
              fusion_: str = "score", alpha: float | None = None, candidates: int | None = None, coverage: bool = True,
-             translate: bool = True, progress: Progress | None = None) -> EvalResult:
+             translate: bool = True, spell: bool = True, progress: Progress | None = None) -> EvalResult:
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries.
-    Queries holding Han characters are translated as ``Index.search`` does (``translate``)."""
+    Queries holding Han characters are translated as ``Index.search`` does (``translate``), and
+    English words no title holds corrected (``spell``)."""
     from qkv.search import crosslingual, fusion as fusion_mod
     from qkv.search.index import CANDIDATES
 
@@ -151,9 +152,10 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     if gain_offset is None:
         grades = [g for q in qids for g in qrels[q].values()]
         gain_offset = 1.0 if min(grades) >= 1 and max(grades) > 1 else 0.0
-    plans = [index.plan(queries[q], translate) for q in qids]  # as Index.search plans them
+    plans = [index.plan(queries[q], translate, spell=spell) for q in qids]  # as Index.search plans them
     # the precision search itself encodes a query in (batched here for speed: the same rounding)
-    vecs = index.query_vectors([queries[q] for q in qids])  # with the index's query prefix (E5: "query: ")
+    # each plan's dense text (a corrected query's correction), with the index's query prefix (E5: "query: ")
+    vecs = index.query_vectors([p.dense[0] for p in plans])
     tr_at = [i for i, p in enumerate(plans) if len(p.dense) > 1]
     if tr_at:  # the dense query of a translated query mixes in its English (Index.dense_vector)
         tv = index.query_vectors([plans[i].dense[1] for i in tr_at])
@@ -200,7 +202,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
                                "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count(),
-                               "translated": len(tr_at)})
+                               "translated": len(tr_at), "corrected": sum(p.corrected is not None for p in plans)})
     for m in MODES:
         res.metrics[m] = {k: _mean(v) for k, v in per[m].items() if v}
     return res

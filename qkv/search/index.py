@@ -103,6 +103,11 @@ class SearchResponse:
         """The query's ``qkv.translate.Translation`` (None: searched as typed)."""
         return self.plan.translation
 
+    @property
+    def corrected(self) -> str | None:
+        """The spelling an English query was searched as (``QueryPlan.corrected``; None: as typed)."""
+        return self.plan.corrected
+
     def __iter__(self):
         return iter(self.results)
 
@@ -231,15 +236,27 @@ class Index:
             self._translator = (st, tr)
         return tr
 
-    def plan(self, query: str, translate: bool = True, store: VectorStore | None = None) -> QueryPlan:
+    def plan(self, query: str, translate: bool = True, store: VectorStore | None = None,
+             spell: bool = True) -> QueryPlan:
         """How ``query`` is searched (``qkv.search.plan.QueryPlan``): translated against ``store``'s
         catalog (default the current generation) when it holds Han characters and ``translate``;
+        an English query's words that no title holds corrected when ``spell`` (``store.spell``,
+        keeping the model's own words: ``model_knows``);
         the keyword text and groups; the dense texts; the query prefix ``store``'s manifest
         records. Deterministic for a given store and glossary. An explanation's BM25 terms are
         ``store.keyword_terms(plan.keyword, ids)``, as the search's keyword side matched them."""
         st = self.store if store is None else store
         return plan_query(query, (lambda: self.translator(st)) if translate else None, glossary=bool(self._glossary),
-                          query_prefix=st.manifest.extra.get("query_prefix", ""))
+                          query_prefix=st.manifest.extra.get("query_prefix", ""),
+                          speller=(lambda q: st.spell(q, keep=self.model_knows)) if spell else None)
+
+    def model_knows(self, word: str) -> bool:
+        """Whether the index's model reads ``word`` as one token of its vocabulary: a real word
+        ("warm") that no title holds is searched as typed, not turned into the nearest catalog
+        word ("watt"); a typo ("celing") comes in pieces. Asked only of words no title holds, so
+        a keyword-only search loads the model only for those."""
+        tok = self.encoder.tokenizer
+        return len(tok.content([word])[0].ids) == 1
 
     mix_vectors = staticmethod(mix_vectors)  # a translated query's dense vector (crosslingual.mix_vectors)
 
@@ -333,12 +350,12 @@ class Index:
     def retrieve(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
                  fusion_: str = "score", alpha: float = fusion.ALPHA, candidates: int = CANDIDATES,
                  vector: np.ndarray | None = None, exact: bool = False,
-                 translate: bool = True) -> list[tuple[str, float, dict]]:
+                 translate: bool = True, spell: bool = True) -> list[tuple[str, float, dict]]:
         """Ranked (id, score, details) without fetching rows; ``vector`` skips query encoding;
-        ``exact``: see ``encode_query``; ``translate``: see the module docstring."""
+        ``exact``: see ``encode_query``; ``translate``, ``spell``: see ``plan``."""
         st = self.store
         query, flt = self._check(query, k, mode, fusion_), self._filter(where, st)
-        return self._retrieve(st, self.plan(query, translate, st), k, mode, flt, fusion_, alpha, candidates,
+        return self._retrieve(st, self.plan(query, translate, st, spell), k, mode, flt, fusion_, alpha, candidates,
                               vector, exact, {})
 
     @staticmethod
@@ -357,7 +374,7 @@ class Index:
         # modes search it as typed, as they rank by one side's own score.
         english = plan.translation is None
         if english and plan.groups and mode != "hybrid":
-            plan = QueryPlan(plan.query, plan.query, plan.dense, plan.query_prefix)
+            plan = QueryPlan(plan.query, plan.dense[0], plan.dense, plan.query_prefix, corrected=plan.corrected)
         if plan.translated and (not english or mode == "hybrid"):  # structured keyword query (crosslingual)
             from qkv.search import crosslingual
 
@@ -514,16 +531,19 @@ class Index:
         return fix
 
     def search(self, query: str, k: int = 10, mode: str = "hybrid", where: str | Filter | None = None,
-               explain: bool = False, fusion: str = "score", translate: bool = True) -> SearchResponse:
+               explain: bool = False, fusion: str = "score", translate: bool = True,
+               spell: bool = True) -> SearchResponse:
         """The top ``k`` products for ``query`` (a ``SearchResponse``: its results, see
         ``SearchResult``, its plan and timings); ``where`` filters on fields; ``explain`` adds the
         token grid and BM25 terms of each result; a Chinese query is also searched in English
-        (``translate``; the response's and each result's ``searched_as`` say as what)."""
+        (``translate``; the response's and each result's ``searched_as`` say as what); an English
+        word no title holds is searched as its correction (``spell``; the response's ``corrected``
+        says as what)."""
         st = self.store  # one generation for the whole search, even if ``refresh`` swaps it meanwhile
         query, flt = self._check(query, k, mode, fusion), self._filter(where, st)
         t: dict[str, float] = {}
         t0 = time.perf_counter()
-        plan = self.plan(query, translate, st)
+        plan = self.plan(query, translate, st, spell)
         translate_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         vector = None if mode == "keyword" else self.dense_vector(plan, explain, st)  # as _retrieve would
@@ -545,7 +565,8 @@ class Index:
         if explain and out:
             t0 = time.perf_counter()
             terms = st.keyword_terms(plan.keyword, [x.id for x in out])  # as the keyword side searched it
-            exps = self.explain_titles(query, [x.title for x in out], [terms.get(x.id, []) for x in out], st,
+            # the grid of the text the dense side searched (a corrected query's correction)
+            exps = self.explain_titles(plan.dense[0], [x.title for x in out], [terms.get(x.id, []) for x in out], st,
                                        exact=True)
             out = [SearchResult(**{**x.__dict__, "explanation": e, **self._exact_dense(x, e, mode)})
                    for x, e in zip(out, exps)]

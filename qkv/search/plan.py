@@ -37,6 +37,8 @@ class QueryPlan:
       mixed by ``crosslingual.mix_vectors``; each embedded after ``query_prefix`` (the index's model's
       query prefix, E5 "query: ").
     * ``translation``: the ``qkv.translate.Translation`` (None: searched as typed).
+    * ``corrected``: the text an English query was searched as on both sides, its words that no
+      title holds corrected to the catalog's own (``VectorStore.spell``); None: as typed.
     """
 
     query: str
@@ -45,6 +47,7 @@ class QueryPlan:
     query_prefix: str = ""
     translation: object | None = None
     groups: Groups = ()
+    corrected: str | None = None
 
     @property
     def searched_as(self) -> str | None:
@@ -58,28 +61,31 @@ class QueryPlan:
 
 
 def plan_query(query: str, translator: Callable[[], object] | None = None, *, glossary: bool = False,
-               query_prefix: str = "") -> QueryPlan:
+               query_prefix: str = "", speller: Callable[[str], str] | None = None) -> QueryPlan:
     """The plan of ``query`` (stripped). ``translator``: gives the ``qkv.translate.Translator`` over
     the catalog's vocabulary (called only for a query that needs it: it is built on first use), or
     None to search the query as typed; ``glossary``: whether a seller's glossary is in use (its
-    Chinese terms then join an English query's keyword side)."""
+    Chinese terms then join an English query's keyword side); ``speller``: corrects the words of
+    an English query that no title holds (``VectorStore.spell``), or None to keep them as typed."""
     from qkv.search.crosslingual import english_groups, flat_query, keyword_groups
 
     query = query.strip()
-    as_typed = QueryPlan(query, query, (query,), query_prefix)
+    han = zh.has_han(query)
+    text = speller(query) if speller is not None and not han else query  # what both sides search
+    corrected = text if text != query else None
     if translator is None:
-        return as_typed
-    if not zh.has_han(query):
+        return QueryPlan(query, text, (text,), query_prefix, corrected=corrected)
+    if not han:
         # a bilingual catalog: the query's phrases and their Chinese words as synonym groups, so the
         # keyword side finds the Chinese listings of the same product (crosslingual.english_groups)
-        found = translator().chinese_for(query) if ENGLISH_TO_CHINESE else []
+        found = translator().chinese_for(text) if ENGLISH_TO_CHINESE else []
         if found:
-            groups = tuple(tuple(g) for g in english_groups(query, found))
-            return QueryPlan(query, flat_query(groups), (query,), query_prefix, None, groups)
+            groups = tuple(tuple(g) for g in english_groups(text, found))
+            return QueryPlan(query, flat_query(groups), (text,), query_prefix, None, groups, corrected)
         # a seller's glossary works both ways: its Chinese terms for the query's English words
         # let the keyword side find a bilingual catalog's Chinese titles
-        cn = translator().glossary_terms_in(query) if glossary else []
-        return QueryPlan(query, f"{query} {' '.join(cn)}" if cn else query, (query,), query_prefix)
+        cn = translator().glossary_terms_in(text) if glossary else []
+        return QueryPlan(query, f"{text} {' '.join(cn)}" if cn else text, (text,), query_prefix, corrected=corrected)
     tr = translator().translate(query)
     if not tr.english:  # (nothing translated: 安踏 alone is searched as typed)
         return QueryPlan(query, query, (query,), query_prefix, tr)

@@ -58,7 +58,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -304,6 +304,13 @@ class VectorStore(ABC):
     def keyword_terms(self, query: str, ids: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
         """Per matched query term BM25 share for each id (see module docstring)."""
         return {}
+
+    def spell(self, query: str, keep: Callable[[str], bool] | None = None) -> str:
+        """``query`` with the words no title holds corrected to the catalog's own words
+        (``qkv.search.spelling``), or ``query`` itself: what both sides of a search run on;
+        ``keep(word)`` true leaves an unknown word as typed. A store that keeps no word list
+        searches every query as typed."""
+        return query
 
     @abstractmethod
     def get_rows(self, ids: Sequence[str]) -> list[Row | None]:

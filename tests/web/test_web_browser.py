@@ -496,6 +496,19 @@ ZH_REVIEWS = ["鞋子很轻，穿着很舒服。尺码偏小，建议买大半�
               "性价比很高，很舒服，颜色也好看。", "物流很快，包装很好。", "跑步的时候很透气，脚不闷。"]
 
 
+def test_misspelt_query_shows_the_spelling_it_was_searched_as(page_zh):
+    pg = page_zh
+    search_on_page(pg, "waterprof hikng boots")
+    pg.wait_for_function("document.querySelector('#search-as') && !document.querySelector('#search-as').hidden",
+                         timeout=180_000)
+    assert pg.locator("#search-as").inner_text() == "Showing results for: waterproof hiking boots"
+    top5 = pg.locator("#search-results > li .title").all_inner_texts()[:5]
+    assert any("Waterproof Hiking Boots" in t for t in top5), top5
+    pg.click("#lang")
+    pg.wait_for_function("document.querySelector('#search-as').textContent.includes('已按此拼写检索')")
+    pg.click("#lang")
+
+
 def test_chinese_query_shows_what_it_was_searched_as(page_zh, screenshot):
     pg = page_zh
     search_on_page(pg, "透气跑鞋")

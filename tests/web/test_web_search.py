@@ -312,3 +312,13 @@ def test_an_english_query_finds_the_chinese_listings_too(client):
     titles = [x["title"] for x in body["results"]]
     assert any("男士透气网面跑鞋" in t for t in titles[:5]), titles
     assert all("Running Shoes" in t for t in titles[:3]) and body["searched_as"] is None
+
+
+def test_a_misspelt_query_says_what_it_was_searched_as(client):
+    r = client.post("/api/search", json={"query": "breathable runing shoes", "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["corrected"] == "breathable running shoes" and body["searched_as"] is None
+    want = client.post("/api/search", json={"query": "breathable running shoes", "k": 3}).json()
+    assert want["corrected"] is None
+    assert [x["id"] for x in body["results"]] == [x["id"] for x in want["results"]]

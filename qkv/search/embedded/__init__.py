@@ -5,7 +5,7 @@ Layout::
     DIR/manifest.json        which generation is current, the model, dims, counts (replaced atomically)
     DIR/gen-000007/          one immutable generation
         catalog.sqlite       products(slot, id, title, ktext, title_hash, f0, f1 …), fields, fts (FTS5),
-                             term_df, keyword_stats, term_postings
+                             term_df, word_df, keyword_stats, term_postings
         vectors.npy          float32 or float16 [slots, dim]; slot = faiss id = FTS rowid
         ann.faiss            the ANN index over the slots (absent while empty)
         doclen.npy, postings.npy, postings_tf.npy    the keyword side's arrays
@@ -13,8 +13,8 @@ Layout::
 
 One module per job, as a Lucene/tantivy segment has one codec per concern:
 ``generations`` (the files, opening one, publishing the next), ``rows`` (stored fields, filters),
-``vectors`` (faiss ANN), ``keyword`` (BM25 query plans) over ``vocabulary`` (stems, df, spelling
-fallback) and ``postings`` (the keyword files), ``bm25`` (the formula), ``writer`` (the one writer)
+``vectors`` (faiss ANN), ``keyword`` (BM25 query plans) over ``vocabulary`` (stems, df, the
+catalog's words for spelling) and ``postings`` (the keyword files), ``bm25`` (the formula), ``writer`` (the one writer)
 and ``store`` (``EmbeddedStore``, the ``VectorStore`` they make together).
 
 Every write builds a new generation in a temporary directory next to the current one, renames it

@@ -36,6 +36,7 @@ def init_schema(con: sqlite3.Connection) -> None:
         CREATE VIRTUAL TABLE fts USING fts5(ktext, tokenize="{FTS_TOKENIZE}");
         CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
         CREATE TABLE term_df (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE word_df (word TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE keyword_stats (rows INTEGER NOT NULL, tokens INTEGER NOT NULL);
         CREATE TABLE term_postings (term TEXT PRIMARY KEY, start INTEGER NOT NULL, df INTEGER NOT NULL) WITHOUT ROWID;
     """)

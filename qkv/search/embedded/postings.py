@@ -1,5 +1,6 @@
 """The keyword files of a generation, beside FTS5's own index: per-term document frequencies
-(``term_df``), row and token counts (``keyword_stats``), tokens per row (``doclen.npy``) and every
+(``term_df``), the catalog's words before stemming with theirs (``word_df``: the speller's
+dictionary, ``qkv.search.spelling``), row and token counts (``keyword_stats``), tokens per row (``doclen.npy``) and every
 term's postings as two flat arrays (``postings.npy``: rows, ascending within a term;
 ``postings_tf.npy``: the term's count in that row; ``term_postings``: where each term's run starts
 and how long it is). Written by the writer when it publishes; read memory-mapped by the keyword
@@ -28,7 +29,24 @@ def write_keyword_files(con: sqlite3.Connection, out: Path, slots: int) -> None:
     con.execute("DELETE FROM keyword_stats")
     con.execute("INSERT INTO keyword_stats SELECT (SELECT count(*) FROM fts), coalesce(sum(cnt), 0) FROM fts_vocab")
     np.save(out / "doclen.npy", doc_lengths(con, slots))
+    con.execute("CREATE TABLE IF NOT EXISTS word_df (word TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID")
+    con.execute("DELETE FROM word_df")
+    con.executemany("INSERT INTO word_df VALUES (?, ?)",
+                    word_counts(kt for (kt,) in con.execute("SELECT ktext FROM products")).items())
     _write_postings(con, out, slots)
+
+
+def word_counts(ktexts) -> dict[str, int]:
+    """How many keyword documents hold each word a speller may offer: letters only, two or more,
+    no Han (a learned-weight document repeats its words: each counts once a document)."""
+    from collections import Counter
+
+    from qkv.text import zh
+
+    out: Counter = Counter()
+    for kt in ktexts:
+        out.update(w for w in set(kt.split()) if len(w) > 1 and w.isalpha() and not zh.has_han(w))
+    return dict(out)
 
 
 def doc_lengths(con: sqlite3.Connection, slots: int) -> np.ndarray:

@@ -107,6 +107,7 @@ class EmbeddedStore(VectorStore):
         self.keyword.postings.arrays()
         self.keyword.postings.stats()
         self.keyword.postings.doc_lengths()
+        self.keyword.vocab.words()
 
     def _reading(self) -> None:
         if self.gen is None:
@@ -169,6 +170,9 @@ class EmbeddedStore(VectorStore):
 
     def keyword_terms(self, query, ids) -> dict[str, list[tuple[str, float]]]:
         return self.keyword.terms_of(query, list(ids))
+
+    def spell(self, query: str, keep=None) -> str:
+        return self.keyword.vocab.spell(query, keep)
 
     def keyword_vocabulary(self):
         """How many titles hold given keyword terms, for translating queries into the catalog's

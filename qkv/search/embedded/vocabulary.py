@@ -1,5 +1,6 @@
 """The keyword vocabulary of a generation: how a query word is stemmed the way FTS5 indexed it,
-how many products contain it, and the closest indexed word when it is unknown (spelling fallback).
+how many products contain it, and what an unknown word most likely meant (``qkv.search.spelling``
+over the catalog's own words).
 
 Terms come from ``qkv.text.keywords`` (the keyword tokenizer: one function for titles and queries);
 FTS5's tokenizer (``generations.FTS_TOKENIZE``: Porter stemming, diacritics removed) runs on top.
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Iterable
+from typing import Callable, Iterable
 
 from qkv.text import keywords as textmod
 from qkv.text import zh
+from qkv.search import spelling
 from qkv.search.embedded.generations import FTS_TOKENIZE, Generation
 
 
@@ -31,7 +33,9 @@ class Vocabulary:
         self._stemmer_lock = threading.Lock()
         self._stems: dict[str, str | None] = {}
         self._dfs: dict[str, int] = {}  # a generation is immutable: its counts can be kept
-        self._vocab = None
+        self._words: dict[str, int] | None = None  # word_df: the speller's dictionary
+        self._spelled: list[str] = []
+        self._fixes: dict[str, str | None] = {}
 
     def _stemmer_db(self) -> sqlite3.Connection:
         if self._stemmer is None:
@@ -76,32 +80,55 @@ class Vocabulary:
         self._dfs[term] = int(row[0]) if row else 0
         return self._dfs[term]
 
-    def correct(self, term: str) -> str | None:
-        """The closest indexed term to an unknown one (typos such as "backsplach")."""
-        import difflib
+    def words(self) -> dict[str, int]:
+        """The catalog's own words as its keyword documents spell them (before stemming), each with
+        how many products hold it: the dictionary ``correct`` reads. Written when a generation is
+        published (``word_df``); a generation from before that table is read from its documents."""
+        if self._words is None:
+            try:
+                rows = self.db.execute("SELECT word, doc FROM word_df").fetchall()
+            except sqlite3.OperationalError:  # published before word_df existed
+                from qkv.search.embedded.postings import word_counts
 
-        if len(term) < 4 or not term.isalpha() or zh.has_han(term):  # Chinese words are not misspelt English
+                rows = list(word_counts(kt for (kt,) in self.db.execute("SELECT ktext FROM products")).items())
+            self._spelled = [w for w, n in rows if n >= spelling.LEAST_DF]  # before _words: another
+            self._words = dict(rows)  # thread reads both once _words is set
+        return self._words
+
+    def correct(self, term: str) -> str | None:
+        """What an unknown query word most likely meant, in the catalog's own words: the nearest
+        of them by edit distance (typos such as "backsplach", "celing"), or two of them run
+        together ("windowair" → "window air"); None when nothing is near enough
+        (``qkv.search.spelling``)."""
+        if zh.has_han(term):  # Chinese words are not misspelt English
             return None
-        if self._vocab is None:
-            self._vocab = {}
-            for (t,) in self.db.execute("SELECT term FROM fts_vocab"):
-                if t.isalpha() and len(t) >= 3:
-                    self._vocab.setdefault(t[0], []).append(t)
-        cands = [t for t in self._vocab.get(term[0], []) if abs(len(t) - len(term)) <= 2]
-        best = difflib.get_close_matches(term, cands, n=1, cutoff=0.8)
-        return best[0] if best else None
+        if term not in self._fixes:  # a search and its second look (the floor) plan a query twice
+            words = self.words()
+            if len(self._fixes) > 10_000:
+                self._fixes.clear()
+            self._fixes[term] = spelling.correct(term, words, self._spelled)
+        return self._fixes[term]
 
     def query_dfs(self, query: str) -> dict[str, int]:
         """The keyword terms searched for ``query`` with their document frequencies: normalised,
-        unknown words replaced by the closest indexed word when one is close enough."""
+        the words no title holds left out (a query's plan corrects its spelling first: ``spell``)."""
         out: dict[str, int] = {}
         for t in textmod.terms(query, han=self.han):
             df = self.df(t)
-            if not df:
-                t = self.correct(t)
-                if t is None:
-                    continue
-                df = self.df(t)
             if t not in out and df:
                 out[t] = df
         return out
+
+    def spell(self, query: str, keep: Callable[[str], bool] | None = None) -> str:
+        """``query`` with each word no title holds replaced by its correction (``correct``), the
+        rest as typed (``query`` itself when no word needs one): the text a search runs on both
+        sides (``qkv.search.plan``). ``keep(word)`` true leaves an unknown word as typed (the
+        model's own words: ``Index.plan``)."""
+        out, fixed_any = [], False
+        for word in query.split():
+            terms = textmod.terms(word, stopwords=False, han=self.han)
+            unknown = len(terms) == 1 and not self.df(terms[0]) and not (keep is not None and keep(terms[0]))
+            fixed = self.correct(terms[0]) if unknown else None
+            out.append(fixed or word)
+            fixed_any |= fixed is not None
+        return " ".join(out) if fixed_any else query

@@ -133,7 +133,7 @@ def _explanations(index, query: str, ids: list[str], titles: list[str],
     ``plan``: the search's own (``SearchResponse.plan``), else the query is planned again."""
     plan = plan or index.plan(query)
     terms = index.store.keyword_terms(plan.keyword, ids)
-    exps = index.explain_titles(query, titles, [terms.get(i, []) for i in ids])
+    exps = index.explain_titles(plan.dense[0], titles, [terms.get(i, []) for i in ids])
     return ([{"explanation": _explanation_json(e, detail), "highlights": jsonable(_highlights(e, e.keyword_terms))}
              for e in exps], plan.translation)
 
@@ -205,7 +205,8 @@ async def search(body: SearchRequest, request: Request) -> dict:
         if floor is not None:
             timings["floor"] = time.perf_counter() - t2
         seconds = time.perf_counter() - t0
-        return _json({"query": body.query, **_translated_as(results.translation), "mode": body.mode, "count": len(out),
+        return _json({"query": body.query, **_translated_as(results.translation), "corrected": results.corrected,
+                      "mode": body.mode, "count": len(out),
                       "floor": None if floor is None else round(floor, 4),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
