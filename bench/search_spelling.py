@@ -37,21 +37,23 @@ def judged(data: Path, half: str):
 
 
 def words(args) -> None:
-    from qkv.search.store import open_store
+    from qkv.model import shared_encoder
+    from qkv.search.index import Index
+    from qkv.search.store import read_manifest
     from qkv.text import keywords
 
     queries, _ = judged(args.data, args.half)
-    st = open_store(args.index)
-    voc = st.keyword.vocab
+    idx = Index.open(args.index, shared_encoder(read_manifest(args.index).model))  # the model guard
+    voc = idx.store.keyword.vocab
     unknown = fixed = 0
     shown = 0
     for text in queries.values():
         terms = keywords.terms(text)
         if any(not voc.df(t) for t in terms):
             unknown += 1
-            new = st.spell(text)
-            fixed += new != text
-            if new != text and shown < args.show:
+            new = idx.plan(text).corrected  # as search plans it
+            fixed += new is not None
+            if new is not None and shown < args.show:
                 print(f"  {text}  →  {new}")
                 shown += 1
     print(f"{len(queries):,} queries: {unknown:,} hold a word no title holds, {fixed:,} searched as a correction")

@@ -15,14 +15,21 @@ from qkv.search.store import Manifest, open_store, title_hash
 
 # ---------------------------------------------------------------------------- the rule
 def test_fewer_edits_win_unless_the_other_word_is_far_commoner():
-    # "blubs" → "bulbs" is one swap; "blush" is two edits and a hundred times commoner
-    assert spelling.correct("blubs", {"bulbs": 10, "blush": 1000}) == "bulbs"
+    # "aluminun" → "aluminum" is one edit; "alumina" is two and a hundred times commoner
+    assert spelling.correct("aluminun", {"aluminum": 10, "alumina": 1000}) == "aluminum"
     # one edit each: the commoner word
     assert spelling.correct("celing", {"ceiling": 300, "cling": 5}) == "ceiling"
     assert spelling.correct("celing", {"ceiling": 5, "cling": 300}) == "cling"
     # an edit is worth ln(df) EDIT_WEIGHT: a word e^6 ≈ 403 times commoner outweighs one edit
-    assert spelling.correct("blubs", {"bulbs": 2, "blush": 2 * 404}) == "blush"
-    assert spelling.correct("blubs", {"bulbs": 2, "blush": 2 * 400}) == "bulbs"
+    assert spelling.correct("aluminun", {"aluminum": 2, "alumina": 2 * 404}) == "alumina"
+    assert spelling.correct("aluminun", {"aluminum": 2, "alumina": 2 * 400}) == "aluminum"
+    # a swap of neighbours is one edit
+    assert spelling.correct("blubs", {"bulbs": 10}) == "bulbs"
+
+
+def test_a_short_word_takes_one_edit_a_long_one_two():
+    assert len("xmas") < spelling.TWO_EDITS_FROM and spelling.correct("xmas", {"gas": 500}) is None
+    assert spelling.correct("refridgerater", {"refrigerator": 50}) == "refrigerator"  # two edits
 
 
 def test_run_together_words_are_split_into_two_catalog_words():
@@ -144,10 +151,10 @@ def test_the_explanation_is_the_grid_of_the_corrected_text(idx):
 
 
 def test_a_word_the_model_knows_is_searched_as_typed(idx):
-    # the sample catalog has no "warm"; its nearest catalog words are other words, not a typo's fix
-    assert not idx.store.keyword.vocab.df("warm") and idx.store.spell("warm jacket") != "warm jacket"
-    assert idx.model_knows("warm") and not idx.model_knows("runing")
-    assert idx.search("warm jacket for winter", k=3).corrected is None
+    # the sample catalog sells no skirts and no books: the nearest catalog words are other words
+    assert idx.store.spell("black skirt") == "black shirt" and idx.store.spell("books") == "boots"
+    assert idx.model_knows("skirt") and idx.model_knows("books") and not idx.model_knows("runing")
+    assert idx.search("black skirt", k=3).corrected is None and idx.search("books", k=3).corrected is None
 
 
 def test_a_chinese_query_is_not_spelt(idx):
