@@ -131,7 +131,8 @@ def main() -> None:
     for r, t in [x for x in zip(recs, trans) if a.half == "all" or in_half(x[0]["_id"], "a")][:8]:
         print(f"  {r['text']}  →  {t.text!r}   (en: {r['en']!r})")
     cache = VectorCache(idx, a.cache)
-    v_en = cache.get([r["en"] for r in recs])
+    en_plans = [idx.plan(r["en"]) for r in recs]  # the English as `qkv eval search` plans it (its spelling)
+    v_en = cache.get([p.dense[0] for p in en_plans])
     v_zh = cache.get([r["text"] for r in recs])
     v_tr = cache.get([t.english or r["text"] for r, t in zip(recs, trans)])
     depth = max(100, CANDIDATES)
@@ -211,7 +212,7 @@ def main() -> None:
           ("NDCG@10/Recall@100 (a); half b not shown (--half a)" if a.half == "a" else "NDCG@10 (a), NDCG@10/Recall@100 (b)"))
     alpha0 = fusion.alpha_for(idx.manifest.model)  # the index's model's weight, as Index.search uses
     per_query: dict[str, dict] = {"en": {}, "zh": {}}  # hybrid NDCG@10 per query id (--per-query)
-    show("English (en originals)", run("en", [r["en"] for r in recs], v_en, alpha0, sink=per_query["en"]))
+    show("English (en originals)", run("en", [p.keyword for p in en_plans], v_en, alpha0, sink=per_query["en"]))
     show("Chinese as typed", run("zh", [r["text"] for r in recs], v_zh, alpha0))
     gammas = sorted({float(x) for x in a.alt_weights.split(",") if x} | {crosslingual.ALTERNATIVE_WEIGHT})
     feedbacks = sorted({(int(x.split(":")[0]), float(x.split(":")[1])) for x in a.feedback.split(",") if x}
