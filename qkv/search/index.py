@@ -252,8 +252,8 @@ class Index:
 
     def model_knows(self, word: str) -> bool:
         """Whether the index's model reads ``word`` as one token of its vocabulary: a real word
-        ("warm") that no title holds is searched as typed, not turned into the nearest catalog
-        word ("watt"); a typo ("celing") comes in pieces. Asked only of words no title holds, so
+        that no title holds ("skirt" in a catalog of shirts) is searched as typed, not turned into
+        the nearest catalog word; a typo ("celing") comes in pieces. Asked only of words no title holds, so
         a keyword-only search loads the model only for those."""
         tok = self.encoder.tokenizer
         return len(tok.content([word])[0].ids) == 1

@@ -27,7 +27,7 @@ EDIT_WEIGHT = 6.0  # ln(df) given up per edit
 SPLIT_COST = 1.5  # a run-together word's split, in edits
 SPLIT_LEAST = 3  # letters in each half of a split ("sheetin" is not "sheet in")
 LEAST_DF = 2  # a candidate is a word at least this many titles hold (one title's typo is no correction)
-LEAST_LETTERS = 4  # shorter unknown words are left alone: too many words lie within two edits of them
+LEAST_LETTERS = 4  # shorter unknown words are left alone: too many words lie an edit from them
 
 
 def correct(term: str, df: Mapping[str, int], words: Sequence[str] | None = None) -> str | None:
