@@ -322,3 +322,18 @@ def test_a_misspelt_query_says_what_it_was_searched_as(client):
     want = client.post("/api/search", json={"query": "breathable running shoes", "k": 3}).json()
     assert want["corrected"] is None
     assert [x["id"] for x in body["results"]] == [x["id"] for x in want["results"]]
+
+
+def test_spell_false_searches_as_typed_and_explains_what_it_searched(client):
+    q = "breathable runing shoes"
+    typed = client.post("/api/search", json={"query": q, "k": 3, "spell": False, "explain": 1}).json()
+    fixed = client.post("/api/search", json={"query": q, "k": 3, "explain": 1}).json()
+    assert typed["corrected"] is None and fixed["corrected"] == "breathable running shoes"
+    tokens = lambda body: [t.lower() for t in body["results"][0]["explanation"]["query_tokens"]]
+    assert "running" in tokens(fixed) and "running" not in tokens(typed)
+    # the explanation asked for later is of the text that search searched
+    ids = [typed["results"][0]["id"]]
+    later = client.post("/api/search/explain", json={"query": q, "ids": ids, "spell": False}).json()
+    assert later["explanations"][ids[0]]["explanation"]["grid"] == typed["results"][0]["explanation"]["grid"]
+    r = client.post("/api/search", json={"query": q, "spell": "no"})
+    assert r.status_code == 422 and "spell" in r.text

@@ -55,6 +55,8 @@ class SearchRequest(BaseModel):
         False, description="Add the match grid and word shares of the first N results (true: all, false: none); "
                            "others are explained on request by /api/search/explain.")
     explain_detail: Detail = "full"
+    spell: bool = Field(True, description="Search an English word no title holds as the catalog word it most likely "
+                                          "meant (the answer's `corrected` says as what); false: as typed.")
 
 
 class ExplainRequest(BaseModel):
@@ -63,6 +65,7 @@ class ExplainRequest(BaseModel):
     ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
                    Field(min_length=1, max_length=_L.max_results, description="Products to explain (from a search).")]
     detail: Detail = "full"
+    spell: bool = Field(True, description="As the search asked (its grids are of the text it searched).")
 
 
 class FieldDescription(BaseModel):
@@ -185,7 +188,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
     def run(st):
         index = st.index()
         t0 = time.perf_counter()
-        results = index.search(body.query, k=body.k, mode=body.mode, where=where)
+        results = index.search(body.query, k=body.k, mode=body.mode, where=where, spell=body.spell)
         timings = dict(results.timings)
         out = [jsonable(r.to_json()) for r in results]
         if n_explain and out:
@@ -229,7 +232,8 @@ async def explain(body: ExplainRequest, request: Request) -> dict:
         if missing:
             raise NotFound(f"no product {missing[0]!r} in the index (it may have been removed since the search); "
                            "search again")
-        exps, tr = _explanations(index, body.query, ids, [r["title"] for r in rows], body.detail)
+        exps, tr = _explanations(index, body.query, ids, [r["title"] for r in rows], body.detail,
+                                 index.plan(body.query, spell=body.spell))
         answer = {"query": body.query, "explanations": dict(zip(ids, exps)),
                   "server_ms": round((time.perf_counter() - t0) * 1000, 2)}
         if tr is not None:

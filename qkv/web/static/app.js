@@ -19,7 +19,7 @@ const I18N = {
     "search.query": "Query", "search.mode": "Mode", "search.hybrid": "hybrid", "search.dense": "dense",
     "search.keyword": "keyword", "search.k": "Results", "search.go": "Search", "search.filters": "Filters",
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
-    "search.none": "No results.", "search.as": "Searched as:", "search.corrected": "Showing results for:", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
+    "search.none": "No results.", "search.as": "Searched as:", "search.corrected": "Showing results for:", "search.astyped": "Search instead for", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
     "search.words": "translated words", "search.also": "also", "search.source": "source", "search.weight": "weight",
     "search.weight.hint": "its keyword group is searched at this weight: the less sure the source, the less it counts",
     "src.glossary": "seller's glossary", "src.units": "units", "src.trade glossary": "trade glossary", "src.dictionary": "dictionary",
@@ -63,7 +63,7 @@ const I18N = {
     "search.query": "查询", "search.mode": "模式", "search.hybrid": "混合", "search.dense": "向量",
     "search.keyword": "关键词", "search.k": "结果数", "search.go": "搜索", "search.filters": "筛选",
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
-    "search.none": "没有结果。", "search.as": "检索为：", "search.corrected": "已按此拼写检索：", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
+    "search.none": "没有结果。", "search.as": "检索为：", "search.corrected": "已按此拼写检索：", "search.astyped": "仍按原文检索", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
     "search.words": "逐词翻译", "search.also": "也搜", "search.source": "来源", "search.weight": "权重",
     "search.weight.hint": "它的关键词组按此权重检索：来源越不可靠，分量越轻",
     "src.glossary": "卖家词汇表", "src.units": "单位", "src.trade glossary": "行业词汇表", "src.dictionary": "词典",
@@ -624,10 +624,10 @@ const EXPLAIN_FIRST = 3;  // results explained with the search; the others when 
 const EXPLAIN_DETAIL = "grid";  // what matchGrid draws (token grid, sums, BM25 terms), not the word-level extras
 const searchReq = latest();  // only the newest search draws its results (answers can arrive out of order)
 let lastSearch = null;  // { r, body, rt }: drawn again when the language changes
-async function runSearch() {
+async function runSearch(spell = true) {  // spell false: the words as typed ("Search instead for")
   if (!INFO.features.search) return initSearch();
   const body = { query: $("search-q").value, mode: $("search-mode").value, k: Number($("search-k").value) || 10,
-                 filters: readFilters(), explain: EXPLAIN_FIRST, explain_detail: EXPLAIN_DETAIL };
+                 filters: readFilters(), explain: EXPLAIN_FIRST, explain_detail: EXPLAIN_DETAIL, spell };
   const req = searchReq.start();
   if (!body.query.trim()) {  // said in the page's terms, before asking the server
     lastSearch = null; $("search-results").replaceChildren(); $("search-as").hidden = true; lastTranslation = []; drawTranslation();
@@ -649,6 +649,13 @@ async function runSearch() {
   }
 }
 
+// "Search instead for <the query as typed>": the same search with no word corrected
+function astyped(query) {
+  const a = el("a", { href: "#", id: "search-astyped" }, L("search.astyped"), " ", el("q", {}, query));
+  a.addEventListener("click", (ev) => { ev.preventDefault(); runSearch(false); });
+  return a;
+}
+
 function drawSearch() {
   if (!lastSearch) return;
   const { r, body, rt } = lastSearch;
@@ -659,7 +666,7 @@ function drawSearch() {
   const as = $("search-as");
   as.hidden = !r.searched_as && !r.corrected;
   as.replaceChildren(...(r.searched_as ? [L("search.as"), " ", el("q", {}, r.searched_as)]
-    : r.corrected ? [L("search.corrected"), " ", el("q", {}, r.corrected)] : []));
+    : r.corrected ? [L("search.corrected"), " ", el("q", {}, r.corrected), " · ", astyped(body.query)] : []));
   lastTranslation = r.searched_as ? r.translation || [] : [];
   drawTranslation();
   if (!r.results.length) list.append(L("search.none", "p"));
@@ -674,7 +681,8 @@ function drawSearch() {
       if (open && !x.explanation) {  // computed on the server when first opened
         btn.disabled = true;
         try {
-          const e = (await api("search/explain", { query: body.query, ids: [x.id], detail: EXPLAIN_DETAIL })).explanations[x.id];
+          const e = (await api("search/explain", { query: body.query, ids: [x.id], detail: EXPLAIN_DETAIL,
+                                                   spell: body.spell })).explanations[x.id];
           Object.assign(x, e);
           title.replaceChildren(...markedTitle(x.title, x.highlights));
         } catch (err) { showError("search-status", err); return; } finally { btn.disabled = false; }
