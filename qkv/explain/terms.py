@@ -287,12 +287,12 @@ def _column(header: list[str], given: str | None, names: tuple[str, ...], what: 
                      f"(columns: {', '.join(header)})")
 
 
-def examples_from_report(path, *, titles: Mapping[str, str] | None = None, query_column: str | None = None,
-                         product_column: str | None = None, weight_column: str | None = None) -> list[Example]:
+def report_rows(path, *, query_column: str | None = None, product_column: str | None = None,
+                weight_column: str | None = None) -> list[tuple[str, str, float]]:
     """A search-term report (CSV or TSV with a header: query, product title or id, clicks/orders)
-    → examples, one per product. A product is looked up in ``titles`` (id → title, from a
-    catalog) when given, else the column is the title itself. Without a weight column every row
-    counts 1."""
+    → its rows as (query, product, weight), in file order; rows without a query or product are
+    left out. Without a weight column every row counts 1. Shared by ``examples_from_report`` and
+    the query adapter (``qkv.search.adapter``)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no search-term report at {path}")
@@ -311,23 +311,33 @@ def examples_from_report(path, *, titles: Mapping[str, str] | None = None, query
     low = [h.strip().lower() for h in header]
     if weight_column is not None or any(n in low for n in WEIGHT_NAMES):
         wi = _column(header, weight_column, WEIGHT_NAMES, "clicks/orders", "--weight-column")
+    out = []
+    for n, r in enumerate(rows[1:], 2):
+        if len(r) <= max(qi, pi, wi or 0) or not r[qi].strip() or not r[pi].strip():
+            continue
+        try:
+            w = 1.0 if wi is None else float(r[wi].replace(",", "") or 0)
+        except ValueError:
+            raise InputError(f"{path}:{n}: {header[wi]} {r[wi]!r} is not a number") from None
+        out.append((r[qi].strip(), r[pi].strip(), w))
+    return out
+
+
+def examples_from_report(path, *, titles: Mapping[str, str] | None = None, query_column: str | None = None,
+                         product_column: str | None = None, weight_column: str | None = None) -> list[Example]:
+    """A search-term report (``report_rows``) → examples, one per product. A product is looked up
+    in ``titles`` (id → title, from a catalog) when given, else the column is the title itself."""
     by: dict[str, list[tuple[str, float]]] = {}
     unknown = 0
-    for n, r in enumerate(rows[1:], 2):
-        if len(r) <= max(qi, pi, wi or 0) or not r[qi].strip():
-            continue
-        prod = r[pi].strip()
+    for query, prod, w in report_rows(path, query_column=query_column, product_column=product_column,
+                                      weight_column=weight_column):
         if titles is not None:
             if prod not in titles:
                 unknown += 1
                 continue
             prod = titles[prod]
-        try:
-            w = 1.0 if wi is None else float(r[wi].replace(",", "") or 0)
-        except ValueError:
-            raise InputError(f"{path}:{n}: {header[wi]} {r[wi]!r} is not a number") from None
         if prod:
-            by.setdefault(prod, []).append((r[qi].strip(), w))
+            by.setdefault(prod, []).append((query, w))
     if titles is not None and unknown and not by:
         raise InputError(f"{path}: none of the report's products is in the catalog (by id); is the product "
                          "column a title? then leave --catalog out")
