@@ -138,12 +138,12 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     """Evaluate keyword, dense and hybrid retrieval of ``index`` (an ``Index``) on judged queries.
     Queries holding Han characters are translated as ``Index.search`` does (``translate``), and
     English words no title holds corrected (``spell``)."""
-    from qkv.search import crosslingual, fusion as fusion_mod
+    from qkv.search import crosslingual
     from qkv.search.index import CANDIDATES
 
     candidates = CANDIDATES if candidates is None else candidates
 
-    alpha = fusion_mod.alpha_for(index.manifest.model) if alpha is None else alpha
+    alpha = index.fusion_alpha() if alpha is None else alpha  # the model's, kept at its pull under an adapter
     qids = [q for q in queries if q in qrels and in_half(q, half)]
     if limit:
         qids = qids[:limit]
@@ -155,12 +155,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     plans = [index.plan(queries[q], translate, spell=spell) for q in qids]  # as Index.search plans them
     # the precision search itself encodes a query in (batched here for speed: the same rounding)
     # each plan's dense text (a corrected query's correction), with the index's query prefix (E5: "query: ")
-    vecs = index.query_vectors([p.dense[0] for p in plans])
-    tr_at = [i for i, p in enumerate(plans) if len(p.dense) > 1]
-    if tr_at:  # the dense query of a translated query mixes in its English (Index.dense_vector)
-        tv = index.query_vectors([plans[i].dense[1] for i in tr_at])
-        vecs = np.array(vecs, np.float32, copy=True)
-        vecs[tr_at] = index.mix_vectors(vecs[tr_at], tv)
+    # (a translated query's mixed with its English), through the index's query adapter if it has one
+    vecs = index.plan_vectors(plans)
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
     store = index.store
     count = Count(progress, "queries", len(qids))
@@ -202,7 +198,15 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
                                "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count(),
-                               "translated": len(tr_at), "corrected": sum(p.corrected is not None for p in plans)})
+                               "translated": sum(len(p.dense) > 1 for p in plans),
+                               "corrected": sum(p.corrected is not None for p in plans),
+                               "query_adapter": _adapter_settings(index)})
     for m in MODES:
         res.metrics[m] = {k: _mean(v) for k, v in per[m].items() if v}
     return res
+
+
+def _adapter_settings(index) -> dict | None:
+    """What the evaluation's query adapter was fitted on (None: searched without one)."""
+    ad = index.adapter()
+    return None if ad is None else {k: ad.info.get(k) for k in ("queries", "epochs", "source", "trained")}

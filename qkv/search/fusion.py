@@ -27,9 +27,13 @@ ALPHA = 0.5  # weight of the dense cosine in score fusion (tuned on dev half a; 
 ALPHA_BY_MODEL = {"intfloat/multilingual-e5-small": 0.8}
 
 
-def alpha_for(model: str | None) -> float:
-    """The score-fusion weight of the dense cosine for an index of ``model``."""
-    return ALPHA_BY_MODEL.get(model or "", ALPHA)
+def alpha_for(model: str | None, spread: float = 1.0) -> float:
+    """The score-fusion weight of the dense cosine for an index of ``model``. ``spread``: how much
+    wider a query adapter made the cosines' spread (``QueryAdapter.spread``): the weight is then
+    α' = α / (α + spread · (1 − α)), so that α'·Δcos' : (1 − α')·ΔBM25 stays α·Δcos : (1 − α)·ΔBM25 —
+    the cosine keeps the pull in fusion it was tuned with."""
+    a = ALPHA_BY_MODEL.get(model or "", ALPHA)
+    return a if spread == 1.0 else a / (a + spread * (1 - a))
 COVERAGE_POWER = 2.0  # BM25 × (query terms matched)^p before fusion (tuned on dev half a)
 
 

@@ -130,10 +130,13 @@ def query_precision() -> str:
 class Index:
     """A searchable index (any ``VectorStore`` backend) plus the encoder its vectors came from."""
 
-    def __init__(self, store: VectorStore, encoder=None, glossary=None, trade_glossary: str | None = "default"):
+    def __init__(self, store: VectorStore, encoder=None, glossary=None, trade_glossary: str | None = "default",
+                 adapter: bool = True):
         from qkv.translate import DEFAULT_TRADE_GLOSSARY, trade_glossary as load_trade
 
         self.store = store
+        self.use_adapter = adapter  # the index's query adapter, if it has one (``qkv.search.adapter``)
+        self._adapter = (None, None)  # ((store, file stat) it was read for, QueryAdapter or None)
         self.trade_glossary = DEFAULT_TRADE_GLOSSARY if trade_glossary == "default" else (trade_glossary or "none")
         load_trade(self.trade_glossary)  # an unknown name is refused now, not at the first Chinese query
         self._encoder = encoder
@@ -146,14 +149,15 @@ class Index:
 
     @classmethod
     def open(cls, path, encoder=None, *, ef_search: int | None = None, glossary=None,
-             trade_glossary: str | None = "default") -> "Index":
+             trade_glossary: str | None = "default", adapter: bool = True) -> "Index":
         """Open an index (its directory, or the store URI it was built at). ``ef_search``: HNSW's
         search breadth for this session (the store's default is 96; more recall for more time,
         see docs/search.md); a store without the setting refuses it. ``glossary``: a seller's
         CSV (Chinese term, English term) or dict, which overrides the dictionary when Chinese
         queries are translated. ``trade_glossary``: the built-in trade glossary consulted after
         the seller's and before the dictionary (``qkv.translate.translator.TRADE_GLOSSARIES``;
-        "default": home-improvement; "none" or None: the dictionary alone)."""
+        "default": home-improvement; "none" or None: the dictionary alone). ``adapter``: apply the
+        index's query adapter (``qkv terms adapt``) when it has one; False searches without it."""
         store = open_store(path)
         if ef_search is not None:
             try:
@@ -162,7 +166,7 @@ class Index:
                 store.close()
                 raise
         try:
-            return cls(store, encoder, glossary, trade_glossary)
+            return cls(store, encoder, glossary, trade_glossary, adapter)
         except Exception:
             store.close()
             raise
@@ -260,11 +264,58 @@ class Index:
 
     mix_vectors = staticmethod(mix_vectors)  # a translated query's dense vector (crosslingual.mix_vectors)
 
+    def adapter(self, store: VectorStore | None = None):
+        """The query adapter ``store``'s index holds (``qkv.search.adapter``: the seller's search
+        terms fitted into the query vector), or None (none, switched off, or fitted for another
+        model). Re-read when its file changes, so a server picks up a new fit at the next search
+        (one ``stat`` a search)."""
+        if not self.use_adapter:
+            return None
+        from qkv.search import adapter as adapter_mod
+        from qkv.search.store import index_dir
+
+        st = self.store if store is None else store
+        try:
+            s = adapter_mod.adapter_path(index_dir(st.path)).stat()
+            key = (st, s.st_mtime_ns, s.st_size, s.st_ino)
+        except (OSError, AttributeError, TypeError):
+            key = (st, None)
+        held, ad = self._adapter
+        if held != key:
+            ad = None if key[1] is None else adapter_mod.load_for(index_dir(st.path), st.manifest)
+            self._adapter = (key, ad)
+        return ad
+
+    def fusion_alpha(self, store: VectorStore | None = None) -> float:
+        """Score fusion's weight of the cosine for this index: its model's (``fusion.alpha_for``),
+        kept at the same pull when a query adapter widened the cosines' spread."""
+        st = self.store if store is None else store
+        ad = self.adapter(st)
+        return fusion.alpha_for(st.manifest.model, 1.0 if ad is None else ad.spread)
+
+    def adapt(self, v: np.ndarray, store: VectorStore | None = None) -> np.ndarray:
+        """``v`` (a query vector or rows of them) through the index's query adapter; as is without one."""
+        ad = self.adapter(store)
+        return v if ad is None else ad.apply(v)
+
     def dense_vector(self, plan: QueryPlan, exact: bool = False, store: VectorStore | None = None) -> np.ndarray:
         """The dense query of ``plan``: its text's vector, or a translated query's original and
-        English mixed (``mix_vectors``)."""
+        English mixed (``mix_vectors``), through the index's query adapter (``adapt``)."""
         vs = [self.encode_query(text, exact, store, plan.query_prefix) for text in plan.dense]
-        return vs[0] if len(vs) == 1 else self.mix_vectors(*vs)
+        return self.adapt(vs[0] if len(vs) == 1 else self.mix_vectors(*vs), store)
+
+    def plan_vectors(self, plans: list[QueryPlan], adapt: bool = True, progress=None) -> np.ndarray:
+        """The dense queries of many plans at once (``dense_vector``'s vectors, batched: evaluation
+        and fitting the adapter), float32 [n, d]; ``adapt`` False leaves the adapter out.
+        ``progress``: a ``qkv.progress.Count`` advanced per plan."""
+        vecs = np.array(self.query_vectors([p.dense[0] for p in plans]), np.float32, copy=True)
+        tr_at = [i for i, p in enumerate(plans) if len(p.dense) > 1]
+        if tr_at:  # the dense query of a translated query mixes in its English
+            tv = self.query_vectors([plans[i].dense[1] for i in tr_at])
+            vecs[tr_at] = self.mix_vectors(vecs[tr_at], tv)
+        if progress is not None:
+            progress.add(len(plans))
+        return self.adapt(vecs) if adapt else vecs
 
     # ------------------------------------------------------------------ search
     @staticmethod
@@ -514,10 +565,12 @@ class Index:
         title's float32 vector."""
         m = (self.store if store is None else store).manifest
         q = query.strip()
+        qt, Q = self.query_token_vectors(q, exact, store=store)
+        ad = self.adapter(store)  # W Q_i: their mean is W q̄, so the grid sums to the adapted cosine
         return explain_titles(self.encoder, q, list(titles), keyword_terms,
                               query_prefix=m.extra.get("query_prefix", ""),
                               passage_prefix=m.extra.get("passage_prefix", ""),
-                              query_vectors=self.query_token_vectors(q, exact, store=store),
+                              query_vectors=(qt, Q if ad is None else ad.tokens(Q)),
                               title_cache=self._title_vectors)
 
     def _exact_dense(self, res: SearchResult, e: MatchExplanation, mode: str) -> dict:
@@ -548,8 +601,7 @@ class Index:
         t0 = time.perf_counter()
         vector = None if mode == "keyword" else self.dense_vector(plan, explain, st)  # as _retrieve would
         encode_s = time.perf_counter() - t0
-        ranked = self._retrieve(st, plan, k, mode, flt, fusion, fusion_module.alpha_for(st.manifest.model),
-                                CANDIDATES, vector, explain, t)
+        ranked = self._retrieve(st, plan, k, mode, flt, fusion, self.fusion_alpha(st), CANDIDATES, vector, explain, t)
         t["encode"] = encode_s
         if plan.translation is not None:
             t["translate"] = translate_s
