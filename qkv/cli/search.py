@@ -157,6 +157,7 @@ def register(app: typer.Typer) -> None:
                                             help="Search an English word no title holds as the catalog word it most likely meant (both sides).")] = True,
         glossary: Annotated[Optional[Path], typer.Option(help="CSV of 'Chinese term,English term' that overrides the dictionary.")] = None,
         trade_glossary: Annotated[str, typer.Option("--trade-glossary", help="Built-in trade glossary for Chinese queries, below --glossary and above the dictionary: home-improvement (default) or none.")] = "home-improvement",
+        adapter: Annotated[bool, typer.Option("--adapter/--no-adapter", help="Apply the index's query adapter (`qkv terms adapt`) when it has one.")] = True,
     ):
         """Search an index: dense (meaning), keyword (BM25) or hybrid (both, fused)."""
         from rich.table import Table
@@ -170,14 +171,17 @@ def register(app: typer.Typer) -> None:
         index = index_dir(index)
         manifest = read_manifest(index)
         enc = load_encoder(model or manifest.model, threads) if mode != "keyword" or explain else None
-        with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary) as idx:
+        with Index.open(index, enc, ef_search=ef_search, glossary=glossary, trade_glossary=trade_glossary,
+                        adapter=adapter) as idx:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate,
                              spell=spell)
             tr = res.translation
+            adapted = mode != "keyword" and idx.adapter() is not None
             if as_json:
                 from qkv.search.floor import weak_results
 
-                out = {"query": query, "mode": mode, "k": k, "where": where, "model": manifest.model}
+                out = {"query": query, "mode": mode, "k": k, "where": where, "model": manifest.model,
+                       "query_adapter": adapted}
                 if tr is not None:
                     out.update(searched_as=tr.text, translation=translation_rows(tr))
                 if res.corrected is not None:
@@ -197,8 +201,8 @@ def register(app: typer.Typer) -> None:
         if not res:
             console.print("no results" + (" (the keyword side needs a shared word; try --mode dense)" if mode == "keyword" else ""))
             return
-        table = Table(title=f"{mode} · {query!r}" + (f" · where {where}" if where else "") + f" · {manifest.model}",
-                      show_lines=explain)
+        table = Table(title=f"{mode} · {query!r}" + (f" · where {where}" if where else "") + f" · {manifest.model}"
+                      + (" · query adapter" if adapted else ""), show_lines=explain)
         for col, j in (("#", "right"), ("score", "right"), ("title", "left"), ("id", "left")):
             table.add_column(col, justify=j, overflow="fold")
         fields = [f for f in res[0].fields][:3]
@@ -257,6 +261,7 @@ def register(app: typer.Typer) -> None:
         model: Annotated[Optional[str], MODEL_OPT] = None,
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
         precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit), float32, or int8 (float32 models: int8 products, cosine ≥ 0.995 to float32; docs/engine.md).")] = None,
+        adapter: Annotated[bool, typer.Option("--adapter/--no-adapter", help="Apply the index's query adapter (`qkv terms adapt`) when it has one.")] = True,
     ):
         """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
         import hashlib
@@ -280,7 +285,8 @@ def register(app: typer.Typer) -> None:
             with progress_bars({"embed": "indexing corpus"}) as progress:
                 build_index(corpus, index, enc, progress=progress, precision=precision)
         q, r = load_queries(queries, query_field), load_qrels(qrels)
-        with Index.open(index, enc, glossary=glossary, trade_glossary=trade_glossary) as idx, progress_bars() as progress:
+        with Index.open(index, enc, glossary=glossary, trade_glossary=trade_glossary, adapter=adapter) as idx, \
+                progress_bars() as progress:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
                            fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, spell=spell,
                            progress=progress)

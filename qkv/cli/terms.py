@@ -1,6 +1,7 @@
 """``qkv eval selling-points`` (do a title's selling points match what shoppers search) and
-``qkv terms train`` / ``qkv terms advise`` (a term-weight head learned from the seller's own search
-terms, and the words a title lacks): faces over ``qkv.explain.evaluate_points`` and ``qkv.explain.terms``."""
+``qkv terms train`` / ``qkv terms advise`` / ``qkv terms adapt`` (a term-weight head learned from the
+seller's own search terms, the words a title lacks, and an index's query vectors fitted to the
+terms): faces over ``qkv.explain.evaluate_points``, ``qkv.explain.terms`` and ``qkv.search.adapter``."""
 
 from __future__ import annotations
 
@@ -180,6 +181,102 @@ def register(app: typer.Typer) -> None:
         i = head.info
         console.print(f"trained on {i['titles']:,} titles ({i['words']:,} words, mean target {i['mean_target']:.3f}) "
                       f"with {enc.name}; saved {path}")
+
+    @terms_app.command("adapt")
+    def terms_adapt(
+        index: Annotated[str, typer.Option("--index", "-i", help="The index to adapt (`qkv index`): its titles stay as "
+                                           "they are; the fit is stored in it and every search uses it.")],
+        report: Annotated[Optional[Path], typer.Option(help="Search-term report (CSV/TSV with a header): query, "
+                                                       "product id or title, clicks or orders.")] = None,
+        query_column: Annotated[Optional[str], typer.Option(help="The report's query column (default: guessed).")] = None,
+        product_column: Annotated[Optional[str], typer.Option(help="The report's product column (default: guessed).")] = None,
+        weight_column: Annotated[Optional[str], typer.Option(help="The report's clicks/orders column (default: "
+                                                             "guessed; none: every row counts 1).")] = None,
+        queries: Annotated[Optional[Path], typer.Option(help="Or BEIR: queries.jsonl ...")] = None,
+        qrels: Annotated[Optional[Path], typer.Option(help="... and qrels .tsv (gain: judgment − 1, as `qkv eval search`).")] = None,
+        half: Annotated[str, typer.Option(help=HALF_HELP.replace("train a head", "fit"))] = "all",
+        epochs: Annotated[Optional[int], typer.Option(help="Passes over the queries (default: chosen on a held-out tenth).")] = None,
+        tau: Annotated[Optional[float], typer.Option(help="Softmax temperature over cosines (default: the one the "
+                                                     "model was trained with: MiniLM 0.05, E5 0.01).")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Install the fit even when it did not beat no adapter "
+                                            "on the held-out queries.")] = False,
+        remove: Annotated[bool, typer.Option("--remove", help="Delete the index's query adapter and exit.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+        threads: Annotated[Optional[int], THREADS_OPT] = None,
+    ):
+        """Fit the index's query vectors to the seller's search terms (a linear query adapter; titles unchanged)."""
+        from rich.table import Table
+
+        from qkv.errors import InputError
+        from qkv.search import adapter as ad_mod
+        from qkv.search.index import Index
+        from qkv.search.store import index_dir, read_manifest
+
+        root = index_dir(index)
+        manifest = read_manifest(root)
+        if remove:
+            if report is not None or queries is not None or qrels is not None:
+                raise InputError("--remove deletes the adapter; give no training data with it")
+            gone = ad_mod.remove(root)
+            console.print(f"removed {ad_mod.adapter_path(root)}" if gone else f"{root} has no query adapter")
+            return
+        _check_half(half)
+        if (report is None) == (queries is None and qrels is None):
+            raise InputError("give --report (a search-term report) or --queries and --qrels (BEIR), not both")
+        if report is None and (queries is None or qrels is None):
+            raise InputError("BEIR training needs both --queries and --qrels")
+        if epochs is not None and epochs < 1:
+            raise InputError("--epochs must be at least 1")
+        enc = load_encoder(manifest.model, threads)
+        with Index.open(root, enc, adapter=False) as idx:
+            if report is not None:
+                from qkv.explain.terms import report_rows
+
+                rows = report_rows(report, query_column=query_column, product_column=product_column,
+                                   weight_column=weight_column)
+                ids = idx.store.all_ids()
+                titles = [r["title"] if r else "" for r in idx.store.get_rows(ids)]
+                pairs, unknown = ad_mod.pairs_from_report(rows, ids, titles)
+                if not pairs:
+                    raise InputError(f"{report}: none of its {len(rows):,} rows names a product of {root} (by id or "
+                                     "exact title); check --product-column")
+                source = str(report)
+            else:
+                from qkv.search.evaluate import in_half, load_qrels, load_queries
+
+                pairs = ad_mod.pairs_from_qrels(load_queries(queries), load_qrels(qrels),
+                                                keep_query=lambda q: in_half(q, half))
+                unknown, source = 0, f"{qrels} (half {half})"
+            with progress_bars({"embed": "embedding the queries", "fit": "fitting (passes)"}) as progress:
+                adapter, rep = ad_mod.train(idx, pairs, epochs=epochs, tau=tau, progress=progress, source=source)
+        installed = rep.helps or force
+        path = ad_mod.install(root, adapter) if installed else None
+        if as_json:
+            print_json({**rep.to_dict(), "unknown_rows": unknown, "installed": None if path is None else str(path)})
+            return
+        console.print(f"fitted on {rep.queries:,} queries ({rep.products:,} products, softmax over {rep.catalog:,} "
+                      f"titles at τ {adapter.info['tau']:g}), {rep.epochs} passes, {rep.seconds:.0f} s"
+                      + (f"; {unknown:,} report rows named no product of the index" if unknown else ""))
+        if rep.held_out:
+            console.print(f"dense search on {rep.held_out:,} held-out queries (the passes were fitted without them):")
+            t = Table()
+            for c in ("", "NDCG@10", "Recall@100"):
+                t.add_column(c, justify="right" if c else "left")
+            t.add_row("without the adapter", f"{rep.before['ndcg@10']:.4f}", f"{rep.before['recall@100']:.4f}")
+            t.add_row(f"with it ({rep.epochs} pass{'es' if rep.epochs > 1 else ''})", f"{rep.after['ndcg@10']:.4f}",
+                      f"{rep.after['recall@100']:.4f}")
+            console.print(t)
+            console.print("[dim]held-out NDCG@10 after each pass: " + ", ".join(f"{x:.4f}" for x in rep.per_epoch) + "[/]")
+        from qkv.search.fusion import alpha_for
+
+        console.print(f"the adapted cosines spread {rep.spread:.2f}× as wide: score fusion weighs them "
+                      f"{alpha_for(manifest.model, rep.spread):.3f} instead of {alpha_for(manifest.model):.3f}")
+        if path is not None:
+            console.print(f"installed {path}: searches of {root} use it (`--no-adapter` to compare; "
+                          "`qkv terms adapt --remove` to drop it)")
+        else:
+            console.print("[yellow]not installed: no pass beat searching without an adapter on the held-out "
+                          "queries (--force installs it anyway)[/]")
 
     @terms_app.command("advise")
     def terms_advise(

@@ -337,3 +337,34 @@ def test_spell_false_searches_as_typed_and_explains_what_it_searched(client):
     assert later["explanations"][ids[0]]["explanation"]["grid"] == typed["results"][0]["explanation"]["grid"]
     r = client.post("/api/search", json={"query": q, "spell": "no"})
     assert r.status_code == 422 and "spell" in r.text
+
+
+def test_a_served_index_takes_up_its_query_adapter_at_the_next_search(encoder, sample_index, tmp_path):
+    """`qkv terms adapt` on an index being served: the next search uses the fit and says so, the
+    explanation's grid sums to the adapted cosine, and removing the fit goes back to plain vectors."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from qkv.search import Index, adapter as A
+    from qkv.web import create_app
+
+    root = tmp_path / "idx"
+    shutil.copytree(sample_index, root)
+    q = "gift for a runner"
+    with TestClient(create_app(encoder=encoder, index_dir=root), raise_server_exceptions=False) as c:
+        plain = c.post("/api/search", json={"query": q, "k": 5, "mode": "dense"}).json()
+        assert plain["query_adapter"] is False
+        with Index.open(root, encoder) as idx:
+            ids = [r["id"] for r in idx.store.get_rows(idx.store.all_ids()) if r["category"] == "shoes"]
+            ad, _ = A.train(idx, {q: {i: 1.0 for i in ids}}, epochs=30, lr=0.01)
+        A.install(root, ad)
+        fitted = c.post("/api/search", json={"query": q, "k": 5, "mode": "dense", "explain": 1}).json()
+        assert fitted["query_adapter"] is True
+        assert sum(r["id"] in ids for r in fitted["results"]) > sum(r["id"] in ids for r in plain["results"])
+        e = fitted["results"][0]["explanation"]
+        assert abs(sum(map(sum, e["grid"])) - e["cosine"]) < 1e-4
+        assert c.post("/api/search", json={"query": q, "k": 5, "mode": "keyword"}).json()["query_adapter"] is False
+        A.remove(root)
+        again = c.post("/api/search", json={"query": q, "k": 5, "mode": "dense"}).json()
+        assert again["query_adapter"] is False and [r["id"] for r in again["results"]] == [r["id"] for r in plain["results"]]
