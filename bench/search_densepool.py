@@ -151,7 +151,7 @@ def load_yhat(path: Path, tok: Tokens) -> list[np.ndarray]:
 
 
 def cache_queries(data: Path, work: Path, plain: Path, weighted: Path) -> None:
-    """Per judged dev query: its vector (as ``evaluate`` embeds it), its keyword text, and the top
+    """Per judged dev query: its vector (as ``evaluate`` embeds it: the plan's dense text), its keyword text, and the top
     200 keyword candidates of the plain and the weighted index with the coverage-weighted BM25 that
     ``Index.fuse`` reads."""
     from qkv.model import shared_encoder
@@ -170,7 +170,8 @@ def cache_queries(data: Path, work: Path, plain: Path, weighted: Path) -> None:
             if any(p.translated for p in plans):
                 raise SystemExit("this bench reads English queries only")
             if name == "plain":
-                out["vecs"] = np.asarray(idx.query_vectors([queries[q] for q in qids]), np.float32)
+                # what a search embeds: the plan's dense text (its spelling corrected, ``plan_query``)
+                out["vecs"] = np.asarray(idx.query_vectors([p.dense[0] for p in plans]), np.float32)
                 out["text"] = [p.keyword for p in plans]
             kws = []
             for p in plans:
