@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
             res = idx.search(query, k=k, mode=mode, where=where, explain=explain, fusion=fusion, translate=translate,
                              spell=spell)
             tr = res.translation
-            adapted = mode != "keyword" and idx.adapter() is not None
+            adapted = mode != "keyword" and idx.adapter(query=res.plan) is not None
             if as_json:
                 from qkv.search.floor import weak_results
 

@@ -80,6 +80,14 @@ class QueryAdapter:
         the weak-result margin are put in these units (``fusion.alpha_for``, ``qkv.search.floor``)."""
         return float(self.info.get("spread", 1.0))
 
+    def fits(self, query: str) -> bool:
+        """Whether to apply to ``query``: a Chinese one (Han characters: its vector is the original's,
+        mixed with its English) only when Chinese queries were among those fitted on — an adapter
+        fitted on English terms moved Chinese queries' hybrid search down (docs/search.md)."""
+        from qkv.text import zh
+
+        return not zh.has_han(query) or self.info.get("han_queries", 0) > 0
+
     def apply(self, v: np.ndarray) -> np.ndarray:
         """unit(W v) for a vector or rows of vectors (float32)."""
         v = np.asarray(v, np.float32)
@@ -342,7 +350,7 @@ def train(index, pairs: Pairs, *, epochs: int | None = None, tau: float | None =
     rng = np.random.default_rng(seed)
     if len(ids) > negatives:  # the queries' products and a fixed sample of the rest
         rest = np.array(sorted(known - set(wanted)), dtype=object)
-        use = wanted + rest[rng.choice(len(rest), negatives, replace=False)].tolist()
+        use = wanted + rest[rng.choice(len(rest), min(negatives, len(rest)), replace=False)].tolist()
     else:
         use = list(ids)
     V = np.ascontiguousarray(st.get_vectors(use), np.float32)
@@ -378,7 +386,10 @@ def train(index, pairs: Pairs, *, epochs: int | None = None, tau: float | None =
     fit_count.total = passes + final if len(ho) else final
     W = fit(Q, targets, V, epochs=final, tau=tau, lr=lr, seed=seed, each_epoch=lambda *_: fit_count.add(1))
     spread = _gap(Q @ W.T / np.linalg.norm(Q @ W.T, axis=1, keepdims=True), V) / max(_gap(Q, V), 1e-9)
+    from qkv.text import zh
+
     info = {"spread": round(float(spread), 4), "queries": len(queries), "products": len(wanted), "catalog": len(use),
+            "han_queries": sum(zh.has_han(q) for q in queries),
             "epochs": final, "tau": tau,
             "lr": lr, "held_out": int(len(ho)), "before": before, "after": after, "source": source,
             "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -143,7 +143,6 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
 
     candidates = CANDIDATES if candidates is None else candidates
 
-    alpha = index.fusion_alpha() if alpha is None else alpha  # the model's, kept at its pull under an adapter
     qids = [q for q in queries if q in qrels and in_half(q, half)]
     if limit:
         qids = qids[:limit]
@@ -157,11 +156,13 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     # each plan's dense text (a corrected query's correction), with the index's query prefix (E5: "query: ")
     # (a translated query's mixed with its English), through the index's query adapter if it has one
     vecs = index.plan_vectors(plans)
+    # each query's fusion weight: the one given, else the model's (kept at its pull under an adapter)
+    alphas = [alpha if alpha is not None else index.fusion_alpha(plan=p) for p in plans]
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
     store = index.store
     count = Count(progress, "queries", len(qids))
     for n, (qid, vec) in enumerate(zip(qids, vecs)):
-        judged = qrels[qid]
+        judged, alpha = qrels[qid], alphas[n]
         text = plans[n].keyword
         if rerank:
             ids = [d for d in judged]
@@ -197,7 +198,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
         count.add()
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
-                               "alpha": alpha, "candidates": candidates, "coverage": coverage, "products": store.count(),
+                               "alpha": sorted(set(alphas)) if len(set(alphas)) > 1 else alphas[0],
+                               "candidates": candidates, "coverage": coverage, "products": store.count(),
                                "translated": sum(len(p.dense) > 1 for p in plans),
                                "corrected": sum(p.corrected is not None for p in plans),
                                "query_adapter": _adapter_settings(index)})

@@ -264,11 +264,12 @@ class Index:
 
     mix_vectors = staticmethod(mix_vectors)  # a translated query's dense vector (crosslingual.mix_vectors)
 
-    def adapter(self, store: VectorStore | None = None):
+    def adapter(self, store: VectorStore | None = None, query: "str | QueryPlan | None" = None):
         """The query adapter ``store``'s index holds (``qkv.search.adapter``: the seller's search
         terms fitted into the query vector), or None (none, switched off, or fitted for another
         model). Re-read when its file changes, so a server picks up a new fit at the next search
-        (one ``stat`` a search)."""
+        (one ``stat`` a search). With ``query`` (its text or plan): None as well for a Chinese
+        query when the adapter was fitted on no Chinese query (``QueryAdapter.fits``)."""
         if not self.use_adapter:
             return None
         from qkv.search import adapter as adapter_mod
@@ -284,25 +285,28 @@ class Index:
         if held != key:
             ad = None if key[1] is None else adapter_mod.load_for(index_dir(st.path), st.manifest)
             self._adapter = (key, ad)
+        if ad is not None and query is not None and not ad.fits(query if isinstance(query, str) else query.query):
+            return None
         return ad
 
-    def fusion_alpha(self, store: VectorStore | None = None) -> float:
-        """Score fusion's weight of the cosine for this index: its model's (``fusion.alpha_for``),
-        kept at the same pull when a query adapter widened the cosines' spread."""
+    def fusion_alpha(self, store: VectorStore | None = None, plan: QueryPlan | None = None) -> float:
+        """Score fusion's weight of the cosine for this index (and ``plan``'s query): its model's
+        (``fusion.alpha_for``), kept at the same pull when a query adapter widened the cosines' spread."""
         st = self.store if store is None else store
-        ad = self.adapter(st)
+        ad = self.adapter(st, plan)
         return fusion.alpha_for(st.manifest.model, 1.0 if ad is None else ad.spread)
 
-    def adapt(self, v: np.ndarray, store: VectorStore | None = None) -> np.ndarray:
-        """``v`` (a query vector or rows of them) through the index's query adapter; as is without one."""
-        ad = self.adapter(store)
+    def adapt(self, v: np.ndarray, store: VectorStore | None = None, query: "str | QueryPlan | None" = None) -> np.ndarray:
+        """``v`` (a query vector or rows of them, of ``query``) through the index's query adapter;
+        as is without one (``adapter``)."""
+        ad = self.adapter(store, query)
         return v if ad is None else ad.apply(v)
 
     def dense_vector(self, plan: QueryPlan, exact: bool = False, store: VectorStore | None = None) -> np.ndarray:
         """The dense query of ``plan``: its text's vector, or a translated query's original and
         English mixed (``mix_vectors``), through the index's query adapter (``adapt``)."""
         vs = [self.encode_query(text, exact, store, plan.query_prefix) for text in plan.dense]
-        return self.adapt(vs[0] if len(vs) == 1 else self.mix_vectors(*vs), store)
+        return self.adapt(vs[0] if len(vs) == 1 else self.mix_vectors(*vs), store, plan)
 
     def plan_vectors(self, plans: list[QueryPlan], adapt: bool = True, progress=None) -> np.ndarray:
         """The dense queries of many plans at once (``dense_vector``'s vectors, batched: evaluation
@@ -315,7 +319,10 @@ class Index:
             vecs[tr_at] = self.mix_vectors(vecs[tr_at], tv)
         if progress is not None:
             progress.add(len(plans))
-        return self.adapt(vecs) if adapt else vecs
+        if adapt:
+            for i, p in enumerate(plans):
+                vecs[i] = self.adapt(vecs[i], query=p)
+        return vecs
 
     # ------------------------------------------------------------------ search
     @staticmethod
@@ -566,7 +573,7 @@ class Index:
         m = (self.store if store is None else store).manifest
         q = query.strip()
         qt, Q = self.query_token_vectors(q, exact, store=store)
-        ad = self.adapter(store)  # W Q_i: their mean is W q̄, so the grid sums to the adapted cosine
+        ad = self.adapter(store, q)  # W Q_i: their mean is W q̄, so the grid sums to the adapted cosine
         return explain_titles(self.encoder, q, list(titles), keyword_terms,
                               query_prefix=m.extra.get("query_prefix", ""),
                               passage_prefix=m.extra.get("passage_prefix", ""),
@@ -601,7 +608,8 @@ class Index:
         t0 = time.perf_counter()
         vector = None if mode == "keyword" else self.dense_vector(plan, explain, st)  # as _retrieve would
         encode_s = time.perf_counter() - t0
-        ranked = self._retrieve(st, plan, k, mode, flt, fusion, self.fusion_alpha(st), CANDIDATES, vector, explain, t)
+        ranked = self._retrieve(st, plan, k, mode, flt, fusion, self.fusion_alpha(st, plan), CANDIDATES, vector, explain,
+                                t)
         t["encode"] = encode_s
         if plan.translation is not None:
             t["translate"] = translate_s

@@ -265,3 +265,17 @@ def test_the_command_says_what_was_wrong(adapted, tmp_path, monkeypatch, args, s
     r = CliRunner().invoke(app, ["terms", "adapt", "--index", str(adapted[0]), *args])
     assert r.exit_code != 0
     assert says in str(r.exception) + r.output
+
+
+def test_an_adapter_fitted_on_english_leaves_chinese_queries_alone(adapted, encoder):
+    root, pairs, ad, _ = adapted
+    A.install(root, ad)
+    with Index.open(root, encoder) as idx, Index.open(root, encoder, adapter=False) as plain:
+        assert ad.info["han_queries"] == 0 and idx.adapter(query="透气跑鞋") is None
+        assert idx.adapter(query="gift for a runner") is not None
+        zh_plan, en_plan = idx.plan("透气跑鞋"), idx.plan("gift for a runner")
+        np.testing.assert_array_equal(idx.dense_vector(zh_plan), plain.dense_vector(zh_plan))
+        assert idx.fusion_alpha(plan=zh_plan) == plain.fusion_alpha()
+        assert not np.allclose(idx.dense_vector(en_plan), plain.dense_vector(en_plan))
+        with_zh, _ = A.train(plain, {**pairs, "透气跑鞋": pairs["gift for a runner"]}, epochs=2, lr=0.01)
+    assert with_zh.info["han_queries"] == 1 and with_zh.fits("透气跑鞋")

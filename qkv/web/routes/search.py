@@ -210,7 +210,7 @@ async def search(body: SearchRequest, request: Request) -> dict:
         seconds = time.perf_counter() - t0
         return _json({"query": body.query, **_translated_as(results.translation), "corrected": results.corrected,
                       "mode": body.mode, "count": len(out),
-                      "query_adapter": body.mode != "keyword" and index.adapter() is not None,
+                      "query_adapter": body.mode != "keyword" and index.adapter(query=results.plan) is not None,
                       "floor": None if floor is None else round(floor, 4),
                       "results": out, "server_ms": round(seconds * 1000, 2), "generation": st.generation,
                       "timings_ms": {k: round(v * 1000, 2) for k, v in timings.items()}})
