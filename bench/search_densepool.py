@@ -320,28 +320,20 @@ def fit_adapter(Q: np.ndarray, targets, V: np.ndarray, *, tau: float, lr: float,
     softmax of the FUSED score (α·cos + (1−α)·BM25·m²/max, ``keyword`` per query) over the hybrid
     candidates (the keyword ones and the current dense top 200) at temperature ``tau_h``, so the
     cosine learns to order what BM25 leaves tied rather than to repeat it."""
-    rng = np.random.default_rng(seed)
-    d = Q.shape[1]
-    W = np.eye(d, dtype=np.float64)
-    m, v = np.zeros_like(W), np.zeros_like(W)
+    from qkv.search.adapter import fit
+
     keep = [i for i, (r, _) in enumerate(targets) if len(r)]
-    step = 0
-    for ep in range(1, epochs + 1):
-        order = rng.permutation(keep)
-        total = 0.0
-        for a in range(0, len(order), batch):
-            idx = order[a:a + batch]
-            loss, grad = adapter_loss(W, Q[idx].astype(np.float64), [targets[i] for i in idx], V, tau,
-                                      None if keyword is None else [keyword[i] for i in idx], hybrid, alpha, tau_h)
-            total += loss
-            grad = grad + 2 * ridge * (W - np.eye(d))
-            step += 1
-            m = 0.9 * m + 0.1 * grad
-            v = 0.999 * v + 0.001 * grad * grad
-            W -= lr * (m / (1 - 0.9 ** step)) / (np.sqrt(v / (1 - 0.999 ** step)) + 1e-8)
-        if each_epoch is not None:
-            each_epoch(W, ep, total / max(len(keep), 1))
-    return W
+    Qk, tk = Q[keep], [targets[i] for i in keep]
+    kk = None if keyword is None else [keyword[i] for i in keep]
+    eye = np.eye(Q.shape[1])
+
+    def loss(W, rows):
+        value, grad = adapter_loss(W, Qk[rows].astype(np.float64), [tk[i] for i in rows], V, tau,
+                                   None if kk is None else [kk[i] for i in rows], hybrid, alpha, tau_h)
+        return value, grad + 2 * ridge * (W - eye)
+
+    # qkv.search.adapter.fit: the same Adam passes (the kept queries in the same order for a seed)
+    return fit(Qk, tk, V, epochs=epochs, tau=tau, lr=lr, batch=batch, seed=seed, each_epoch=each_epoch, loss=loss)
 
 
 def expand(V: np.ndarray, Q: np.ndarray, targets, eta: float) -> np.ndarray:
