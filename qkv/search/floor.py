@@ -30,7 +30,7 @@ def weak_results(index, query: str, results) -> tuple[list[bool], float | None]:
     weak); no result is weak (and the floor is None) when the encoder has no measured margin or
     the catalog is too small to have a background."""
     margin = MARGIN.get(getattr(index.encoder, "name", ""))
-    ad = index.adapter() if margin is not None and hasattr(index, "adapter") else None
+    ad = index.adapter(query=query) if margin is not None and hasattr(index, "adapter") else None
     if ad is not None:  # a query adapter rescales the cosines: the margin in its units
         margin *= ad.spread
     none = [False] * len(results)

@@ -38,7 +38,6 @@ import numpy as np
 
 from qkv.errors import InputError
 from qkv.search import fusion
-from qkv.search import fusion as fusion_module  # ``search`` has a parameter named fusion
 from qkv.search.crosslingual import ORIGINAL_WEIGHT, mix_vectors  # noqa: F401 (API)
 from qkv.search.build import BuildReport, build_index, check_model, delete_products  # noqa: F401 (API)
 from qkv.search.explain import MatchExplanation, TokenVectorCache, explain_titles
