@@ -279,3 +279,17 @@ def test_an_adapter_fitted_on_english_leaves_chinese_queries_alone(adapted, enco
         assert not np.allclose(idx.dense_vector(en_plan), plain.dense_vector(en_plan))
         with_zh, _ = A.train(plain, {**pairs, "透气跑鞋": pairs["gift for a runner"]}, epochs=2, lr=0.01)
     assert with_zh.info["han_queries"] == 1 and with_zh.fits("透气跑鞋")
+
+
+def test_the_weak_result_margin_is_put_in_the_adapted_units(adapted, encoder):
+    from qkv.search.floor import BACKGROUND_RANK, MARGIN, weak_results
+
+    root, _, ad, _ = adapted
+    A.install(root, ad)
+    q = "gift for a runner"
+    with Index.open(root, encoder) as idx:
+        res = idx.search(q, k=5, mode="dense")
+        _, floor = weak_results(idx, q, res)
+        bg = idx.retrieve(q, k=BACKGROUND_RANK + 1, mode="dense")[BACKGROUND_RANK][2]["dense_score"]
+    assert ad.spread != 1.0
+    assert floor == pytest.approx(bg + MARGIN[encoder.name] * ad.spread, abs=1e-6)
