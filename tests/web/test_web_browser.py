@@ -644,3 +644,30 @@ def test_a_word_with_no_translation_shows_as_an_untranslated_chip(page, screensh
     pg.wait_for_function("document.querySelector('#search-words li.untranslated').textContent.includes('未找到翻译')")
     screenshot(pg, "search-untranslated-chip")
     assert pg.console_errors == []
+
+
+def test_an_adapted_index_says_so_under_the_box(browser, encoder, sample_index, tmp_path, serve):
+    """A query searched through the index's query adapter (`qkv terms adapt`) says so, in both languages."""
+    import shutil
+
+    from qkv.search import Index, adapter as A
+    from qkv.web import create_app
+
+    from .conftest import _page
+
+    root = tmp_path / "idx"
+    shutil.copytree(sample_index, root)
+    with Index.open(root, encoder) as idx:
+        shoes = {r["id"]: 1.0 for r in idx.store.get_rows(idx.store.all_ids()) if r["category"] == "shoes"}
+        ad, _ = A.train(idx, {"gift for a runner": shoes}, epochs=5, lr=0.01)
+    A.install(root, ad)
+    ctx, pg = _page(browser, serve(create_app(encoder=encoder, index_dir=root)))
+    try:
+        search_on_page(pg, "gift for a runner")
+        pg.wait_for_selector("#search-adapted", timeout=180_000)
+        assert pg.locator("#search-as").inner_text() == "Meaning side fitted to your search terms (query adapter)."
+        pg.click("#lang")
+        pg.wait_for_function("document.querySelector('#search-adapted').textContent.includes('查询适配器')")
+        assert not pg.console_errors, pg.console_errors
+    finally:
+        ctx.close()

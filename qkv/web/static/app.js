@@ -19,7 +19,7 @@ const I18N = {
     "search.query": "Query", "search.mode": "Mode", "search.hybrid": "hybrid", "search.dense": "dense",
     "search.keyword": "keyword", "search.k": "Results", "search.go": "Search", "search.filters": "Filters",
     "search.why": "Why this match?", "search.hide": "Hide match grid", "search.latency": "server", "search.roundtrip": "round trip",
-    "search.none": "No results.", "search.as": "Searched as:", "search.corrected": "Showing results for:", "search.astyped": "Search instead for", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
+    "search.none": "No results.", "search.as": "Searched as:", "search.corrected": "Showing results for:", "search.astyped": "Search instead for", "search.adapted": "Meaning side fitted to your search terms (query adapter).", "search.any": "any", "search.min": "min", "search.max": "max", "search.score": "score",
     "search.words": "translated words", "search.also": "also", "search.source": "source", "search.weight": "weight",
     "search.weight.hint": "its keyword group is searched at this weight: the less sure the source, the less it counts",
     "src.glossary": "seller's glossary", "src.units": "units", "src.trade glossary": "trade glossary", "src.dictionary": "dictionary",
@@ -63,7 +63,7 @@ const I18N = {
     "search.query": "查询", "search.mode": "模式", "search.hybrid": "混合", "search.dense": "向量",
     "search.keyword": "关键词", "search.k": "结果数", "search.go": "搜索", "search.filters": "筛选",
     "search.why": "为什么匹配？", "search.hide": "隐藏匹配矩阵", "search.latency": "服务器", "search.roundtrip": "往返",
-    "search.none": "没有结果。", "search.as": "检索为：", "search.corrected": "已按此拼写检索：", "search.astyped": "仍按原文检索", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
+    "search.none": "没有结果。", "search.as": "检索为：", "search.corrected": "已按此拼写检索：", "search.astyped": "仍按原文检索", "search.adapted": "语义检索已按您的搜索词调整（查询适配器）。", "search.any": "任意", "search.min": "最小", "search.max": "最大", "search.score": "得分",
     "search.words": "逐词翻译", "search.also": "也搜", "search.source": "来源", "search.weight": "权重",
     "search.weight.hint": "它的关键词组按此权重检索：来源越不可靠，分量越轻",
     "src.glossary": "卖家词汇表", "src.units": "单位", "src.trade glossary": "行业词汇表", "src.dictionary": "词典",
@@ -663,10 +663,13 @@ function drawSearch() {
   list.replaceChildren();
   // a Chinese query is also searched in English (qkv.translate.translator): say as what
   // … and an English word no title holds in the catalog's own spelling (qkv.search.spelling)
+  // … and whether the dense query went through the index's query adapter (`qkv terms adapt`)
   const as = $("search-as");
-  as.hidden = !r.searched_as && !r.corrected;
+  as.hidden = !r.searched_as && !r.corrected && !r.query_adapter;
   as.replaceChildren(...(r.searched_as ? [L("search.as"), " ", el("q", {}, r.searched_as)]
-    : r.corrected ? [L("search.corrected"), " ", el("q", {}, r.corrected), " · ", astyped(body.query)] : []));
+    : r.corrected ? [L("search.corrected"), " ", el("q", {}, r.corrected), " · ", astyped(body.query)] : []),
+    ...(r.query_adapter ? [(r.searched_as || r.corrected) ? " · " : "",
+                           el("span", { id: "search-adapted", "data-i18n": "search.adapted" }, t("search.adapted"))] : []));
   lastTranslation = r.searched_as ? r.translation || [] : [];
   drawTranslation();
   if (!r.results.length) list.append(L("search.none", "p"));
