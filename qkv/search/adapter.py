@@ -8,9 +8,10 @@ an upsert needs nothing new); only the query vector moves:
 
 so that each training query's products come first among the catalog's titles: the loss is the
 cross-entropy of the query's products (weighted by their clicks, or judgments' gains, summing to 1)
-under softmax(q'·v / τ) over every title — the whole catalog as negatives, not a batch's — plus
-nothing else; Adam (Kingma & Ba 2015) on batches of queries. The idea of a linear map on frozen
-query embeddings is the "linear adapter" of LlamaIndex's embedding fine-tuning; dense retrieval's
+under softmax(q'·v / τ) over every title — the whole catalog as negatives, not a batch's — with
+Adam (Kingma & Ba 2015) on batches of queries. The idea of a linear map on frozen query embeddings
+is the linear adapter of LlamaIndex's embedding fine-tuning (``AdapterEmbeddingModel``, which
+transforms the query embeddings only); dense retrieval's
 softmax over a document set is DPR's (Karpukhin et al. 2020). Home Depot dev (docs/search.md,
 "A query adapter"): dense NDCG@10 +0.02 on held-out queries, hybrid a fifth of that.
 
