@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from qkv.cli._common import console, load_encoder, print_json, progress_bars
+from qkv.cli._common import console, err_console, load_encoder, print_json, progress_bars
 
 INDEX_OPT = typer.Option("--index", "-i", help="Index directory (or the store URI it was built at, e.g. milvus://PATH.db).")
 MODEL_OPT = typer.Option("--model", "-m", help="Model (default: the index's own, or multilingual-e5-small for a new "
@@ -290,6 +290,13 @@ def register(app: typer.Typer) -> None:
             res = evaluate(idx, q, r, rerank=rerank, gain_offset=gain_offset, half=half, limit=limit,
                            fusion_=fusion, alpha=alpha, coverage=coverage, translate=translate, spell=spell,
                            progress=progress)
+        from qkv.search.evaluate import fitted_on_these
+
+        if fitted_on_these(res.settings.get("query_adapter"), qrels, half):  # said, so nobody reports it as held out
+            res.settings["query_adapter"]["fitted_on_these_queries"] = True
+            err_console.print(f"[yellow]the index's query adapter was fitted on these judgments "
+                          f"(half {res.settings['query_adapter']['fitted_on'].get('half')}): the dense and hybrid "
+                          "figures are not held out; evaluate the other half, or pass --no-adapter[/]")
         if as_json:
             print_json(res.to_json())
             return

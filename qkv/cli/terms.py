@@ -247,8 +247,10 @@ def register(app: typer.Typer) -> None:
                 pairs = ad_mod.pairs_from_qrels(load_queries(queries), load_qrels(qrels),
                                                 keep_query=lambda q: in_half(q, half))
                 unknown, source = 0, f"{qrels} (half {half})"
+            fitted_on = None if report is not None else {"qrels": str(Path(qrels).resolve()), "half": half}
             with progress_bars({"embed": "embedding the queries", "fit": "fitting (passes)"}) as progress:
-                adapter, rep = ad_mod.train(idx, pairs, epochs=epochs, tau=tau, progress=progress, source=source)
+                adapter, rep = ad_mod.train(idx, pairs, epochs=epochs, tau=tau, progress=progress, source=source,
+                                            fitted_on=fitted_on)
         installed = rep.helps or force
         path = ad_mod.install(root, adapter) if installed else None
         if as_json:

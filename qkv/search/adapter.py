@@ -332,11 +332,13 @@ class AdaptReport:
 
 def train(index, pairs: Pairs, *, epochs: int | None = None, tau: float | None = None, lr: float = LR,
           max_epochs: int = MAX_EPOCHS, hold_out: float = HOLD_OUT, negatives: int = NEGATIVES, seed: int = 0,
-          progress=None, source: str = "") -> tuple[QueryAdapter, AdaptReport]:
+          progress=None, source: str = "", fitted_on: dict | None = None) -> tuple[QueryAdapter, AdaptReport]:
     """Fit the query adapter of ``index`` (a ``qkv.search.Index``) on ``pairs`` (query text →
     {product id: weight}). Queries are planned and embedded as search does (spelling, translation,
     prefix; ``Index.plan_vectors`` without an adapter). ``epochs``: that many passes, no held-out
-    choice. ``progress``: a ``qkv.progress`` reporter ("embed", "fit")."""
+    choice. ``progress``: a ``qkv.progress`` reporter ("embed", "fit"). ``source`` and ``fitted_on``
+    (BEIR: {"qrels": resolved path, "half": …}, so that an evaluation on the same judgments can say
+    its figures are not held out) are recorded in the adapter's info."""
     from qkv.progress import Count
 
     tau = tau_for(index.store.manifest.model) if tau is None else tau
@@ -398,6 +400,7 @@ def train(index, pairs: Pairs, *, epochs: int | None = None, tau: float | None =
             "han_queries": sum(zh.has_han(q) for q in queries),
             "epochs": final, "tau": tau,
             "lr": lr, "held_out": int(len(ho)), "before": before, "after": after, "source": source,
+            "fitted_on": fitted_on,
             "trained": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     rep = AdaptReport(len(queries), len(wanted), len(use), int(len(ho)), final, before, after, per_epoch,
                       time.perf_counter() - t0, helps, info["spread"])

@@ -211,4 +211,13 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
 def _adapter_settings(index) -> dict | None:
     """What the evaluation's query adapter was fitted on (None: searched without one)."""
     ad = index.adapter()
-    return None if ad is None else {k: ad.info.get(k) for k in ("queries", "epochs", "source", "trained")}
+    return None if ad is None else {k: ad.info.get(k) for k in ("queries", "epochs", "source", "fitted_on", "trained")}
+
+
+def fitted_on_these(adapter_settings: dict | None, qrels, half: str) -> bool:
+    """Whether the evaluation's adapter was fitted on judgments of ``qrels`` (a path) that the
+    evaluated ``half`` shares (its figures then are not held out)."""
+    on = (adapter_settings or {}).get("fitted_on") or {}
+    if not on.get("qrels") or Path(on["qrels"]) != Path(qrels).resolve():
+        return False
+    return "all" in (on.get("half", "all"), half) or on.get("half") == half

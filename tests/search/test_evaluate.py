@@ -120,3 +120,24 @@ def test_chinese_queries_are_evaluated_through_their_translation(tmp_path, beir,
     # the English titles are reachable by keyword only through the translation
     assert on.metrics["keyword"]["recall@100"] > off.metrics["keyword"]["recall@100"]
     assert on.metrics["hybrid"]["ndcg@10"] > off.metrics["hybrid"]["ndcg@10"]
+
+
+def test_an_evaluation_on_the_adapters_own_judgments_says_it_is_not_held_out(tmp_path, beir):
+    from typer.testing import CliRunner
+
+    from qkv.cli import app
+
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    beir_args = ["--queries", str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels.tsv")]
+    assert runner.invoke(app, ["index", str(beir / "corpus.jsonl"), "--index", str(idx)]).exit_code == 0
+    r = runner.invoke(app, ["terms", "adapt", "--index", str(idx), *beir_args, "--epochs", "2"])
+    assert r.exit_code == 0 and "installed" in r.output, r.output
+    ev = ["eval", "search", "--corpus", str(beir / "corpus.jsonl"), *beir_args, "--index", str(idx), "--json"]
+    r = runner.invoke(app, ev)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout[r.stdout.index("{"):])
+    assert d["settings"]["query_adapter"]["fitted_on_these_queries"] is True
+    assert "not held out" in r.stderr
+    r = runner.invoke(app, ev + ["--no-adapter"])
+    assert json.loads(r.stdout[r.stdout.index("{"):])["settings"]["query_adapter"] is None and "not held out" not in r.stderr
