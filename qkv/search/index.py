@@ -318,9 +318,11 @@ class Index:
             vecs[tr_at] = self.mix_vectors(vecs[tr_at], tv)
         if progress is not None:
             progress.add(len(plans))
-        if adapt:
-            for i, p in enumerate(plans):
-                vecs[i] = self.adapt(vecs[i], query=p)
+        ad = self.adapter() if adapt else None
+        if ad is not None:  # one read of the adapter, one product for the queries it fits
+            rows = [i for i, p in enumerate(plans) if ad.fits(p.query)]
+            if rows:
+                vecs[rows] = ad.apply(vecs[rows])
         return vecs
 
     # ------------------------------------------------------------------ search
