@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 import qkv.scale  # noqa: F401 - registers the Milvus store with search's registry
-from qkv.cli._common import console, load_encoder, print_json, progress_bars
+from qkv.cli._common import console, err_console, load_encoder, print_json, progress_bars
 
 store_app = typer.Typer(help="Stores beyond one machine: Milvus (Lite or a server), indexing on Ray.",
                         no_args_is_help=True)
@@ -40,6 +40,11 @@ def migrate_cmd(
     console.print(f"[bold green]{rep.target_count:,}[/] products copied from {rep.source} to {rep.uri or rep.target} "
                   f"in {rep.seconds:.1f}s; verified: counts equal, {rep.sampled} sampled rows equal, "
                   f"vectors within {rep.max_vector_diff:.1g}")
+    kept = [what for what, yes in (("learned term weights", rep.term_weights), ("query adapter", rep.query_adapter)) if yes]
+    if kept:
+        console.print("kept: " + ", ".join(kept))
+    for note in rep.notes or []:
+        err_console.print(f"[yellow]note:[/] {note}")
     if rep.uri:
         console.print(f"search it with: qkv search QUERY --index {rep.target}")
 

@@ -112,3 +112,83 @@ def test_a_milvus_uri_names_its_index_wherever_an_index_is_named(tmp_path, embed
     assert "no qkv index is recorded for collection 'qkv_products'" in msg and "directory holding manifest.json" in msg
     with pytest.raises(IndexError_, match="Milvus server, where qkv records no index directory"):
         Index.open("http://localhost:1/#x")
+
+
+def _dense(path, query, encoder=None):
+    from qkv.search import Index
+
+    with Index.open(path, encoder) as idx:
+        return [(r.id, round(r.score, 5)) for r in idx.search(query, k=5, mode="dense")]
+
+
+def test_a_copy_of_a_multilingual_index_embeds_its_queries_with_the_models_prefix(tmp_path, small_csv, e5):
+    """multilingual-e5 embeds "query: …" against "passage: …" titles: a copy that lost the manifest's
+    prefixes would search with bare queries (other scores, other order) and upsert bare titles."""
+    from qkv.search import build_index
+
+    build_index(small_csv, tmp_path / "src", e5)
+    for to, handle in ((str(tmp_path / "dir"), None), (f"milvus://{tmp_path}/e5.db", tmp_path / "mh")):
+        rep = migrate(tmp_path / "src", to, handle, sample=12)
+        target = handle or tmp_path / "dir"
+        m = open_store(target).manifest
+        assert (m.extra["query_prefix"], m.extra["passage_prefix"]) == ("query: ", "passage: ")
+        assert _dense(target, "waterproof hiking boots", e5) == _dense(tmp_path / "src", "waterproof hiking boots", e5)
+        assert rep.notes == [] and not rep.query_adapter and not rep.term_weights
+
+
+def test_the_query_adapter_goes_with_the_copy_and_a_broken_one_is_named(tmp_path, small_csv, encoder):
+    from qkv.search import build_index
+    from qkv.search.adapter import FILE, QueryAdapter, install
+
+    src = tmp_path / "src"
+    build_index(small_csv, src, encoder)
+    m = open_store(src).manifest
+    rng = np.random.default_rng(0)
+    W = (np.eye(m.dim) + 0.3 * rng.standard_normal((m.dim, m.dim))).astype(np.float32)
+    install(src, QueryAdapter(W, m.model, m.fingerprint, {"spread": 1.2}))
+    q = "warm winter jacket"
+    for to, handle in ((str(tmp_path / "dir"), None), (f"milvus://{tmp_path}/ad.db", tmp_path / "mh")):
+        rep = migrate(src, to, handle, sample=5)
+        target = handle or tmp_path / "dir"
+        assert rep.query_adapter and rep.notes == []
+        np.testing.assert_array_equal(QueryAdapter.load(target / FILE).W, W)
+        assert _dense(target, q, encoder) == _dense(src, q, encoder)
+    res = CliRunner().invoke(app, ["store", "migrate", "--from", str(src), "--to", str(tmp_path / "cli")])
+    assert res.exit_code == 0 and "kept: query adapter" in res.output, res.output
+    (src / FILE).write_bytes(b"not an adapter")  # the copy goes ahead, without it, and says why
+    rep = migrate(src, str(tmp_path / "broken"), sample=5)
+    assert not rep.query_adapter and not (tmp_path / "broken" / FILE).exists()
+    assert len(rep.notes) == 1 and "query adapter was not copied" in rep.notes[0] and "qkv terms adapt" in rep.notes[0]
+
+
+def test_an_embedded_copy_keeps_learned_term_weights_and_milvus_says_it_cannot(tmp_path, encoder):
+    import csv
+
+    from qkv.explain import terms as T
+    from qkv.search import build_index
+
+    report = [("kitchen faucet", "Glacier Bay Kitchen Faucet", 5), ("wrench", "Faucet Wrench Tool", 5),
+              ("basin wrench", "Faucet Basin Wrench", 4), ("faucet", "Delta Chrome Shower Faucet", 4),
+              ("hinge", "Cabinet Door Hinge", 3), ("lamp", "Desk Lamp Shade", 3)]
+    with open(tmp_path / "report.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("search term", "product title", "clicks"), *report])
+    head = T.train(encoder, T.examples_from_report(tmp_path / "report.csv")).save(tmp_path / "head.npz")
+    (tmp_path / "cat.csv").write_text("id,title\nB,Faucet Wrench Tool Set\nA,Glacier Bay Kitchen Faucet\n"
+                                      "C,Cabinet Door Hinge\nD,Desk Lamp Shade Kit\n", encoding="utf-8")
+    src = tmp_path / "src"
+    build_index(tmp_path / "cat.csv", src, encoder, term_weights=head)
+    rep = migrate(src, str(tmp_path / "dir"), sample=4)
+    a, b = open_store(src), open_store(tmp_path / "dir")
+    ids = a.all_ids()
+    assert rep.term_weights and rep.notes == []
+    assert b.manifest.extra["term_weights"] == a.manifest.extra["term_weights"]
+    assert b.keyword_texts(ids) == a.keyword_texts(ids) != [r["title"].lower() for r in a.get_rows(ids)]
+    from qkv.search import Index
+
+    for q in ("faucet", "kitchen faucet"):
+        with Index.open(src, encoder) as x, Index.open(tmp_path / "dir", encoder) as y:
+            assert [(r.id, r.score) for r in x.search(q, k=4, mode="keyword")] == \
+                   [(r.id, r.score) for r in y.search(q, k=4, mode="keyword")]
+    rep = migrate(src, f"milvus://{tmp_path}/tw.db", tmp_path / "mh", sample=4)
+    assert not rep.term_weights and "term_weights" not in open_store(tmp_path / "mh").manifest.extra
+    assert len(rep.notes) == 1 and "Milvus does not hold learned term weights" in rep.notes[0]

@@ -120,5 +120,10 @@ class Rows:
             found[r[0]] = row
         return [found.get(i) for i in ids]
 
+    def keyword_texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The keyword documents of ``ids`` as stored (a weighted index's are not the titles')."""
+        found = dict(select_in(self.db, "SELECT id, ktext FROM products WHERE id IN ({in})", list(ids)))
+        return [found.get(i) for i in ids]
+
     def all_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM products ORDER BY slot")]

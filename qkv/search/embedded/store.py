@@ -208,6 +208,10 @@ class EmbeddedStore(VectorStore):
     def all_ids(self) -> list[str]:
         return self.rows.all_ids()
 
+    def keyword_texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The stored keyword documents of ``ids`` (what ``qkv store migrate`` carries to an embedded copy)."""
+        return self.rows.keyword_texts(ids)
+
     # ------------------------------------------------------------------ writing
     def writer(self, reset: bool = False, manifest: Manifest | None = None):
         if not reset:
