@@ -43,7 +43,7 @@ def migrate_cmd(
     kept = [what for what, yes in (("learned term weights", rep.term_weights), ("query adapter", rep.query_adapter)) if yes]
     if kept:
         console.print("kept: " + ", ".join(kept))
-    for note in rep.notes or []:
+    for note in rep.notes:
         err_console.print(f"[yellow]note:[/] {note}")
     if rep.uri:
         console.print(f"search it with: qkv search QUERY --index {rep.target}")
