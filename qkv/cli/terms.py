@@ -21,6 +21,13 @@ HALF_HELP = ("all, a or b: use the queries of one half (split by query id, as `q
              "train a head on a, evaluate on b")
 
 
+# A search-term report's columns, read the same way by `qkv terms train` and `qkv terms adapt`
+QueryColumn = Annotated[Optional[str], typer.Option(help="The report's query column (default: guessed).")]
+ProductColumn = Annotated[Optional[str], typer.Option(help="The report's product column (default: guessed).")]
+WeightColumn = Annotated[Optional[str], typer.Option(help="The report's clicks/orders column (default: guessed; "
+                                                     "none: every row counts 1).")]
+
+
 def _judged(corpus: Path, queries: Path, qrels: Path, half: str):
     from qkv.explain.evaluate_points import judged_titles, load_corpus_titles
     from qkv.search.evaluate import in_half, load_qrels, load_queries
@@ -115,10 +122,9 @@ def register(app: typer.Typer) -> None:
                                                        "product title or id, clicks or orders.")] = None,
         catalog: Annotated[Optional[Path], typer.Option(help="Catalog (as `qkv index` reads it) to look the report's "
                                                         "product ids up in (leave out when the column holds titles).")] = None,
-        query_column: Annotated[Optional[str], typer.Option(help="The report's query column (default: guessed).")] = None,
-        product_column: Annotated[Optional[str], typer.Option(help="The report's product column (default: guessed).")] = None,
-        weight_column: Annotated[Optional[str], typer.Option(help="The report's clicks/orders column (default: "
-                                                             "guessed; none: every row counts 1).")] = None,
+        query_column: QueryColumn = None,
+        product_column: ProductColumn = None,
+        weight_column: WeightColumn = None,
         corpus: Annotated[Optional[Path], typer.Option(help="Or BEIR: corpus.jsonl ...")] = None,
         queries: Annotated[Optional[Path], typer.Option(help="... queries.jsonl ...")] = None,
         qrels: Annotated[Optional[Path], typer.Option(help="... and qrels .tsv (queries judged ≥ 2.5 of 3 count).")] = None,
@@ -188,10 +194,9 @@ def register(app: typer.Typer) -> None:
                                            "they are; the fit is stored in it and every search uses it.")],
         report: Annotated[Optional[Path], typer.Option(help="Search-term report (CSV/TSV with a header): query, "
                                                        "product id or title, clicks or orders.")] = None,
-        query_column: Annotated[Optional[str], typer.Option(help="The report's query column (default: guessed).")] = None,
-        product_column: Annotated[Optional[str], typer.Option(help="The report's product column (default: guessed).")] = None,
-        weight_column: Annotated[Optional[str], typer.Option(help="The report's clicks/orders column (default: "
-                                                             "guessed; none: every row counts 1).")] = None,
+        query_column: QueryColumn = None,
+        product_column: ProductColumn = None,
+        weight_column: WeightColumn = None,
         queries: Annotated[Optional[Path], typer.Option(help="Or BEIR: queries.jsonl ...")] = None,
         qrels: Annotated[Optional[Path], typer.Option(help="... and qrels .tsv (gain: judgment − 1, as `qkv eval search`).")] = None,
         half: Annotated[str, typer.Option(help=HALF_HELP.replace("train a head", "fit"))] = "all",
