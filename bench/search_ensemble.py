@@ -87,7 +87,8 @@ def candidates(judge: Judge, ns, Vm, Ve, Qm, Qe, side: str):
     return out
 
 
-def score(judge: Judge, cands, wm: float, we: float) -> tuple[float, float]:
+def per_query(judge: Judge, cands, wm: float, we: float) -> np.ndarray:
+    """Each query's NDCG@10 (NaN: nothing relevant judged) and Recall@100, [n, 2]."""
     from qkv.search.evaluate import ndcg, recall
 
     nd, rc = [], []
@@ -97,7 +98,18 @@ def score(judge: Judge, cands, wm: float, we: float) -> tuple[float, float]:
         judged = judge.qrels[judge.q["qids"][n]]
         nd.append(ndcg(ranking, judged, 1.0))
         rc.append(recall(ranking, judged, 1.0))
-    return float(np.nanmean(nd)), float(np.nanmean(rc))
+    return np.array([nd, rc], np.float64).T
+
+
+def score(judge: Judge, cands, wm: float, we: float) -> tuple[float, float]:
+    nd, rc = np.nanmean(per_query(judge, cands, wm, we), axis=0)
+    return float(nd), float(rc)
+
+
+def paired_se(x: np.ndarray, y: np.ndarray) -> float:
+    """The standard error of mean(y − x) over the queries both score (paired: the same queries)."""
+    d = (y - x)[~(np.isnan(x) | np.isnan(y))]
+    return float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
 def main() -> None:
@@ -127,19 +139,24 @@ def main() -> None:
         c = candidates(judge, judge.qids(half), Vm, Ve, Qm[adapters], Qe[adapters], a.side)
         return c, {w: score(judge, c, *w) for w in grid + list(singles.values())}
 
+    def gain(c, w) -> str:  # NDCG@10 of ``w`` minus MiniLM alone's, ± its paired standard error
+        x, y = per_query(judge, c, *singles["MiniLM alone (α 0.5)"])[:, 0], per_query(judge, c, *w)[:, 0]
+        return f"{np.nanmean(y) - np.nanmean(x):+.4f} ± {paired_se(x, y):.4f}"
+
     _, on_a = table("a", False)
     chosen = max(grid, key=lambda w: on_a[w][0])
     print(f"half a, no adapters: {', '.join(f'{k} {on_a[w][0]:.4f}' for k, w in singles.items())}; "
           f"best w_m {chosen[0]:g}, w_e {chosen[1]:g}: {on_a[chosen][0]:.4f} / {on_a[chosen][1]:.4f}", flush=True)
     print("\nhalf b, NDCG@10 / Recall@100 at half a's weights:")
-    print("| adapters | MiniLM alone (α 0.5) | e5 alone (α 0.8) | both (w_m {:g}, w_e {:g}) | best weights on b |".format(*chosen))
-    print("|---|---|---|---|---|")
+    print("| adapters | MiniLM alone (α 0.5) | e5 alone (α 0.8) | both (w_m {:g}, w_e {:g}) | both − MiniLM alone "
+          "| best weights on b |".format(*chosen))
+    print("|---|---|---|---|---|---|")
     for adapters in (False, True):
-        _, on_b = table("b", adapters)
+        c, on_b = table("b", adapters)
         best = max(grid, key=lambda w: on_b[w][0])
         cell = [f"{on_b[w][0]:.4f} / {on_b[w][1]:.4f}" for w in (*singles.values(), chosen)]
-        print(f"| {'yes' if adapters else 'no'} | " + " | ".join(cell) +
-              f" | w_m {best[0]:g}, w_e {best[1]:g}: {on_b[best][0]:.4f} |", flush=True)
+        print(f"| {'yes' if adapters else 'no'} | " + " | ".join(cell) + f" | {gain(c, chosen)} "
+              f"| w_m {best[0]:g}, w_e {best[1]:g}: {on_b[best][0]:.4f} |", flush=True)
     print(f"({time.perf_counter() - t0:.0f}s)")
 
 

@@ -118,3 +118,10 @@ def test_feedback_moves_each_query_toward_the_mean_of_its_first_titles():
     want = np.array([1.0, 0.25, 0.25]) / np.linalg.norm([1.0, 0.25, 0.25])
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
     np.testing.assert_allclose(got[1], Q[1])
+
+
+def test_paired_standard_error_skips_unscored_queries():
+    x = np.array([0.5, 0.2, np.nan, 0.4])
+    y = np.array([0.6, 0.2, 0.9, 0.7])
+    d = np.array([0.1, 0.0, 0.3])  # the NaN query left out
+    assert np.isclose(ens.paired_se(x, y), d.std(ddof=1) / np.sqrt(3))
