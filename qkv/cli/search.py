@@ -43,6 +43,21 @@ def _piece_text(row: dict) -> str:
     return f"{row['zh']}→{row['en'] or '?'} ({note})"
 
 
+def _baseline_table(diffs, path: Path):
+    """Each mode's metrics against the baseline file: means over the shared queries, change ± SE, p."""
+    from rich.table import Table
+
+    table = Table(title=f"against {path}",
+                  caption="paired over the queries both runs scored; p: sign-flip randomization test")
+    for col in ("mode", "metric", "queries", "baseline", "this run", "change", "± SE", "p"):
+        table.add_column(col, justify="left" if col in ("mode", "metric") else "right", no_wrap=True)
+    for d in diffs:
+        mark = "bold" if d.p < 0.05 else "dim"  # a change a seller can act on, or one within noise
+        table.add_row(d.mode, d.metric, f"{d.n:,}", f"{d.base:.4f}", f"{d.new:.4f}",
+                      f"[{mark}]{d.delta:+.4f}[/]", f"{d.se:.4f}", f"[{mark}]{d.p:.4f}[/]")
+    return table
+
+
 def register(app: typer.Typer) -> None:
     from qkv.cli import eval_app
 
@@ -262,6 +277,8 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option(help="Encoder threads (default QKV_THREADS or 1).")] = None,
         precision: Annotated[Optional[str], typer.Option(help="Encoder precision: bfloat16 (default for a new index where the CPU has a bfloat16 unit), float32, or int8 (float32 models: int8 products, cosine ≥ 0.995 to float32; docs/engine.md).")] = None,
         adapter: Annotated[bool, typer.Option("--adapter/--no-adapter", help="Apply the index's query adapter (`qkv terms adapt`) when it has one.")] = True,
+        per_query: Annotated[Optional[Path], typer.Option("--per-query", help="Also write each query's metrics to this file (JSON), to compare a later run against with --baseline.")] = None,
+        baseline: Annotated[Optional[Path], typer.Option(help="A --per-query file of an earlier run: print each metric's change against it over the queries both scored, with its paired standard error and randomization-test p.")] = None,
     ):
         """NDCG@10, MRR@10 and Recall@100 of keyword, dense and hybrid search on BEIR data."""
         import hashlib
@@ -274,6 +291,9 @@ def register(app: typer.Typer) -> None:
 
         if half not in ("all", "a", "b"):
             raise typer.BadParameter("half must be all, a or b")
+        from qkv.search import significance
+
+        base_doc = significance.load(baseline) if baseline is not None else None  # a bad file fails before the run
         if model is None and index is not None and (index / "manifest.json").is_file():
             model = read_manifest(index).model  # an existing index is searched with its own model
         enc = load_encoder(model, threads)
@@ -297,8 +317,15 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[yellow]the index's query adapter was fitted on these judgments "
                           f"(half {res.settings['query_adapter']['fitted_on'].get('half')}): the dense and hybrid "
                           "figures are not held out; evaluate the other half, or pass --no-adapter[/]")
+        diffs = significance.compare(base_doc, res.as_per_query()) if base_doc is not None else None
+        if per_query is not None:
+            res.save_per_query(per_query)
+            err_console.print(f"each query's metrics: {per_query}")
         if as_json:
-            print_json(res.to_json())
+            out = res.to_json()
+            if diffs is not None:
+                out["baseline"] = {"path": str(baseline), "differences": [d.to_json() for d in diffs]}
+            print_json(out)
             return
         table = Table(title=f"{res.protocol} · {res.queries:,} queries · {res.settings['products']:,} products")
         table.add_column("mode")
@@ -309,3 +336,5 @@ def register(app: typer.Typer) -> None:
             table.add_row(mode, *[f"{res.metrics[mode][m]:.4f}" for m in metrics])
         console.print(table)
         console.print(f"[dim]settings: {res.settings}[/]")
+        if diffs is not None:
+            console.print(_baseline_table(diffs, baseline))

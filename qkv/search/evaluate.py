@@ -120,6 +120,19 @@ class EvalResult:
     queries: int
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # mode → metric → mean
     settings: dict = field(default_factory=dict)
+    qids: list[str] = field(default_factory=list, repr=False)  # the queries scored, in order
+    per_query: dict[str, dict[str, list[float]]] = field(default_factory=dict, repr=False)  # mode → metric → by qids
+
+    def save_per_query(self, path) -> None:
+        """Each query's metrics, for ``qkv.search.significance.compare`` (``--per-query``/``--baseline``)."""
+        from qkv.search import significance
+
+        significance.save(path, self.protocol, self.settings, self.qids, self.per_query)
+
+    def as_per_query(self) -> dict:
+        """This result as a loaded per-query file reads (``significance.load``)."""
+        return {"protocol": self.protocol, "settings": self.settings, "queries": self.qids,
+                "modes": {m: {k: list(v) for k, v in ms.items()} for m, ms in self.per_query.items()}}
 
     def to_json(self) -> dict:
         return {"protocol": self.protocol, "queries": self.queries, "settings": self.settings,
@@ -161,6 +174,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
     per = {m: {"ndcg@10": [], "mrr@10": [], "recall@100": [], "spearman": []} for m in MODES}
     store = index.store
     count = Count(progress, "queries", len(qids))
+    scored = []
     for n, (qid, vec) in enumerate(zip(qids, vecs)):
         judged, alpha = qrels[qid], alphas[n]
         text = plans[n].keyword
@@ -195,6 +209,7 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
             per[mode]["ndcg@10"].append(ndcg(ranking, judged, gain_offset))
             per[mode]["mrr@10"].append(mrr(ranking, judged, gain_offset))
             per[mode]["recall@100"].append(recall(ranking, judged, gain_offset))
+        scored.append(qid)
         count.add()
     res = EvalResult("rerank" if rerank else "full-corpus", len(qids),
                      settings={"gain_offset": gain_offset, "half": half or "all", "fusion": fusion_,
@@ -202,7 +217,8 @@ def evaluate(index, queries: dict[str, str], qrels: dict[str, dict[str, float]],
                                "candidates": candidates, "coverage": coverage, "products": store.count(),
                                "translated": sum(len(p.dense) > 1 for p in plans),
                                "corrected": sum(p.corrected is not None for p in plans),
-                               "query_adapter": _adapter_settings(index)})
+                               "query_adapter": _adapter_settings(index)},
+                     qids=scored, per_query={m: {k: v for k, v in per[m].items() if v} for m in MODES})
     for m in MODES:
         res.metrics[m] = {k: _mean(v) for k, v in per[m].items() if v}
     return res

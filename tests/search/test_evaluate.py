@@ -141,3 +141,34 @@ def test_an_evaluation_on_the_adapters_own_judgments_says_it_is_not_held_out(tmp
     assert "not held out" in r.stderr
     r = runner.invoke(app, ev + ["--no-adapter"])
     assert json.loads(r.stdout[r.stdout.index("{"):])["settings"]["query_adapter"] is None and "not held out" not in r.stderr
+
+
+def test_a_run_compared_with_a_baseline_file_pairs_its_queries(tmp_path, beir):
+    runner = CliRunner()
+    ev = ["eval", "search", "--corpus", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"),
+          "--qrels", str(beir / "qrels.tsv"), "--index", str(tmp_path / "idx")]
+    base = tmp_path / "base.json"
+    r = runner.invoke(app, ev + ["--no-coverage", "--per-query", str(base), "--json"])
+    assert r.exit_code == 0, r.output
+    before = json.loads(r.stdout[r.stdout.index("{"):])
+    doc = json.loads(base.read_text())
+    assert doc["queries"] == ["q1", "q2", "q3"]
+    for mode in ("keyword", "dense", "hybrid"):  # the file's per-query values are the means' own
+        vals = [x for x in doc["modes"][mode]["ndcg@10"] if x is not None]
+        assert sum(vals) / len(vals) == pytest.approx(before[mode]["ndcg@10"])
+    r = runner.invoke(app, ev + ["--baseline", str(base), "--json"])  # coverage on: only hybrid can move
+    assert r.exit_code == 0, r.output
+    now = json.loads(r.stdout[r.stdout.index("{"):])
+    diffs = {(d["mode"], d["metric"]): d for d in now["baseline"]["differences"]}
+    assert len(diffs) == 9 and all(d["n"] == 3 for d in diffs.values())
+    for metric in ("ndcg@10", "mrr@10", "recall@100"):
+        assert diffs[("keyword", metric)]["delta"] == 0 and diffs[("keyword", metric)]["p"] == 1.0
+        h = diffs[("hybrid", metric)]
+        assert h["delta"] == pytest.approx(now["hybrid"][metric] - before["hybrid"][metric])
+    r = runner.invoke(app, ev + ["--baseline", str(base)])  # the table
+    assert r.exit_code == 0 and f"against {base}" in r.output and "± SE" in r.output, r.output
+    (tmp_path / "junk.json").write_text("[]")
+    r = runner.invoke(app, ev + ["--baseline", str(tmp_path / "junk.json")])
+    assert r.exit_code != 0 and "not a per-query file" in f"{r.exception} {r.output}"
+    r = runner.invoke(app, ev + ["--baseline", str(base), "--rerank"])
+    assert r.exit_code != 0 and "protocol" in f"{r.exception} {r.output}"
