@@ -294,6 +294,8 @@ def register(app: typer.Typer) -> None:
         from qkv.search import significance
 
         base_doc = significance.load(baseline) if baseline is not None else None  # a bad file fails before the run
+        if base_doc is not None:
+            significance.check_protocol(base_doc, "rerank" if rerank else "full-corpus")
         if model is None and index is not None and (index / "manifest.json").is_file():
             model = read_manifest(index).model  # an existing index is searched with its own model
         enc = load_encoder(model, threads)
@@ -317,10 +319,10 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[yellow]the index's query adapter was fitted on these judgments "
                           f"(half {res.settings['query_adapter']['fitted_on'].get('half')}): the dense and hybrid "
                           "figures are not held out; evaluate the other half, or pass --no-adapter[/]")
-        diffs = significance.compare(base_doc, res.as_per_query()) if base_doc is not None else None
-        if per_query is not None:
+        if per_query is not None:  # kept before comparing: a refused comparison does not lose the run
             res.save_per_query(per_query)
             err_console.print(f"each query's metrics: {per_query}")
+        diffs = significance.compare(base_doc, res.as_per_query()) if base_doc is not None else None
         if as_json:
             out = res.to_json()
             if diffs is not None:

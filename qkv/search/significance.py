@@ -7,9 +7,10 @@ queries, so the test is paired: d_q = metric_new(q) − metric_base(q) over the 
 (a query with no relevant judged product has no NDCG in either and is left out). Reported: the
 mean difference, its standard error sd(d)/√n, and the two-sided p of a paired randomization test
 — each d_q's sign flipped at random, ``ROUNDS`` times, counting how often |mean| reaches the
-observed one (Fisher's permutation test; for IR metrics Smucker, Allan & Carterette 2007, "A
-comparison of statistical significance tests for information retrieval evaluation", recommend it
-over the t-test, which assumes normal differences that NDCG's clumps at 0 and 1 are not).
+observed one (Fisher's permutation test; Smucker, Allan & Carterette 2007, "A comparison of
+statistical significance tests for information retrieval evaluation", found it, the bootstrap and
+the t-test in agreement on IR metrics and recommend it, as it assumes nothing of the differences'
+distribution — NDCG's clump at 0 and 1).
 The flips come from a fixed seed, so the same files give the same p.
 
 A per-query file (``qkv eval search --per-query``) holds one evaluation: its protocol, settings
@@ -108,12 +109,17 @@ def load(path: Path) -> dict:
     return doc
 
 
+def check_protocol(base: dict, protocol: str | None) -> None:
+    """Refuse a baseline of another protocol (checkable before a run)."""
+    if base.get("protocol") != protocol:
+        raise InputError(f"the baseline was evaluated with the {base.get('protocol')} protocol, this run with "
+                         f"{protocol}: compare runs of one protocol (both with or both without --rerank)")
+
+
 def compare(base: dict, new: dict) -> list[Difference]:
     """Each mode and metric both evaluations hold, new against base, over their shared queries.
     Refused when they cannot be compared: another protocol or gain, or no query in common."""
-    if base.get("protocol") != new.get("protocol"):
-        raise InputError(f"the baseline was evaluated with the {base.get('protocol')} protocol, this run with "
-                         f"{new.get('protocol')}: compare runs of one protocol (both with or both without --rerank)")
+    check_protocol(base, new.get("protocol"))
     gb, gn = base.get("settings", {}).get("gain_offset"), new.get("settings", {}).get("gain_offset")
     if gb != gn:
         raise InputError(f"the baseline's NDCG gain offset is {gb}, this run's {gn}: pass the same --gain-offset")

@@ -170,5 +170,9 @@ def test_a_run_compared_with_a_baseline_file_pairs_its_queries(tmp_path, beir):
     (tmp_path / "junk.json").write_text("[]")
     r = runner.invoke(app, ev + ["--baseline", str(tmp_path / "junk.json")])
     assert r.exit_code != 0 and "not a per-query file" in f"{r.exception} {r.output}"
-    r = runner.invoke(app, ev + ["--baseline", str(base), "--rerank"])
+    r = runner.invoke(app, ev + ["--baseline", str(base), "--rerank"])  # refused before the run
     assert r.exit_code != 0 and "protocol" in f"{r.exception} {r.output}"
+    kept = tmp_path / "kept.json"
+    r = runner.invoke(app, ev + ["--baseline", str(base), "--gain-offset", "0", "--per-query", str(kept)])
+    assert r.exit_code != 0 and "--gain-offset" in f"{r.exception} {r.output}"
+    assert json.loads(kept.read_text())["settings"]["gain_offset"] == 0.0  # the run itself is kept
