@@ -43,6 +43,20 @@ def title_vectors(path: Path, ids: list[str]) -> np.ndarray:
         st.close()
 
 
+def stack_args(ap: argparse.ArgumentParser) -> None:
+    """The options of a bench over the whole stack's hybrid lists (search_prior.py, search_feedback.py)."""
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"), help="search_densepool.py's caches")
+    ap.add_argument("--plain", type=Path, required=True, help="the plain MiniLM index (its title vectors)")
+    ap.add_argument("--adapter", type=Path, required=True, help="a query adapter W (.npy) fitted on half a")
+
+
+def open_stack(a) -> tuple[Judge, np.ndarray, np.ndarray]:
+    """(judge, title vectors in the token cache's order, adapter W) from ``stack_args``' options."""
+    ids = json.loads((a.work / "tok" / "ids.json").read_text())
+    return Judge(a.data, a.work, ids), title_vectors(a.plain, ids), np.load(a.adapter)
+
+
 def e5_queries(data: Path, work: Path, e5: Path, judge: Judge) -> tuple[np.ndarray, np.ndarray]:
     """The e5 index's query vectors of every cached query (its plans' dense text, "query: "),
     without and with its adapter; cached in ``work/e5q.pkl``."""

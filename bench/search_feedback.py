@@ -13,7 +13,6 @@ reported on half b.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,10 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_densepool import Judge, adapt, floats, unit  # noqa: E402
-from search_ensemble import title_vectors  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
-
+from search_ensemble import open_stack, stack_args  # noqa: E402
 
 def feedback(V: np.ndarray, judge: Judge, first, Q: np.ndarray, k: int, beta: float) -> np.ndarray:
     """Each query vector plus β × the mean vector of its first ``k`` hybrid titles, unit length."""
@@ -37,18 +33,12 @@ def feedback(V: np.ndarray, judge: Judge, first, Q: np.ndarray, k: int, beta: fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
-    ap.add_argument("--plain", type=Path, required=True)
-    ap.add_argument("--adapter", type=Path, required=True)
+    stack_args(ap)
     ap.add_argument("--docs", default="3,5,10")
     ap.add_argument("--betas", default="0.1,0.25,0.5")
     a = ap.parse_args()
 
-    ids = json.loads((a.work / "tok" / "ids.json").read_text())
-    judge = Judge(a.data, a.work, ids)
-    V = title_vectors(a.plain, ids)
-    W = np.load(a.adapter)
+    judge, V, W = open_stack(a)
     for h in ("a", "b"):
         ns = judge.qids(h)
         Q = adapt(judge.q["vecs"][ns], W)

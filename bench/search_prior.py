@@ -13,7 +13,6 @@ are the weighted keyword side's with the MiniLM query adapter, as `bench/search_
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,12 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_densepool import Judge, adapt, floats  # noqa: E402
-from search_ensemble import title_vectors  # noqa: E402
+from search_ensemble import open_stack, stack_args  # noqa: E402
 from search_maxsim import rerank_lists  # noqa: E402
 from search_rerank import metrics  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
-
 
 def counts(judge: Judge, half: str, relevant_only: bool) -> dict[str, float]:
     c: dict[str, float] = {}
@@ -43,18 +39,12 @@ def counts(judge: Judge, half: str, relevant_only: bool) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
-    ap.add_argument("--plain", type=Path, required=True)
-    ap.add_argument("--adapter", type=Path, required=True)
+    stack_args(ap)
     ap.add_argument("--ks", default="10,30,100")
     ap.add_argument("--lambdas", default="0.1,0.2,0.3,0.5,1")
     a = ap.parse_args()
 
-    ids = json.loads((a.work / "tok" / "ids.json").read_text())
-    judge = Judge(a.data, a.work, ids)
-    V = title_vectors(a.plain, ids)
-    W = np.load(a.adapter)
+    judge, V, W = open_stack(a)
     for train, ev in (("a1", "a2"), ("a", "b")):
         ns = judge.qids(ev)
         lists = [f for _, _, _, f in judge.lists(V, ns, "weighted", 0.5, qvecs=adapt(judge.q["vecs"][ns], W))]
