@@ -105,10 +105,15 @@ def register(app: typer.Typer) -> None:
                   + ("" if half == "all" else f" · queries of half {half}"), title_justify="left")
         t.add_column("ranking")
         t.add_column("AP", justify="right")
+        t.add_column("first row's gain ± SE", justify="right")
+        t.add_column("p", justify="right")
+        vs = {n: (d, se, p) for n, d, se, p in res.against}
         for name, ap in res.rows:
-            t.add_row(name, f"{ap:.4f}")
+            d, se, p = vs.get(name, (None, None, None))
+            t.add_row(name, f"{ap:.4f}", "" if d is None else f"{d:+.4f} ± {se:.4f}", "" if p is None else f"{p:.4f}")
         t.caption = (f"random: {res.random_range[0]:.4f}–{res.random_range[1]:.4f} over {res.random_seeds} seeds; "
-                     "skipped: " + (", ".join(f"{v:,} {k}" for k, v in res.skipped.items()) or "none"))
+                     "skipped: " + (", ".join(f"{v:,} {k}" for k, v in res.skipped.items()) or "none")
+                     + "; gain: the first row's AP minus the row's, paired over the titles (p: sign-flip randomization test)")
         console.print(t)
 
     terms_app = typer.Typer(help="Term weights learned from your search terms: which title words shoppers search.",

@@ -138,13 +138,19 @@ class PointsResult:
     random_seeds: int
     random_range: tuple[float, float]
     sample_seed: int
+    # the first row against each other, title by title: (ranking, first's AP − its AP, SE, p)
+    against: list[tuple[str, float, float, float]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"protocol": "selling points: AP of shopper words over a title's distinct content words",
                 "titles": self.titles, "eligible": self.eligible, "skipped": self.skipped,
                 "random_seeds": self.random_seeds, "sample_seed": self.sample_seed,
                 "random_range": [round(x, 4) for x in self.random_range],
-                "rows": [{"ranking": n, "ap": round(v, 4)} for n, v in self.rows]}
+                "rows": [{"ranking": n, "ap": round(v, 4)} for n, v in self.rows],
+                "first_against": {"ranking": self.rows[0][0] if self.rows else None,
+                                  "paired": "per title; p: sign-flip randomization test (qkv.search.significance)",
+                                  "rows": [{"ranking": n, "gain": round(d, 4), "se": round(se, 4), "p": round(p, 4)}
+                                           for n, d, se, p in self.against]}}
 
 
 def sample(judged: Judged, n: int | None, seed: int = 0) -> list[JudgedTitle]:
@@ -166,7 +172,8 @@ def evaluate(judged: Judged, rankers: Mapping[str, Ranker], *, n: int | None = N
         raise InputError("no judged title is left to score: the qrels have no product judged ≥ "
                          f"{RELEVANT} with {MIN_WORDS}+ content words where some but not all are in its queries")
     every = {**rankers, **baselines(judged)}
-    sums = dict.fromkeys(every, 0.0)
+    per: dict[str, list[float]] = {name: [] for name in every}  # each title's AP, for the paired tests
+    per_random: list[float] = []  # each title's AP averaged over the random seeds
     rand = np.zeros(random_seeds)
     rngs = [np.random.default_rng(1000 + s) for s in range(random_seeds)]
     for done, t in enumerate(titles):
@@ -174,17 +181,26 @@ def evaluate(judged: Judged, rankers: Mapping[str, Ranker], *, n: int | None = N
             sc = np.asarray(rank(t.words), dtype=float)
             if sc.shape != (len(t.words.words),):
                 raise ValueError(f"ranker {name!r} gave {sc.shape} scores for {len(t.words.words)} words")
-            sums[name] += average_precision(sc, t.shopper)
-        for s, rng in enumerate(rngs):
-            rand[s] += average_precision(rng.random(len(t.words.words)), t.shopper)
+            per[name].append(average_precision(sc, t.shopper))
+        ap_random = [average_precision(rng.random(len(t.words.words)), t.shopper) for rng in rngs]
+        rand += ap_random
+        per_random.append(float(np.mean(ap_random)))
         if progress is not None:
             progress("titles", done + 1, len(titles))
+    from qkv.search.significance import paired_test
+
     k = len(titles)
-    rows = [(name, sums[name] / k) for name in rankers]
-    rows.append((f"random order (mean of {random_seeds} seeds)", float(rand.mean() / k)))
-    rows += [(name, sums[name] / k) for name in baselines(judged)]
+    names = list(rankers) + ["random"] + list(baselines(judged))
+    per["random"] = per_random
+    label = {"random": f"random order (mean of {random_seeds} seeds)"}
+    rows = [(label.get(name, name), float(np.sum(per[name]) / k)) for name in names]
+    first = np.asarray(per[names[0]])
+    against = []
+    for name in names[1:]:
+        _, gain, se, p = paired_test(np.asarray(per[name]), first)
+        against.append((label.get(name, name), gain, se, p))
     return PointsResult(rows, k, len(judged.titles), judged.skipped, random_seeds,
-                        (float(rand.min() / k), float(rand.max() / k)), seed)
+                        (float(rand.min() / k), float(rand.max() / k)), seed, against)
 
 
 def points_ranker(enc, method: str = "rollout", *, catalog=None, head=None) -> Ranker:

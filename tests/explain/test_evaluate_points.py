@@ -84,7 +84,18 @@ def test_a_ranker_is_scored_and_from_spans_maps_pieces(beir):
     s = ep.from_spans(tw, [0, 19, 22], [4, 22, 24], [0.1, 0.5, 0.9])
     assert s[0] == 0.1 and s[3] == 0.9 and np.isneginf(s[1])
     perfect = {"oracle": lambda w: next(t.shopper for t in j.titles if t.words == w).astype(float)}
-    assert dict(ep.evaluate(j, perfect).rows)["oracle"] == 1.0
+    res = ep.evaluate(j, perfect)
+    ap = dict(res.rows)
+    assert ap["oracle"] == 1.0
+    # the first row against every other one, paired over the two titles
+    vs = {n: (d, se, p) for n, d, se, p in res.against}
+    assert list(vs) == [n for n, _ in res.rows[1:]]
+    d, se, p = vs["title order"]
+    assert d == pytest.approx(1.0 - ap["title order"])
+    # both titles gain, so 2 of the 4 sign patterns are as extreme: p = 1/2 (sampled, 10,000 flips)
+    assert p == pytest.approx(0.5, abs=0.02)
+    rows = res.to_json()["first_against"]["rows"]
+    assert rows[0]["ranking"].startswith("random order") and rows[0]["gain"] > 0
 
 
 def test_sample_and_bad_input(beir, tmp_path):
