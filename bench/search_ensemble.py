@@ -57,6 +57,12 @@ def open_stack(a) -> tuple[Judge, np.ndarray, np.ndarray]:
     return Judge(a.data, a.work, ids), title_vectors(a.plain, ids), np.load(a.adapter)
 
 
+def stack_lists(judge: Judge, V: np.ndarray, W: np.ndarray, ns: list[int], depth: int = 100) -> list:
+    """The stack's hybrid top ``depth`` of each query of ``ns``: the weighted keyword side, the
+    MiniLM cosines of the adapted query vectors, ``Index.fuse``'s fusion at α 0.5."""
+    return [f for _, _, _, f in judge.lists(V, ns, "weighted", 0.5, qvecs=adapt(judge.q["vecs"][ns], W), depth=depth)]
+
+
 def e5_queries(data: Path, work: Path, e5: Path, judge: Judge) -> tuple[np.ndarray, np.ndarray]:
     """The e5 index's query vectors of every cached query (its plans' dense text, "query: "),
     without and with its adapter; cached in ``work/e5q.pkl``."""

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_densepool import Judge, adapt, floats, unit  # noqa: E402
-from search_ensemble import open_stack, stack_args  # noqa: E402
+from search_ensemble import open_stack, stack_args, stack_lists  # noqa: E402
 
 def feedback(V: np.ndarray, judge: Judge, first, Q: np.ndarray, k: int, beta: float) -> np.ndarray:
     """Each query vector plus β × the mean vector of its first ``k`` hybrid titles, unit length."""
@@ -42,7 +42,7 @@ def main() -> None:
     for h in ("a", "b"):
         ns = judge.qids(h)
         Q = adapt(judge.q["vecs"][ns], W)
-        first = [f for _, _, _, f in judge.lists(V, ns, "weighted", 0.5, qvecs=Q, depth=max(int(k) for k in floats(a.docs)))]
+        first = stack_lists(judge, V, W, ns, depth=max(int(k) for k in floats(a.docs)))
         base = judge(V, h, "weighted", 0.5, qvecs=Q, modes=("hybrid",))["hybrid"]
         print(f"half {h}: hybrid {base[0]:.4f} / {base[1]:.4f}", flush=True)
         for k in (int(x) for x in floats(a.docs)):

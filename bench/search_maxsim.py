@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_densepool import Judge, Tokens, adapt, floats  # noqa: E402
-from search_rerank import metrics, zscore  # noqa: E402
+from search_rerank import metrics, reorder  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
 TOP = 100
@@ -165,16 +165,7 @@ def learned_scores(m, tok, qt, ns, lists, kmax):
 
 def rerank_lists(lst_all, sc_all, k, lam):
     """Each query's top K re-ordered by z(fused) + λ·z(score); the rest keep their places."""
-    ranks = []
-    for lst, s in zip(lst_all, sc_all):
-        head = lst[:k]
-        if len(head) < 2:
-            ranks.append([i for i, _ in lst])
-            continue
-        f = np.array([x for _, x in head])
-        order = np.argsort(-(zscore(f) + lam * zscore(np.asarray(s[:len(head)]))), kind="stable")
-        ranks.append([head[j][0] for j in order] + [i for i, _ in lst[k:]])
-    return ranks
+    return reorder(lst_all, sc_all, k, lam, 1.0)
 
 
 def learn(a, tok, judge, V, Q, qt) -> None:

@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_densepool import Judge, adapt, floats  # noqa: E402
-from search_ensemble import open_stack, stack_args  # noqa: E402
+from search_densepool import Judge, floats  # noqa: E402
+from search_ensemble import open_stack, stack_args, stack_lists  # noqa: E402
 from search_maxsim import rerank_lists  # noqa: E402
 from search_rerank import metrics  # noqa: E402
 
@@ -47,7 +47,7 @@ def main() -> None:
     judge, V, W = open_stack(a)
     for train, ev in (("a1", "a2"), ("a", "b")):
         ns = judge.qids(ev)
-        lists = [f for _, _, _, f in judge.lists(V, ns, "weighted", 0.5, qvecs=adapt(judge.q["vecs"][ns], W))]
+        lists = stack_lists(judge, V, W, ns)
         base = metrics(judge, ns, [[i for i, _ in l] for l in lists])[0]
         print(f"counts from {train}, scored on {ev} (hybrid {base:.4f}): NDCG@10 change", flush=True)
         for rel in (False, True):

@@ -86,23 +86,25 @@ def zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / (x.std() + 1e-9)
 
 
+def reorder(lists, scores, k: int, w_score: float, w_fused: float) -> list[list[str]]:
+    """Each query's top K re-ordered by w_score·z(score) + w_fused·z(fused score) (z: within the
+    query's K); the rest keep their places. ``scores``: per query, a score per listed title."""
+    ranks = []
+    for lst, sc in zip(lists, scores):
+        head = lst[:k]
+        if len(head) < 2:
+            ranks.append([i for i, _ in lst])
+            continue
+        f = np.array([s for _, s in head])
+        c = np.asarray(sc[:len(head)])
+        order = np.argsort(-(w_score * zscore(c) + w_fused * zscore(f)), kind="stable")
+        ranks.append([head[j][0] for j in order] + [i for i, _ in lst[k:]])
+    return ranks
+
+
 def rerank(lists, scores, ks, lambdas):
-    """Each query's top K re-ordered by z(CE) + λ·z(fused); the rest keep their places."""
-    out = {}
-    for k in ks:
-        for lam in lambdas:
-            ranks = []
-            for lst, ce in zip(lists, scores):
-                head = lst[:k]
-                if len(head) < 2:
-                    ranks.append([i for i, _ in lst])
-                    continue
-                f = np.array([s for _, s in head])
-                c = np.asarray(ce[:len(head)])
-                order = np.argsort(-(zscore(c) + lam * zscore(f)), kind="stable")
-                ranks.append([head[j][0] for j in order] + [i for i, _ in lst[k:]])
-            out[(k, lam)] = ranks
-    return out
+    """Each query's top K re-ordered by z(CE) + λ·z(fused), for every K and λ (``reorder``)."""
+    return {(k, lam): reorder(lists, scores, k, 1.0, lam) for k in ks for lam in lambdas}
 
 
 class CrossEncoder:
