@@ -16,6 +16,9 @@ new score at ``--head-lr`` (1e-3).
     $B lists --plain plain                           # hybrid top 100 of every judged query (needs queries.pkl)
     $B ceiling --half b                              # what the judgments leave to win
     $B train --train a1 --half a2 --epochs 3 --lr 1e-4   # choose K and λ on a2, then --train a --half b
+    # over the whole stack's lists (spelling, the term head, the query adapter fitted on half a):
+    $B lists --plain plain --adapter /tmp/densetw/adapter-a-t0.05-lr0.001-r0-h0-e3.npy --lists stack-lists.pkl
+    $B train --lists stack-lists.pkl --train a --half b --epochs 3 --lr 1e-4 --ks 10,20,30 --lambdas 1,2
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_densepool import Judge, floats  # noqa: E402
+from search_ensemble import paired_se, stack_lists  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "search" / "homedepot"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -51,6 +55,12 @@ def metrics(judge: Judge, ns: list[int], rankings: list[list[str]]) -> tuple[flo
     nd = [ndcg(r, judge.qrels[judge.q["qids"][n]], 1.0) for n, r in zip(ns, rankings)]
     rc = [recall(r, judge.qrels[judge.q["qids"][n]], 1.0) for n, r in zip(ns, rankings)]
     return float(np.nanmean(nd)), float(np.nanmean(rc))
+
+
+def per_query_ndcg(judge: Judge, ns: list[int], rankings: list[list[str]]) -> np.ndarray:
+    from qkv.search.evaluate import ndcg
+
+    return np.array([ndcg(r, judge.qrels[judge.q["qids"][n]], 1.0) for n, r in zip(ns, rankings)], np.float64)
 
 
 def ceiling(judge: Judge, lists, ns: list[int], title: dict[str, str], ks=(10, 30, 100)) -> None:
@@ -156,6 +166,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
     ap.add_argument("--plain", type=Path, help="the plain MiniLM index (its title vectors)")
+    ap.add_argument("--adapter", type=Path, help="lists: the whole stack's, with this query adapter W (.npy)")
+    ap.add_argument("--lists", default="hybrid-lists.pkl", help="the lists' cache, in --work")
     ap.add_argument("--train", default="a1")
     ap.add_argument("--half", default="a2")
     ap.add_argument("--epochs", type=int, default=2)
@@ -172,7 +184,8 @@ def main() -> None:
 
     ids = json.loads((a.work / "tok" / "ids.json").read_text())
     judge = Judge(a.data, a.work, ids)
-    lf = a.work / "hybrid-lists.pkl"
+    lf = a.work / a.lists
+    tag = "" if a.lists == "hybrid-lists.pkl" else f"{Path(a.lists).stem}-"  # the first runs' file names
     if a.stage == "lists":
         from qkv.search.store import open_store
 
@@ -181,7 +194,11 @@ def main() -> None:
             V = np.asarray(st.get_vectors(ids), np.float32)
         finally:
             st.close()
-        lists = hybrid_lists(judge, V)
+        if a.adapter:
+            ns = list(range(len(judge.q["qids"])))
+            lists = [[(str(i), float(s)) for i, s in f] for f in stack_lists(judge, V, np.load(a.adapter), ns, TOP)]
+        else:
+            lists = hybrid_lists(judge, V)
         lf.write_bytes(pickle.dumps(lists))
         for h in ("a", "b"):
             ns = judge.qids(h)
@@ -241,7 +258,7 @@ def main() -> None:
                 print(f"  epoch {ep}: {done}/{len(gs)} queries, loss {total / done:.3f} ({time.perf_counter() - t0:.0f}s)",
                       flush=True)
         torch.save({"net": ce.net.state_dict(), "head": ce.head.state_dict()},
-                   a.work / f"ce-{a.train}-e{ep}.pt")
+                   a.work / f"ce-{tag}{a.train}-e{ep}.pt")
         if ep not in ([int(e) for e in floats(a.score_epochs)] or [a.epochs]):
             continue
         qs = [qtext[n] for n in ev for _ in lists[n][:kmax]]
@@ -252,12 +269,14 @@ def main() -> None:
             m = len(lists[n][:kmax])
             scores.append(flat[at:at + m])
             at += m
-        np.save(a.work / f"ce-{a.train}-e{ep}-on-{a.half}.npy", flat)
+        np.save(a.work / f"ce-{tag}{a.train}-e{ep}-on-{a.half}.npy", flat)
         print(f"epoch {ep}: loss {total / done:.3f}, scored {len(qs):,} pairs ({time.perf_counter() - t0:.0f}s)")
         for (k, lam), ranks in rerank([lists[n] for n in ev], scores, [int(k) for k in floats(a.ks)],
                                       floats(a.lambdas)).items():
             nd, rc = metrics(judge, ev, ranks)
-            print(f"  K {k:3d} λ {lam:<4g}: {nd:.4f} ({nd - base[0]:+.4f}) / {rc:.4f}", flush=True)
+            se = paired_se(per_query_ndcg(judge, ev, [[i for i, _ in lists[n]] for n in ev]),
+                           per_query_ndcg(judge, ev, ranks))
+            print(f"  K {k:3d} λ {lam:<4g}: {nd:.4f} ({nd - base[0]:+.4f} ± {se:.4f}) / {rc:.4f}", flush=True)
 
 
 if __name__ == "__main__":

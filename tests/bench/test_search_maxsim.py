@@ -1,7 +1,8 @@
 """bench/search_maxsim.py (late interaction over the hybrid top candidates) and the benches built
-on its pieces — search_prior.py, search_ensemble.py, search_feedback.py: the re-ordering, the
-MaxSim score of the learned map at its start and after training, the prior's counts, the
-ensemble's fusion and the feedback vector — on small made-up data."""
+on its pieces — search_prior.py, search_ensemble.py, search_feedback.py, search_rerank.py: the
+re-ordering, the MaxSim score of the learned map at its start and after training, the prior's
+counts, the ensemble's fusion, the feedback vector and the per-query NDCG behind the cross-encoder's
+paired SE — on small made-up data."""
 
 import sys
 from pathlib import Path
@@ -125,3 +126,17 @@ def test_paired_standard_error_skips_unscored_queries():
     y = np.array([0.6, 0.2, 0.9, 0.7])
     d = np.array([0.1, 0.0, 0.3])  # the NaN query left out
     assert np.isclose(ens.paired_se(x, y), d.std(ddof=1) / np.sqrt(3))
+
+
+def test_rerank_per_query_ndcg_is_what_metrics_averages():
+    import search_rerank as rr
+
+    qrels = {"q0": {"p1": 3.0, "p2": 1.0}, "q1": {"p2": 2.0}, "q2": {"p9": 1.0}}  # q2: nothing relevant
+    judge = Judge(qrels, {"b": set(qrels)})
+    ns = judge.qids("b")
+    ranks = [["p2", "p1"], ["p1", "p2"], ["p1"]]
+    per = rr.per_query_ndcg(judge, ns, ranks)
+    assert per.shape == (3,) and np.isnan(per[2])
+    assert per[0] < 1.0 and 0.0 < per[1] < 1.0  # both relevant titles listed, neither first
+    assert np.isclose(np.nanmean(per), rr.metrics(judge, ns, ranks)[0])
+    assert rr.per_query_ndcg(judge, ns, [["p1", "p2"], ["p2"], []])[:2].tolist() == [1.0, 1.0]
