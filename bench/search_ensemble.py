@@ -12,6 +12,7 @@ half a with them favours the dense side), then half b is scored with and without
         --minilm /tmp/deepct/plain --minilm-adapter /tmp/densetw/adapter-a-t0.05-lr0.001-r0-h0-e3.npy \\
         --e5 /tmp/hd-e5-ad          # an e5 index with `qkv terms adapt` run on it (half a)
     # needs search_densepool.py's caches in --work (`tokens` for the ids, `queries`)
+    # --wms 0.1 --wes 0.6 --write-lists /tmp/densetw/ensemble-lists.pkl: those lists, for search_rerank.py score
 """
 
 from __future__ import annotations
@@ -121,6 +122,16 @@ def per_query(judge: Judge, cands, wm: float, we: float) -> np.ndarray:
     return np.array([nd, rc], np.float64).T
 
 
+def fused_lists(judge: Judge, cands, wm: float, we: float, depth: int = 100) -> dict[int, list]:
+    """Per query row: its fused top ``depth`` as (id, fused score), as ``per_query`` ranks them."""
+    out = {}
+    for n, rows, cm, ce, kw in cands:
+        s = wm * cm + we * ce + (1 - wm - we) * kw
+        top = np.argsort(-s, kind="stable")[:depth]
+        out[n] = [(str(judge.ids[rows[j]]), float(s[j])) for j in top]
+    return out
+
+
 def score(judge: Judge, cands, wm: float, we: float) -> tuple[float, float]:
     nd, rc = np.nanmean(per_query(judge, cands, wm, we), axis=0)
     return float(nd), float(rc)
@@ -142,6 +153,9 @@ def main() -> None:
     ap.add_argument("--side", choices=("plain", "weighted"), default="weighted", help="the keyword side")
     ap.add_argument("--wms", default="0,0.1,0.15,0.2,0.25,0.3,0.5")
     ap.add_argument("--wes", default="0,0.3,0.4,0.5,0.55,0.6,0.65,0.7,0.75,0.8")
+    ap.add_argument("--write-lists", type=Path, metavar="PKL",
+                    help="only write every query's fused top 100 with both adapters at --wms/--wes' first "
+                         "weights (for search_rerank.py score) and stop")
     a = ap.parse_args()
 
     ids = json.loads((a.work / "tok" / "ids.json").read_text())
@@ -152,6 +166,15 @@ def main() -> None:
     e0, e1 = e5_queries(a.data, a.work, a.e5, judge)
     Qe = {False: e0, True: e1}
     print(f"vectors ready ({time.perf_counter() - t0:.0f}s)", flush=True)
+    if a.write_lists:
+        wm, we = floats(a.wms)[0], floats(a.wes)[0]
+        ns = list(range(len(judge.q["qids"])))
+        got = fused_lists(judge, candidates(judge, ns, Vm, Ve, Qm[True], Qe[True], a.side), wm, we)
+        a.write_lists.write_bytes(pickle.dumps([got[n] for n in ns]))
+        for h in ("a", "b"):
+            print(f"half {h}, w_m {wm:g}, w_e {we:g}, adapters: NDCG@10 / R@100 "
+                  f"{score(judge, candidates(judge, judge.qids(h), Vm, Ve, Qm[True], Qe[True], a.side), wm, we)}")
+        return
     grid = [(wm, we) for wm in floats(a.wms) for we in floats(a.wes) if wm + we < 0.96]
     singles = {"MiniLM alone (α 0.5)": (0.5, 0.0), "e5 alone (α 0.8)": (0.0, 0.8)}
 

@@ -19,6 +19,9 @@ new score at ``--head-lr`` (1e-3).
     # over the whole stack's lists (spelling, the term head, the query adapter fitted on half a):
     $B lists --plain plain --adapter /tmp/densetw/adapter-a-t0.05-lr0.001-r0-h0-e3.npy --lists stack-lists.pkl
     $B train --lists stack-lists.pkl --train a --half b --epochs 3 --lr 1e-4 --ks 10,20,30 --lambdas 1,2
+    # the same cross-encoder over the two-model fusion's lists (search_ensemble.py --write-lists):
+    $B score --lists ensemble-lists.pkl --half b --checkpoint /tmp/densetw/ce-stack-lists-a-e3.pt \
+        --reuse /tmp/densetw/stack-lists.pkl /tmp/densetw/ce-stack-lists-a-e3-on-b.npy --ks 10,20,30 --lambdas 1,2
 """
 
 from __future__ import annotations
@@ -162,7 +165,7 @@ def groups(judge: Judge, lists, ns, rng, size: int, pool: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=("lists", "ceiling", "train"))
+    ap.add_argument("stage", choices=("lists", "ceiling", "train", "score"))
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--work", type=Path, default=Path("/tmp/densetw"))
     ap.add_argument("--plain", type=Path, help="the plain MiniLM index (its title vectors)")
@@ -180,6 +183,9 @@ def main() -> None:
     ap.add_argument("--ks", default="10,20,30,50,100")
     ap.add_argument("--lambdas", default="0,0.25,0.5,1,2")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", type=Path, help="score: a cross-encoder `train` saved (ce-*.pt)")
+    ap.add_argument("--reuse", nargs=2, type=Path, metavar=("LISTS", "SCORES"),
+                    help="score: pairs already scored — the lists cache and the .npy `train` wrote for --half")
     a = ap.parse_args()
 
     ids = json.loads((a.work / "tok" / "ids.json").read_text())
@@ -225,6 +231,25 @@ def main() -> None:
     kmax = max(int(k) for k in floats(a.ks))
     base = metrics(judge, ev, [[i for i, _ in lists[n]] for n in ev])
     print(f"half {a.half}: hybrid {base[0]:.4f} / {base[1]:.4f}", flush=True)
+    if a.stage == "score":  # a saved cross-encoder over other lists (the ensemble's), its known pairs reused
+        state = torch.load(a.checkpoint)
+        ce.net.load_state_dict(state["net"])
+        ce.head.load_state_dict(state["head"])
+        known = {}
+        if a.reuse:
+            old = pickle.loads(a.reuse[0].read_bytes())
+            flat, at = np.load(a.reuse[1]), 0
+            for n in ev:
+                for i, _ in old[n][:kmax]:
+                    known[n, i] = float(flat[at])
+                    at += 1
+            if at != len(flat):
+                raise SystemExit(f"{a.reuse[1]} holds {len(flat)} scores, {a.reuse[0]}'s top {kmax} of half {a.half} {at}")
+        t0 = time.perf_counter()
+        scores = score_lists(ce, qtext, title, ev, [lists[n][:kmax] for n in ev], known)
+        print(f"scored ({len(known):,} pairs reused, {time.perf_counter() - t0:.0f}s)")
+        report(judge, ev, [lists[n] for n in ev], scores, a, base)
+        return
     nq = len(groups(judge, lists, tr, rng, a.group, a.pool))
     steps = a.epochs * ((nq + a.queries_per_step - 1) // a.queries_per_step)
     opt = torch.optim.AdamW([{"params": list(ce.net.parameters()), "lr": a.lr},
@@ -261,22 +286,30 @@ def main() -> None:
                    a.work / f"ce-{tag}{a.train}-e{ep}.pt")
         if ep not in ([int(e) for e in floats(a.score_epochs)] or [a.epochs]):
             continue
-        qs = [qtext[n] for n in ev for _ in lists[n][:kmax]]
-        ts = [title[i] for n in ev for i, _ in lists[n][:kmax]]
-        flat = ce.score(qs, ts)
-        scores, at = [], 0
-        for n in ev:
-            m = len(lists[n][:kmax])
-            scores.append(flat[at:at + m])
-            at += m
-        np.save(a.work / f"ce-{tag}{a.train}-e{ep}-on-{a.half}.npy", flat)
-        print(f"epoch {ep}: loss {total / done:.3f}, scored {len(qs):,} pairs ({time.perf_counter() - t0:.0f}s)")
-        for (k, lam), ranks in rerank([lists[n] for n in ev], scores, [int(k) for k in floats(a.ks)],
-                                      floats(a.lambdas)).items():
-            nd, rc = metrics(judge, ev, ranks)
-            se = paired_se(per_query_ndcg(judge, ev, [[i for i, _ in lists[n]] for n in ev]),
-                           per_query_ndcg(judge, ev, ranks))
-            print(f"  K {k:3d} λ {lam:<4g}: {nd:.4f} ({nd - base[0]:+.4f} ± {se:.4f}) / {rc:.4f}", flush=True)
+        scores = score_lists(ce, qtext, title, ev, [lists[n][:kmax] for n in ev])
+        np.save(a.work / f"ce-{tag}{a.train}-e{ep}-on-{a.half}.npy", np.concatenate(scores))
+        print(f"epoch {ep}: loss {total / done:.3f}, scored {sum(map(len, scores)):,} pairs "
+              f"({time.perf_counter() - t0:.0f}s)")
+        report(judge, ev, [lists[n] for n in ev], scores, a, base)
+
+
+def score_lists(ce, qtext: list[str], title: dict[str, str], ev: list[int], heads: list,
+                known: dict | None = None) -> list[np.ndarray]:
+    """The cross-encoder's score of every (query, title) of each query's ``heads`` (lists of
+    (id, fused); query rows ``ev``); pairs in ``known`` ((query row, id) → score) are not scored again."""
+    known = dict(known or {})
+    todo = sorted({(n, i) for n, h in zip(ev, heads) for i, _ in h} - set(known))
+    flat = ce.score([qtext[n] for n, _ in todo], [title[i] for _, i in todo])
+    known.update(zip(todo, flat.tolist()))
+    return [np.array([known[n, i] for i, _ in h], np.float32) for n, h in zip(ev, heads)]
+
+
+def report(judge: Judge, ev: list[int], lists, scores, a, base) -> None:
+    for (k, lam), ranks in rerank(lists, scores, [int(k) for k in floats(a.ks)], floats(a.lambdas)).items():
+        nd, rc = metrics(judge, ev, ranks)
+        se = paired_se(per_query_ndcg(judge, ev, [[i for i, _ in lst] for lst in lists]),
+                       per_query_ndcg(judge, ev, ranks))
+        print(f"  K {k:3d} λ {lam:<4g}: {nd:.4f} ({nd - base[0]:+.4f} ± {se:.4f}) / {rc:.4f}", flush=True)
 
 
 if __name__ == "__main__":

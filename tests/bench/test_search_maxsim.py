@@ -140,3 +140,30 @@ def test_rerank_per_query_ndcg_is_what_metrics_averages():
     assert per[0] < 1.0 and 0.0 < per[1] < 1.0  # both relevant titles listed, neither first
     assert np.isclose(np.nanmean(per), rr.metrics(judge, ns, ranks)[0])
     assert rr.per_query_ndcg(judge, ns, [["p1", "p2"], ["p2"], []])[:2].tolist() == [1.0, 1.0]
+
+
+def test_rerank_scores_each_pair_once_and_reuses_known_pairs():
+    import search_rerank as rr
+
+    class CE:  # scores a pair by its title's length, and records what it was asked
+        asked: list = []
+
+        def score(self, qs, ts):
+            self.asked += list(zip(qs, ts))
+            return np.array([float(len(t)) for t in ts], np.float32)
+
+    ce = CE()
+    qtext = ["q zero", "q one"]
+    title = {"a": "aa", "b": "bbbb", "c": "c"}
+    heads = [[("a", 0.9), ("b", 0.5)], [("b", 0.7), ("c", 0.1)]]
+    got = rr.score_lists(ce, qtext, title, [0, 1], heads, known={(1, "b"): -5.0})
+    assert [g.tolist() for g in got] == [[2.0, 4.0], [-5.0, 1.0]]
+    assert sorted(ce.asked) == [("q one", "c"), ("q zero", "aa"), ("q zero", "bbbb")]
+
+
+def test_ensemble_lists_follow_the_fused_order():
+    judge = Judge({"q0": {}}, {}, ids=["p0", "p1", "p2"])
+    cands = [(0, np.array([0, 1, 2]), np.array([0.1, 0.9, 0.5]), np.array([0.2, 0.1, 0.9]), np.array([1.0, 0.0, 0.5]))]
+    got = ens.fused_lists(judge, cands, 0.1, 0.6, depth=2)[0]
+    s = 0.1 * cands[0][2] + 0.6 * cands[0][3] + 0.3 * cands[0][4]
+    assert [i for i, _ in got] == ["p2", "p0"] and np.allclose([x for _, x in got], s[[2, 0]])
